@@ -1,0 +1,85 @@
+"""Settings: where vidagent keeps its files and which models it uses.
+
+Everything is explicit: a ``Settings`` object is built once (from defaults, environment
+variables or arguments) and passed down. Nothing reads the environment after that.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import platformdirs
+
+LOCAL_MODELS = ("qwen2.5-1.5b", "qwen2.5-0.5b", "smollm2-135m")
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Which chat model answers.
+
+    ``backend="local"`` runs an embedded GGUF model (``model`` is one of ``LOCAL_MODELS`` or a
+    path to a .gguf file); ``backend="openai"`` talks to any OpenAI-compatible endpoint.
+    """
+
+    backend: str = "local"
+    model: str = "qwen2.5-1.5b"
+    base_url: str | None = None
+    api_key: str | None = None
+    temperature: float = 0.0
+    timeout_s: float = 120.0
+    context_tokens: int = 4096
+    threads: int | None = None
+    cache: bool = True
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Top-level configuration."""
+
+    home: Path = field(default_factory=lambda: Path(platformdirs.user_cache_dir("vidagent")))
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    segment_seconds: float = 2.0
+    frames_per_segment: int = 1
+    max_react_steps: int = 8
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    @property
+    def library_path(self) -> Path:
+        return self.home / "library.sqlite"
+
+    @property
+    def llm_cache_path(self) -> Path:
+        return self.home / "llm-cache.sqlite"
+
+    def with_llm(self, **changes: object) -> "Settings":
+        return replace(self, llm=replace(self.llm, **changes))
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+        """Defaults overridden by ``VIDAGENT_*`` variables.
+
+        ``VIDAGENT_HOME``: cache/library folder. ``VIDAGENT_LLM_BASE_URL`` (selects the OpenAI-compatible
+        backend), ``VIDAGENT_LLM_MODEL``, ``VIDAGENT_LLM_API_KEY`` (falls back to ``OPENAI_API_KEY``),
+        ``VIDAGENT_LLM_TIMEOUT``, ``VIDAGENT_LLM_CACHE`` (``0`` disables the response cache).
+        """
+        env = os.environ if environ is None else environ
+        settings = cls()
+        if env.get("VIDAGENT_HOME"):
+            settings = replace(settings, home=Path(env["VIDAGENT_HOME"]).expanduser())
+        llm = settings.llm
+        base_url = env.get("VIDAGENT_LLM_BASE_URL")
+        if base_url:
+            llm = replace(llm, backend="openai", base_url=base_url,
+                          api_key=env.get("VIDAGENT_LLM_API_KEY") or env.get("OPENAI_API_KEY"))
+        if env.get("VIDAGENT_LLM_MODEL"):
+            llm = replace(llm, model=env["VIDAGENT_LLM_MODEL"])
+        if env.get("VIDAGENT_LLM_TIMEOUT"):
+            llm = replace(llm, timeout_s=float(env["VIDAGENT_LLM_TIMEOUT"]))
+        if env.get("VIDAGENT_LLM_CACHE") == "0":
+            llm = replace(llm, cache=False)
+        return replace(settings, llm=llm)

@@ -1,0 +1,41 @@
+"""The exceptions vidagent raises. Every user-facing failure is a ``VidagentError``.
+
+The CLI prints ``str(error)`` on one line and exits non-zero; library users catch the
+specific subclass they care about.
+"""
+
+from __future__ import annotations
+
+
+class VidagentError(Exception):
+    """Base class of every error vidagent raises on purpose."""
+
+    exit_code: int = 1
+
+
+class VideoError(VidagentError):
+    """The input is missing, is not a video, or cannot be decoded."""
+
+    exit_code = 2
+
+
+class ModelUnavailableError(VidagentError):
+    """A model's files are not installed, or a model backend cannot be loaded."""
+
+    exit_code = 3
+
+
+class LLMError(VidagentError):
+    """The chat model failed: server down, timed out, or returned something unusable."""
+
+    exit_code = 4
+
+
+class MemoryStoreError(VidagentError):
+    """The video memory database cannot be opened, built or queried."""
+
+    exit_code = 5
+
+
+class ToolInputError(VidagentError):
+    """A tool was called with arguments it cannot use (reported back to the agent)."""

@@ -1,0 +1,73 @@
+"""The one chat interface every planner and tool uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message. ``images`` (RGB uint8 arrays) are only sent to vision-capable backends."""
+
+    role: str  # "system" | "user" | "assistant"
+    content: str
+    images: tuple[np.ndarray, ...] = field(default=(), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one chat call returned, with its cost."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    cached: bool = False
+
+
+@dataclass
+class Usage:
+    """Running totals of chat calls (cached calls cost no tokens and are counted apart)."""
+
+    llm_calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, completion: Completion) -> None:
+        if completion.cached:
+            self.cached_calls += 1
+            return
+        self.llm_calls += 1
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+        self.seconds += completion.seconds
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "llm_calls": self.llm_calls,
+            "cached_calls": self.cached_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+class ChatBackend(Protocol):
+    """A chat model. Implementations raise ``LLMError`` on failure, never anything else."""
+
+    name: str
+    supports_images: bool
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str] = (),
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+    ) -> Completion: ...

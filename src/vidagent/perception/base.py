@@ -1,0 +1,96 @@
+"""Protocols and result types shared by the perception models.
+
+Every model role is a small protocol so a real backend (Hugging Face, an OpenAI-compatible
+server) plugs in beside the offline default. Images are RGB ``uint8`` arrays of shape (H, W, 3);
+audio is 16 kHz mono ``float32``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Detections:
+    """Objects found in one image: boxes are ``x1, y1, x2, y2`` in pixels of that image."""
+
+    boxes: np.ndarray  # (N, 4) float32
+    scores: np.ndarray  # (N,) float32
+    class_ids: np.ndarray  # (N,) int32
+    labels: tuple[str, ...]  # (N,) class names
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @classmethod
+    def empty(cls) -> "Detections":
+        return cls(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int32), ())
+
+
+@dataclass(frozen=True)
+class TextBox:
+    """A piece of on-screen text with its box (``x1, y1, x2, y2`` pixels) and confidence."""
+
+    text: str
+    box: tuple[float, float, float, float]
+    score: float
+
+
+@dataclass(frozen=True)
+class SpeechSegment:
+    """Transcribed speech between two times (seconds from the start of the audio)."""
+
+    start_s: float
+    end_s: float
+    text: str
+
+
+@dataclass(frozen=True)
+class FrameDescription:
+    """What the describer saw in one frame: a sentence plus the structured facts behind it."""
+
+    text: str
+    objects: tuple[str, ...] = field(default=())
+    on_screen_text: tuple[str, ...] = field(default=())
+
+
+class TextEmbedder(Protocol):
+    """Maps text to L2-normalised ``float32`` vectors; queries and passages may be encoded apart."""
+
+    name: str
+    dim: int
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class SpeechToText(Protocol):
+    name: str
+
+    def transcribe(self, audio: np.ndarray, sample_rate: int = 16000) -> list[SpeechSegment]: ...
+
+
+class TextReader(Protocol):
+    """OCR."""
+
+    name: str
+
+    def read(self, image: np.ndarray) -> list[TextBox]: ...
+
+
+class ObjectDetector(Protocol):
+    name: str
+
+    def detect(self, images: Sequence[np.ndarray]) -> list[Detections]: ...
+
+
+class FrameDescriber(Protocol):
+    """Describes frames in words (a captioner, or the offline stand-in built from other models)."""
+
+    name: str
+
+    def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]: ...
