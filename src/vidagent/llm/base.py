@@ -71,3 +71,19 @@ class ChatBackend(Protocol):
         max_tokens: int = 512,
         temperature: float = 0.0,
     ) -> Completion: ...
+
+
+class ChatModel(Protocol):
+    """What planners and tools call: an ``LLM`` (backend + cache) or a metered view of one."""
+
+    name: str
+    supports_images: bool
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str] = (),
+        max_tokens: int = 512,
+        temperature: float | None = None,
+    ) -> Completion: ...

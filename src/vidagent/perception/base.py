@@ -55,6 +55,7 @@ class FrameDescription:
     text: str
     objects: tuple[str, ...] = field(default=())
     on_screen_text: tuple[str, ...] = field(default=())
+    text_boxes: tuple[TextBox, ...] = field(default=())
 
 
 class TextEmbedder(Protocol):

@@ -1,0 +1,172 @@
+"""Lenient parsing of ReAct model output and of multiple-choice answers.
+
+Small models format badly: labels in bold or lower case, the tool name in backticks or written
+as a call, the final answer as a letter, a number or the option's text. Nothing here raises:
+what cannot be parsed is reported so the agent can tell the model what went wrong.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+from typing import Sequence
+
+_LABEL = r"[\*_#\s]*{name}[\*_\s]*:[\*_]*"
+_THOUGHT = re.compile(_LABEL.format(name="thought"), re.IGNORECASE)
+_ACTION = re.compile(_LABEL.format(name="action"), re.IGNORECASE)
+_ACTION_INPUT = re.compile(_LABEL.format(name=r"action[\s_]*input"), re.IGNORECASE)
+_FINAL = re.compile(_LABEL.format(name=r"final[\s_]*answer"), re.IGNORECASE)
+_OBSERVATION = re.compile(_LABEL.format(name="observation"), re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ParsedStep:
+    """One model turn: either an action (with input) or a final answer, or an error message."""
+
+    thought: str = ""
+    action: str | None = None
+    action_input: str = ""
+    final_answer: str | None = None
+    error: str | None = None
+
+
+def parse_react(text: str, tool_names: Sequence[str]) -> ParsedStep:
+    """Parse ``Thought: ... Action: ... Action Input: ...`` or ``... Final Answer: ...``."""
+    text = _OBSERVATION.split(text, maxsplit=1)[0]  # anything after an invented observation is ignored
+    final = _FINAL.search(text)
+    action = _ACTION.search(text)
+    # An action that comes before a final answer wins: the model must see the observation first.
+    if final and not (action and action.start() < final.start()):
+        thought = _thought(text[: final.start()])
+        answer = text[final.end():].strip()
+        if not answer:
+            return ParsedStep(thought=thought, error="'Final Answer:' is empty. Write the answer after it.")
+        return ParsedStep(thought=thought, final_answer=answer)
+    if action is None:
+        call = _find_call(text, tool_names)
+        if call:
+            return ParsedStep(thought=_thought(text), action=call[0], action_input=call[1])
+        return ParsedStep(
+            thought=_thought(text),
+            error="No 'Action:' or 'Final Answer:' found. Reply with 'Action: <tool name>' and "
+            "'Action Input: <arguments>', or with 'Final Answer: <answer>'.",
+        )
+    thought = _thought(text[: action.start()])
+    rest = text[action.end():]
+    input_match = _ACTION_INPUT.search(rest)
+    action_text = (rest[: input_match.start()] if input_match else rest).strip()
+    action_input = rest[input_match.end():].strip() if input_match else ""
+    name, inline_input = _tool_name(action_text, tool_names)
+    if name is None:
+        return ParsedStep(
+            thought=thought,
+            error=f"Unknown tool {action_text.splitlines()[0][:60]!r}. Use one of: {', '.join(tool_names)}.",
+        )
+    return ParsedStep(thought=thought, action=name, action_input=action_input or inline_input)
+
+
+def _thought(text: str) -> str:
+    match = _THOUGHT.search(text)
+    return (text[match.end():] if match else text).strip()
+
+
+def _tool_name(action_text: str, tool_names: Sequence[str]) -> tuple[str | None, str]:
+    """The tool named in an ``Action:`` line, and any input written inline as a call."""
+    first_line = action_text.strip().splitlines()[0] if action_text.strip() else ""
+    cleaned = first_line.strip().strip("`*'\" ").strip()
+    lowered = cleaned.lower()
+    for name in sorted(tool_names, key=len, reverse=True):
+        if lowered.startswith(name.lower()):
+            inline = cleaned[len(name):].strip().strip("`").strip()
+            if inline.startswith("(") and inline.endswith(")"):
+                inline = inline[1:-1]
+            return name, inline.strip()
+    for name in tool_names:  # the name somewhere in the line (e.g. "use the caption_retrieval tool")
+        if name.lower() in lowered:
+            return name, ""
+    return None, ""
+
+
+def _find_call(text: str, tool_names: Sequence[str]) -> tuple[str, str] | None:
+    for name in tool_names:
+        match = re.search(re.escape(name) + r"\s*\((.*?)\)", text, flags=re.DOTALL)
+        if match:
+            return name, match.group(1).strip()
+    return None
+
+
+# -- multiple choice ----------------------------------------------------------------------
+_LETTERS = string.ascii_uppercase
+
+
+def extract_choice(answer: str, choices: Sequence[str]) -> int | None:
+    """The index of the option ``answer`` names (letter, number or the option's text), else None.
+
+    Numbers are read as 0-based indices, as the prompt labels options 0..n-1.
+    """
+    if not choices:
+        return None
+    text = answer.strip()
+    if not text:
+        return None
+    normalised = [_normalise(c) for c in choices]
+    plain = _normalise(text)
+    # 1. Exactly an option's text (or the text after a label like "2. ...").
+    for index, option in enumerate(normalised):
+        if option and plain == option:
+            return index
+    # 2. A bare label at the start: "2", "(c)", "C.", "option 3", "choice: B", "Answer 1".
+    #    A lone letter counts only when marked as a label, so "A dog runs" is not option A.
+    label = re.match(
+        r"^\s*(?:the\s+)?(?:correct\s+)?(?:(?:answer|option|choice)\s*(?:is|:)?\s*)?"
+        r"(?:[\(\[]\s*([0-9]+|[A-Za-z])\s*[\)\]]|([0-9]+)\b|([A-Za-z])(?:[\.:\),]|\s*$))",
+        text,
+        flags=re.IGNORECASE,
+    )
+    keyword = re.match(r"^\s*(?:answer|option|choice)\s*(?:is|:)?\s*([A-Za-z])\b", text, flags=re.IGNORECASE)
+    token = next((g for g in label.groups() if g), None) if label else (keyword.group(1) if keyword else None)
+    if token is not None:
+        index = _label_index(token, len(choices))
+        if index is not None:
+            return index
+    # 3. An option's text contained in the answer (longest match wins, so "red car" beats "car").
+    contained = [(len(option), index) for index, option in enumerate(normalised) if option and option in plain]
+    if contained:
+        return max(contained)[1]
+    # 4. A label anywhere: "... so the answer is 3" / "option (b)".
+    anywhere = re.findall(r"(?:answer|option|choice)\s*(?:is|:)?\s*[\(\[]?([0-9]+|[A-Ea-e])\b", text, re.IGNORECASE)
+    for token in reversed(anywhere):
+        index = _label_index(token, len(choices))
+        if index is not None:
+            return index
+    # 5. Most of an option's words appear in the answer.
+    answer_words = set(plain.split())
+    best, best_overlap = None, 0.0
+    for index, option in enumerate(normalised):
+        words = set(option.split())
+        if words:
+            overlap = len(words & answer_words) / len(words)
+            if overlap > best_overlap:
+                best, best_overlap = index, overlap
+    if best_overlap >= 0.6:
+        return best
+    # 6. The answer's words all belong to exactly one option ("leash" -> "a black leash").
+    holders = [index for index, option in enumerate(normalised) if answer_words and answer_words <= set(option.split())]
+    return holders[0] if len(holders) == 1 else None
+
+
+def _label_index(token: str, count: int) -> int | None:
+    if token.isdigit():
+        value = int(token)
+        return value if value < count else None
+    if len(token) == 1 and token.upper() in _LETTERS[:count]:
+        return _LETTERS.index(token.upper())
+    return None
+
+
+def _normalise(text: str) -> str:
+    text = text.lower()
+    text = re.sub(r"[^\w\s]", " ", text)
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())

@@ -1,0 +1,118 @@
+"""A persistent cache of chat responses, keyed by everything that determines the answer.
+
+Stored in SQLite (WAL mode, one short transaction per read or write), so several processes
+can share one cache file. Images count through a digest of their pixels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from vidagent.errors import LLMError
+from vidagent.llm.base import Completion, Message
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    text TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def image_digest(image: np.ndarray) -> str:
+    """sha256 of an image's shape, dtype and pixels."""
+    array = np.ascontiguousarray(image)
+    h = hashlib.sha256(f"{array.shape}|{array.dtype}|".encode())
+    h.update(array.tobytes())
+    return h.hexdigest()
+
+
+def cache_key(backend: str, messages: Sequence[Message], *, stop: Sequence[str],
+              max_tokens: int, temperature: float) -> str:
+    """sha256 of a canonical JSON of a chat request."""
+    request = {
+        "backend": backend,
+        "messages": [
+            {"role": m.role, "content": m.content, "images": [image_digest(i) for i in m.images]}
+            for m in messages
+        ],
+        "stop": list(stop),
+        "max_tokens": int(max_tokens),
+        "temperature": float(temperature),
+    }
+    canonical = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    """What the cache keeps of a completion."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ResponseCache:
+    """A SQLite-backed map from ``cache_key`` to ``CachedResponse``."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise LLMError(f"cannot open the LLM response cache at {self.path}: {exc}") from exc
+
+    def get(self, key: str) -> CachedResponse | None:
+        """The cached response for ``key``, or None (also when the cache cannot be read)."""
+        try:
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT text, prompt_tokens, completion_tokens FROM responses WHERE key = ?", (key,)
+                ).fetchone()
+        except sqlite3.Error:
+            return None
+        return CachedResponse(*row) if row else None
+
+    def put(self, key: str, completion: Completion) -> None:
+        """Store ``completion`` under ``key`` (a failed write is ignored: caching is best effort)."""
+        try:
+            with self._lock:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
+                    (key, completion.text, completion.prompt_tokens, completion.completion_tokens,
+                     time.time()),
+                )
+        except sqlite3.Error:
+            pass
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def clear(self) -> None:
+        """Forget every cached response."""
+        with self._lock:
+            self._db.execute("DELETE FROM responses")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

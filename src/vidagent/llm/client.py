@@ -1,0 +1,110 @@
+"""``LLM``: the one chat object planners and tools use, and ``build_llm`` to make it from settings."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+from vidagent.config import Settings
+from vidagent.errors import LLMError, ModelUnavailableError
+from vidagent.llm.base import ChatBackend, Completion, Message
+from vidagent.llm.cache import ResponseCache, cache_key
+
+
+class LLM:
+    """A chat backend plus an optional response cache.
+
+    ``chat`` returns a ``Completion``; a cache hit comes back with ``cached=True`` and the
+    token counts of the original call (``Usage.add`` counts it apart). Images are dropped from
+    messages when the backend cannot read them. Callers sum Completions into a ``Usage``.
+    """
+
+    def __init__(self, backend: ChatBackend, cache: ResponseCache | None = None, *,
+                 default_temperature: float = 0.0) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.default_temperature = default_temperature
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    @property
+    def supports_images(self) -> bool:
+        return self.backend.supports_images
+
+    def chat(self, messages: Sequence[Message], *, stop: Sequence[str] = (), max_tokens: int = 512,
+             temperature: float | None = None) -> Completion:
+        """Answer ``messages``, from the cache when this exact request was answered before."""
+        if not messages:
+            raise LLMError("no messages to send to the model")
+        temp = self.default_temperature if temperature is None else float(temperature)
+        if not self.supports_images:
+            messages = [replace(m, images=()) if m.images else m for m in messages]
+        stop = tuple(stop)
+        key = None
+        if self.cache is not None:
+            started = time.perf_counter()
+            key = cache_key(self.name, messages, stop=stop, max_tokens=max_tokens, temperature=temp)
+            hit = self.cache.get(key)
+            if hit is not None:
+                return Completion(hit.text, hit.prompt_tokens, hit.completion_tokens,
+                                  time.perf_counter() - started, cached=True)
+        completion = self.backend.complete(messages, stop=stop, max_tokens=max_tokens, temperature=temp)
+        if self.cache is not None and key is not None:
+            self.cache.put(key, completion)
+        return completion
+
+
+_LOCAL_BACKENDS: dict[tuple[Path, int, int | None], ChatBackend] = {}
+_LOCAL_LOCK = threading.Lock()
+
+
+def _local_backend(path: Path, context_tokens: int, threads: int | None) -> ChatBackend:
+    """One loaded model per (file, context, threads) in a process: building twice loads once."""
+    from vidagent.llm.local import LocalGGUFBackend
+
+    key = (path.resolve(), context_tokens, threads)
+    with _LOCAL_LOCK:
+        if key not in _LOCAL_BACKENDS:
+            _LOCAL_BACKENDS[key] = LocalGGUFBackend(path, context_tokens=context_tokens, threads=threads)
+        return _LOCAL_BACKENDS[key]
+
+
+def resolve_local_model(model: str, models_dir: Path) -> Path:
+    """A local model name (``qwen2.5-1.5b``…) or a path to a ``.gguf`` file, as an existing path."""
+    from vidagent.models.install import model_path
+    from vidagent.models.registry import LOCAL_CHAT_MODELS
+
+    if model in LOCAL_CHAT_MODELS:
+        return model_path(model, models_dir)
+    path = Path(model).expanduser()
+    if path.suffix.lower() == ".gguf" or path.exists():
+        if not path.is_file():
+            raise ModelUnavailableError(f"model file {path} does not exist")
+        return path
+    known = ", ".join(LOCAL_CHAT_MODELS)
+    raise ModelUnavailableError(f"unknown local model {model!r}: use one of {known} or a .gguf path")
+
+
+def build_llm(settings: Settings) -> LLM:
+    """The ``LLM`` that ``settings.llm`` describes (the local model is loaded on first use)."""
+    cfg = settings.llm
+    backend: ChatBackend
+    if cfg.backend == "local":
+        path = resolve_local_model(cfg.model, settings.models_dir)
+        backend = _local_backend(path, cfg.context_tokens, cfg.threads)
+    elif cfg.backend == "openai":
+        if not cfg.base_url:
+            raise LLMError("the openai backend needs a base URL (set VIDAGENT_LLM_BASE_URL)")
+        from vidagent.llm.openai_compat import OpenAICompatibleBackend
+
+        backend = OpenAICompatibleBackend(cfg.base_url, cfg.model, api_key=cfg.api_key,
+                                          timeout_s=cfg.timeout_s)
+    else:
+        raise LLMError(f"unknown LLM backend {cfg.backend!r} (use 'local' or 'openai')")
+    cache = ResponseCache(settings.llm_cache_path) if cfg.cache else None
+    return LLM(backend, cache, default_temperature=cfg.temperature)

@@ -1,0 +1,141 @@
+"""An embedded GGUF chat model, run in-process by llama.cpp (through ``xllamacpp``).
+
+``xllamacpp.Server`` embeds llama.cpp's server engine without opening a socket: requests are
+OpenAI-style dicts answered by a direct call. It applies the model's own chat template (ChatML
+for Qwen), honours stop strings, and keeps one slot whose KV cache is reused for the longest
+token prefix a new prompt shares with the previous one. A ReAct loop, whose every step resends
+the same prompt with a little appended, therefore only pays for reading the new tokens.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from vidagent.errors import LLMError, ModelUnavailableError
+from vidagent.llm.base import Completion, Message
+
+_GGUF_MAGIC = b"GGUF"
+
+
+class LocalGGUFBackend:
+    """A ``ChatBackend`` over a local GGUF file. The model is loaded on the first call.
+
+    ``context_tokens`` bounds prompt plus answer; ``threads`` defaults to llama.cpp's choice
+    (the number of physical cores). Calls are serialised by a lock: one model, one KV cache.
+    """
+
+    supports_images = False
+
+    def __init__(self, model_path: Path | str, *, context_tokens: int = 4096,
+                 threads: int | None = None, prompt_cache_mib: int = 1024) -> None:
+        self.model_path = Path(model_path)
+        self.context_tokens = context_tokens
+        self.threads = threads
+        self.prompt_cache_mib = prompt_cache_mib
+        self.name = f"local:{self.model_path.name}"
+        self.load_seconds: float | None = None
+        self.last_timings: dict[str, float] = {}
+        """llama.cpp's timings of the last call (``cache_n``: prompt tokens reused from the KV cache)."""
+        self._server: Any = None
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        """Load the model now (otherwise the first ``complete`` does it)."""
+        with self._lock:
+            self._ensure_loaded()
+
+    def close(self) -> None:
+        """Free the model and its KV cache; a later call loads it again."""
+        with self._lock:
+            self._server = None
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str] = (),
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+    ) -> Completion:
+        """Answer ``messages`` (their images are ignored: this model reads text only)."""
+        if not messages:
+            raise LLMError("no messages to send to the model")
+        request: dict[str, Any] = {
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "max_tokens": int(max_tokens),
+            "temperature": float(temperature),
+            "cache_prompt": True,
+        }
+        if temperature <= 0:
+            request["top_k"] = 1
+        if stop:
+            request["stop"] = list(stop)
+        with self._lock:
+            server = self._ensure_loaded()
+            started = time.perf_counter()
+            try:
+                reply = server.handle_chat_completions(request)
+            except Exception as exc:  # the binding raises RuntimeError/ValueError
+                raise LLMError(f"local model {self.model_path.name} failed: {exc}") from exc
+            seconds = time.perf_counter() - started
+            completion = _completion(reply, seconds, self.model_path.name)
+            self.last_timings = dict(reply.get("timings") or {})
+        return completion
+
+    def _ensure_loaded(self) -> Any:
+        if self._server is not None:
+            return self._server
+        path = self.model_path
+        if not path.is_file():
+            raise ModelUnavailableError(
+                f"model file {path} does not exist: run `vidagent models install`"
+            )
+        with path.open("rb") as f:
+            if f.read(4) != _GGUF_MAGIC:
+                raise ModelUnavailableError(f"{path} is not a GGUF model file")
+        try:
+            import xllamacpp
+        except ImportError as exc:
+            raise ModelUnavailableError(f"the local LLM runtime (xllamacpp) is missing: {exc}") from exc
+        params = xllamacpp.CommonParams()
+        params.model.path = str(path)
+        params.n_ctx = self.context_tokens
+        params.n_parallel = 1  # one slot, so consecutive calls share its KV cache
+        params.cache_prompt = True
+        params.cache_ram_mib = self.prompt_cache_mib
+        params.verbosity = -1  # llama.cpp logs nothing but errors
+        if self.threads:
+            params.cpuparams.n_threads = self.threads
+            params.cpuparams_batch.n_threads = self.threads
+        started = time.perf_counter()
+        try:
+            self._server = xllamacpp.Server(params)
+        except Exception as exc:
+            raise ModelUnavailableError(
+                f"cannot load {path} (corrupt or incomplete file? re-run `vidagent models install`): {exc}"
+            ) from exc
+        self.load_seconds = time.perf_counter() - started
+        return self._server
+
+
+def _completion(reply: Any, seconds: float, model: str) -> Completion:
+    if not isinstance(reply, dict):
+        raise LLMError(f"local model {model} returned {type(reply).__name__}, not a response")
+    if "error" in reply:
+        error = reply["error"]
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise LLMError(f"local model {model}: {message}")
+    try:
+        text = reply["choices"][0]["message"].get("content") or ""
+        usage = reply.get("usage") or {}
+        return Completion(
+            text=text,
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            seconds=seconds,
+        )
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise LLMError(f"local model {model} returned an unexpected response: {exc!r}") from exc

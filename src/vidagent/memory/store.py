@@ -1,0 +1,207 @@
+"""The library database: one SQLite file holding the memory of many videos.
+
+Stages are written atomically: a stage's rows and its ``stages`` row go in one transaction,
+after the old rows of that stage are deleted. An interrupted build therefore leaves the
+database exactly as it was before the build began.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from vidagent.errors import MemoryStoreError
+from vidagent.video.video import VideoInfo
+
+SCHEMA_VERSION = 1
+
+# Which tables each build stage owns (deleted and rewritten together).
+STAGE_TABLES: dict[str, tuple[str, ...]] = {
+    "frames": ("frames", "text_in_frame"),
+    "speech": ("speech",),
+    "segments": ("segments",),
+}
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    """A stable short hash of a stage's configuration."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SegmentRecord:
+    """One segment of the temporal memory."""
+
+    segment_id: int
+    start_s: float
+    end_s: float
+    description: str
+    speech: str
+    on_screen_text: str
+    embedding: np.ndarray
+
+    def as_text(self) -> str:
+        """The segment as the agent reads it."""
+        parts = [self.description]
+        if self.speech:
+            parts.append(f'Speech: "{self.speech}"')
+        if self.on_screen_text:
+            parts.append(f'On-screen text: "{self.on_screen_text}"')
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class FrameRecord:
+    time_s: float
+    segment_id: int
+    description: str
+
+
+class Library:
+    """Read and write access to the library database at ``path`` (created on first use)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            self._migrate()
+        except sqlite3.DatabaseError as error:
+            raise MemoryStoreError(f"cannot open the library database {self.path}: {error}") from error
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        schema = resources.files("vidagent.memory").joinpath("schema.sql").read_text()
+        with self._lock:
+            self._conn.executescript(schema)
+            row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                self._conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise MemoryStoreError(
+                    f"{self.path} was written by a newer vidagent (schema {row[0]} > {SCHEMA_VERSION}); upgrade vidagent"
+                )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "Library":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- videos and stages -----------------------------------------------------------------
+    def add_video(self, info: VideoInfo) -> None:
+        """Register a video (or update where it was last seen)."""
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._lock:
+            self._conn.execute(
+                """INSERT INTO videos VALUES (?,?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT(video_id) DO UPDATE SET path=excluded.path""",
+                (info.content_hash, info.path, info.duration_s, info.fps, info.width, info.height,
+                 info.rotation, int(info.has_audio), info.codec, now),
+            )
+
+    def has_stage(self, video_id: str, stage: str, config: Mapping[str, Any]) -> bool:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT 1 FROM stages WHERE video_id=? AND stage=? AND config_key=?",
+                (video_id, stage, config_key(config)),
+            ).fetchone()
+        return row is not None
+
+    def write_stage(
+        self,
+        video_id: str,
+        stage: str,
+        config: Mapping[str, Any],
+        rows: Mapping[str, Iterable[Sequence[Any]]],
+        seconds: float,
+    ) -> None:
+        """Replace a stage's rows (``table -> row tuples without video_id``) in one transaction."""
+        owned = STAGE_TABLES[stage]
+        unknown = set(rows) - set(owned)
+        if unknown:
+            raise ValueError(f"stage {stage!r} does not own tables {sorted(unknown)}")
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                for table in owned:
+                    self._conn.execute(f"DELETE FROM {table} WHERE video_id=?", (video_id,))
+                for table, table_rows in rows.items():
+                    materialised = [(video_id, *row) for row in table_rows]
+                    if materialised:
+                        marks = ",".join("?" * len(materialised[0]))
+                        self._conn.executemany(f"INSERT INTO {table} VALUES ({marks})", materialised)
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO stages VALUES (?,?,?,?,?,?)",
+                    (video_id, stage, config_key(config), json.dumps(config, sort_keys=True), now, seconds),
+                )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    # -- reads -----------------------------------------------------------------------------
+    def video_row(self, video_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            cursor = self._conn.execute("SELECT * FROM videos WHERE video_id=?", (video_id,))
+            row = cursor.fetchone()
+            names = [d[0] for d in cursor.description]
+        return dict(zip(names, row)) if row else None
+
+    def segments(self, video_id: str) -> list[SegmentRecord]:
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT segment_id, start_s, end_s, description, speech, on_screen_text, embedding
+                   FROM segments WHERE video_id=? ORDER BY segment_id""",
+                (video_id,),
+            ).fetchall()
+        return [
+            SegmentRecord(r[0], r[1], r[2], r[3], r[4], r[5], np.frombuffer(r[6], dtype=np.float32))
+            for r in rows
+        ]
+
+    def frames(self, video_id: str) -> list[FrameRecord]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT time_s, segment_id, description FROM frames WHERE video_id=? ORDER BY time_s",
+                (video_id,),
+            ).fetchall()
+        return [FrameRecord(*row) for row in rows]
+
+    def speech(self, video_id: str) -> list[tuple[float, float, str]]:
+        with self._lock:
+            return self._conn.execute(
+                "SELECT start_s, end_s, text FROM speech WHERE video_id=? ORDER BY start_s", (video_id,)
+            ).fetchall()
+
+    def text_in_frames(self, video_id: str) -> list[tuple[float, int, str]]:
+        with self._lock:
+            return self._conn.execute(
+                "SELECT time_s, segment_id, text FROM text_in_frame WHERE video_id=? ORDER BY time_s, y1, x1",
+                (video_id,),
+            ).fetchall()
+
+    def count_rows(self, table: str, video_id: str) -> int:
+        if table not in {t for tables in STAGE_TABLES.values() for t in tables} | {"stages"}:
+            raise ValueError(f"unknown table {table!r}")
+        with self._lock:
+            return self._conn.execute(f"SELECT COUNT(*) FROM {table} WHERE video_id=?", (video_id,)).fetchone()[0]

@@ -1,0 +1,56 @@
+"""Read access to one video's stored memory, as the tools see it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from vidagent.memory.store import FrameRecord, Library, SegmentRecord
+from vidagent.video.video import Video
+
+
+@dataclass(frozen=True)
+class ScoredSegment:
+    segment: SegmentRecord
+    score: float
+
+
+class VideoMemory:
+    """The temporal memory of one video (segments, frames, speech) in a library."""
+
+    def __init__(self, video: Video, library: Library) -> None:
+        self.video = video
+        self.library = library
+        self.video_id = video.content_hash
+
+    @cached_property
+    def segments(self) -> list[SegmentRecord]:
+        return self.library.segments(self.video_id)
+
+    @cached_property
+    def frames(self) -> list[FrameRecord]:
+        return self.library.frames(self.video_id)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self.segments)
+
+    def segment(self, segment_id: int) -> SegmentRecord:
+        return self.segments[segment_id]
+
+    @cached_property
+    def _embedding_matrix(self) -> np.ndarray:
+        if not self.segments:
+            return np.zeros((0, 0), np.float32)
+        return np.stack([s.embedding for s in self.segments])
+
+    def rank_segments(self, query_embedding: np.ndarray, top_k: int = 5) -> list[ScoredSegment]:
+        """Segments by cosine similarity to a (normalised) query embedding, best first."""
+        matrix = self._embedding_matrix
+        if matrix.size == 0:
+            return []
+        scores = matrix @ np.asarray(query_embedding, np.float32).reshape(-1)
+        order = np.argsort(-scores, kind="stable")[:top_k]
+        return [ScoredSegment(self.segments[i], float(scores[i])) for i in order]

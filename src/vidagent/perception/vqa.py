@@ -1,0 +1,75 @@
+"""Visual question answering over a few frames of a video.
+
+Two backends behind one protocol:
+- ``VisionChatVQA``: a vision-capable chat model (GPT-4o, Qwen2-VL or LLaVA served by vLLM or
+  Ollama, ...) sees the frames themselves.
+- ``DescribedFramesVQA``: the offline default. No vision-language model ships offline, so the
+  frames are described by the frame describer (detector + OCR) and a text LLM answers from those
+  descriptions. Its answers say so; they cannot see actions or objects outside COCO.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from vidagent.llm.base import ChatModel, Message
+from vidagent.perception.base import FrameDescriber
+from vidagent.prompts import load_prompt, render
+from vidagent.video.video import SampledFrame
+
+MAX_VISION_FRAMES = 8
+
+
+@dataclass(frozen=True)
+class VQAResult:
+    description: str
+    answer: str
+
+
+class VisualQA(Protocol):
+    name: str
+
+    def answer(self, question: str, frames: Sequence[SampledFrame], llm: ChatModel) -> VQAResult: ...
+
+
+class DescribedFramesVQA:
+    """Answers from detector/OCR descriptions of the frames, read by the text LLM."""
+
+    def __init__(self, describer: FrameDescriber) -> None:
+        self.describer = describer
+        self.name = f"described-frames({describer.name})"
+
+    def answer(self, question: str, frames: Sequence[SampledFrame], llm: ChatModel) -> VQAResult:
+        described = self.describer.describe([frame.image for frame in frames])
+        lines = [f"{frame.time_s:.1f} s: {d.text}" for frame, d in zip(frames, described)]
+        description = "\n".join(lines)
+        prompt = render(load_prompt("vidagent.perception", "vqa_from_descriptions"),
+                        descriptions=description, question=question)
+        completion = llm.chat([Message("user", prompt)], max_tokens=96, stop=("\n\n",))
+        return VQAResult(description=description, answer=completion.text.strip())
+
+
+class VisionChatVQA:
+    """Sends the frames as images to a vision-capable chat model."""
+
+    name = "vision-chat"
+
+    def answer(self, question: str, frames: Sequence[SampledFrame], llm: ChatModel) -> VQAResult:
+        chosen = _spread(frames, MAX_VISION_FRAMES)
+        times = ", ".join(f"{frame.time_s:.1f} s" for frame in chosen)
+        prompt = render(load_prompt("vidagent.perception", "vqa_vision"), times=times, question=question)
+        completion = llm.chat([Message("user", prompt, images=tuple(f.image for f in chosen))], max_tokens=200)
+        text = completion.text.strip()
+        match = re.search(r"answer\s*:\s*(.*)", text, flags=re.IGNORECASE | re.DOTALL)
+        description = re.split(r"answer\s*:", text, flags=re.IGNORECASE)[0]
+        description = re.sub(r"^\s*description\s*:\s*", "", description, flags=re.IGNORECASE).strip()
+        return VQAResult(description=description, answer=(match.group(1) if match else text).strip())
+
+
+def _spread(items: Sequence[SampledFrame], limit: int) -> list[SampledFrame]:
+    if len(items) <= limit:
+        return list(items)
+    step = len(items) / limit
+    return [items[int(i * step)] for i in range(limit)]

@@ -1,0 +1,158 @@
+"""The one ``Tool`` type: a name, a description, typed parameters and a function.
+
+Planners speak to tools in text (ReAct ``Action Input: ...``) or JSON; ``Tool.parse_arguments``
+accepts both leniently and turns anything it cannot use into a ``ToolInputError`` whose message
+tells the model how to call the tool. ``Tool.__call__`` never raises for bad input: it returns
+an error ``Observation`` instead, so a planner can always continue.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from vidagent.errors import ToolInputError, VidagentError
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: type  # int, float or str
+    description: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A stretch of the video that supports an observation."""
+
+    start_s: float
+    end_s: float
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start_s": self.start_s, "end_s": self.end_s, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a tool returns: text for the model, evidence spans for the user."""
+
+    text: str
+    evidence: tuple[Evidence, ...] = ()
+    is_error: bool = False
+    artifacts: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: tuple[Parameter, ...]
+    function: Callable[..., Observation]
+
+    def signature(self) -> str:
+        """``name(a: int, b: str)`` for prompts and error messages."""
+        args = ", ".join(f"{p.name}: {p.type.__name__}" for p in self.parameters)
+        return f"{self.name}({args})"
+
+    def parse_arguments(self, raw: str | Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+        """Turn a model's argument text (or a JSON object/array) into typed keyword arguments."""
+        if isinstance(raw, Mapping):
+            values: Mapping[str, Any] | Sequence[Any] = raw
+        elif isinstance(raw, (list, tuple)):
+            values = raw
+        else:
+            values = self._parse_text(str(raw))
+        if isinstance(values, Mapping):
+            by_name = {str(k).strip().lower(): v for k, v in values.items()}
+            missing = [p.name for p in self.parameters if p.name.lower() not in by_name]
+            if missing and len(by_name) == len(self.parameters):  # right count, wrong names: take them in order
+                ordered: Sequence[Any] = list(values.values())
+            elif missing:
+                raise ToolInputError(f"{self.signature()} is missing {', '.join(missing)}")
+            else:
+                ordered = [by_name[p.name.lower()] for p in self.parameters]
+        else:
+            ordered = list(values)
+        if len(ordered) != len(self.parameters):
+            raise ToolInputError(
+                f"{self.signature()} takes {len(self.parameters)} argument(s), got {len(ordered)}: {raw!r}"
+            )
+        return {p.name: _coerce(value, p, self) for p, value in zip(self.parameters, ordered)}
+
+    def _parse_text(self, text: str) -> Mapping[str, Any] | Sequence[Any]:
+        text = text.strip().strip("`").strip()
+        if text.startswith(self.name):  # e.g. "caption_retrieval(0, 4)"
+            text = text[len(self.name):].strip()
+        if not text:
+            return []
+        for loader in (json.loads, ast.literal_eval):
+            try:
+                value = loader(text)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+            if isinstance(value, Mapping):
+                return value
+            if isinstance(value, (list, tuple)):
+                if len(self.parameters) == 1 and len(value) != 1:
+                    return [" ".join(str(v) for v in value)] if value else []
+                return list(value)
+            return [value]
+        pairs = re.findall(r"(\w+)\s*[=:]\s*(\"[^\"]*\"|'[^']*'|[^,]+)", text)
+        names = {p.name.lower() for p in self.parameters}
+        if pairs and all(key.lower() in names for key, _ in pairs):
+            return {key: value.strip().strip("\"'") for key, value in pairs}
+        if len(self.parameters) == 1:
+            return [_strip_wrapping(text)]
+        return _split_positional(_strip_wrapping(text), self.parameters)
+
+    def __call__(self, raw: str | Mapping[str, Any] | Sequence[Any] = "") -> Observation:
+        try:
+            arguments = self.parse_arguments(raw)
+            return self.function(**arguments)
+        except ToolInputError as error:
+            return Observation(f"Error: {error}", is_error=True)
+        except VidagentError as error:
+            return Observation(f"Error: {self.name} failed: {error}", is_error=True)
+
+
+def _strip_wrapping(text: str) -> str:
+    text = text.strip()
+    while len(text) >= 2 and text[0] + text[-1] in ("()", "[]", '""', "''", "{}"):
+        text = text[1:-1].strip()
+    return text
+
+
+def _split_positional(text: str, parameters: Sequence[Parameter]) -> list[str]:
+    """Split ``a, b`` into parameters; a free-text (str) parameter absorbs stray commas."""
+    count = len(parameters)
+    text_params = [i for i, p in enumerate(parameters) if p.type is str]
+    if not text_params or text_params[0] == count - 1:
+        parts = text.split(",", count - 1)
+    else:
+        parts = text.rsplit(",", count - 1)
+    if len(parts) < count and all(p.type is not str for p in parameters):
+        parts = text.split()
+    return [part.strip().strip("\"'") for part in parts]
+
+
+def _coerce(value: Any, parameter: Parameter, tool: Tool) -> Any:
+    if parameter.type is str:
+        if isinstance(value, (list, tuple)):
+            value = " ".join(str(v) for v in value)
+        text = str(value).strip()
+        if not text:
+            raise ToolInputError(f"{tool.signature()}: {parameter.name} is empty")
+        return text
+    if isinstance(value, bool):
+        raise ToolInputError(f"{tool.signature()}: {parameter.name} must be a number, got {value!r}")
+    if isinstance(value, (int, float)):
+        return parameter.type(value)
+    match = re.search(r"-?\d+(?:\.\d+)?", str(value))
+    if match is None:
+        raise ToolInputError(f"{tool.signature()}: {parameter.name} must be a number, got {value!r}")
+    number = float(match.group())
+    return int(round(number)) if parameter.type is int else number

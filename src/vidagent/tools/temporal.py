@@ -1,0 +1,113 @@
+"""VideoAgent's tools over the temporal memory: caption_retrieval, segment_localization,
+visual_question_answering (descriptions follow the paper's appendix C)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vidagent.llm.base import ChatModel
+from vidagent.memory.store import SegmentRecord
+from vidagent.memory.video_memory import VideoMemory
+from vidagent.perception.base import TextEmbedder
+from vidagent.perception.vqa import VisualQA
+from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+
+MAX_CAPTIONS = 15
+TOP_SEGMENTS = 5
+VQA_FRAMES_PER_SECOND = 1.0
+VQA_MAX_SIDE = 768
+SNIPPET_WORDS = 40
+
+
+@dataclass
+class TemporalTools:
+    """Builds the temporal-memory tools of one video."""
+
+    memory: VideoMemory
+    embedder: TextEmbedder
+    vqa: VisualQA
+    llm: ChatModel
+
+    def tools(self) -> list[Tool]:
+        return [
+            Tool(
+                "caption_retrieval",
+                "Given an input tuple (start_segment, end_segment), get all the captions between the two "
+                f"segment IDs, {MAX_CAPTIONS} captions at most. end_segment < start_segment + {MAX_CAPTIONS}.",
+                (Parameter("start_segment", int, "first segment id"), Parameter("end_segment", int, "last segment id")),
+                self.caption_retrieval,
+            ),
+            Tool(
+                "segment_localization",
+                "Given a single string description, this tool returns the total number of segments and the "
+                f"top-{TOP_SEGMENTS} candidate segments with the highest caption-description similarities.",
+                (Parameter("description", str, "what to look for"),),
+                self.segment_localization,
+            ),
+            Tool(
+                "visual_question_answering",
+                "Given an input tuple (question, segment_id), this tool will focus on the video segment starting "
+                "from segment_id-1 to segment_id+1. It returns the description of the video segment and the "
+                "answer of the question based on the segment.",
+                (Parameter("question", str, "the question to ask"), Parameter("segment_id", int, "segment id")),
+                self.visual_question_answering,
+            ),
+        ]
+
+    # -- tools -----------------------------------------------------------------------------
+    def caption_retrieval(self, start_segment: int, end_segment: int) -> Observation:
+        count = self.memory.segment_count
+        if count == 0:
+            return Observation("The video memory holds no segments.", is_error=True)
+        start, end = sorted((start_segment, end_segment))
+        notes = []
+        if start >= count or end < 0:
+            return Observation(f"No such segments: ids run from 0 to {count - 1}.", is_error=True)
+        start, end = max(0, start), min(count - 1, end)
+        if end - start + 1 > MAX_CAPTIONS:
+            end = start + MAX_CAPTIONS - 1
+            notes.append(f"(only {MAX_CAPTIONS} segments at a time: showing {start}-{end})")
+        segments = self.memory.segments[start : end + 1]
+        lines = notes + [_segment_line(s) for s in segments]
+        return Observation("\n".join(lines), evidence=tuple(_evidence(s) for s in segments))
+
+    def segment_localization(self, description: str) -> Observation:
+        count = self.memory.segment_count
+        if count == 0:
+            return Observation("The video memory holds no segments.", is_error=True)
+        query = self.embedder.embed_queries([description])[0]
+        ranked = self.memory.rank_segments(query, TOP_SEGMENTS)
+        lines = [f"There are {count} segments in total (ids 0-{count - 1}). Most similar to '{description}':"]
+        lines += [f"{_segment_line(r.segment, words=SNIPPET_WORDS)} [similarity {r.score:.2f}]" for r in ranked]
+        return Observation("\n".join(lines), evidence=tuple(_evidence(r.segment) for r in ranked))
+
+    def visual_question_answering(self, question: str, segment_id: int) -> Observation:
+        count = self.memory.segment_count
+        if count == 0:
+            return Observation("The video memory holds no segments.", is_error=True)
+        if not 0 <= segment_id < count:
+            return Observation(f"No segment {segment_id}: ids run from 0 to {count - 1}.", is_error=True)
+        first = self.memory.segment(max(0, segment_id - 1))
+        last = self.memory.segment(min(count - 1, segment_id + 1))
+        span = last.end_s - first.start_s
+        samples = max(2, round(span * VQA_FRAMES_PER_SECOND))
+        times = [first.start_s + (i + 0.5) * span / samples for i in range(samples)]
+        frames = list(self.memory.video.frames_at(times, max_side=VQA_MAX_SIDE))
+        result = self.vqa.answer(question, frames, self.llm)
+        text = f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s).\n" \
+               f"Description: {result.description}\nAnswer: {result.answer}"
+        return Observation(text, evidence=(Evidence(first.start_s, last.end_s, result.answer),),
+                           artifacts={"frame_times": [f.time_s for f in frames]})
+
+
+def _segment_line(segment: SegmentRecord, words: int | None = None) -> str:
+    text = segment.as_text()
+    if words is not None:
+        parts = text.split()
+        if len(parts) > words:
+            text = " ".join(parts[:words]) + " ..."
+    return f"Segment {segment.segment_id} ({segment.start_s:.1f}-{segment.end_s:.1f} s): {text}"
+
+
+def _evidence(segment: SegmentRecord) -> Evidence:
+    return Evidence(segment.start_s, segment.end_s, segment.as_text())

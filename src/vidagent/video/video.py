@@ -1,0 +1,238 @@
+"""The one handle on a video file: metadata, sampled frames, segments and audio (PyAV).
+
+Frames are decoded straight through the stream once and only the frames nearest the
+requested times are converted to RGB (and scaled, in swscale): seeking to each sample
+point re-decodes whole GOPs and is several times slower on the short clips this tool sees,
+and some files (a single keyframe at the start) give corrupt frames after a seek.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import av
+import numpy as np
+
+from vidagent.errors import VideoError
+
+AUDIO_SAMPLE_RATE = 16000
+# Demuxers that happily "decode" things that are not videos (text files, still images).
+_NOT_VIDEO_FORMATS = ("tty", "image2", "ansi", "bin", "xbin", "idf", "adf")
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What a video is, read from its container and first decoded frame."""
+
+    path: str
+    content_hash: str
+    duration_s: float
+    fps: float
+    width: int  # as displayed, after rotation
+    height: int
+    rotation: int  # degrees the stored frames are turned to display upright
+    has_audio: bool
+    codec: str
+    container: str
+
+
+@dataclass(frozen=True)
+class SampledFrame:
+    """One decoded frame: its presentation time and RGB pixels (H, W, 3) uint8."""
+
+    time_s: float
+    image: np.ndarray
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A fixed-length time window of the video; ids start at 0."""
+
+    segment_id: int
+    start_s: float
+    end_s: float
+
+    @property
+    def centre_s(self) -> float:
+        return (self.start_s + self.end_s) / 2
+
+
+def file_content_hash(path: Path, chunk_bytes: int = 1 << 20) -> str:
+    """The video's identity: BLAKE2b of the file bytes (a renamed or moved file keeps it)."""
+    digest = hashlib.blake2b(digest_size=16)
+    with path.open("rb") as handle:
+        while chunk := handle.read(chunk_bytes):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class Video:
+    """A readable video file. Opening validates it; every failure is a ``VideoError``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        if not self.path.exists():
+            raise VideoError(f"{self.path}: no such file")
+        if not self.path.is_file():
+            raise VideoError(f"{self.path}: not a file")
+        self.info = self._probe()
+
+    # -- metadata ---------------------------------------------------------------------------
+    def _probe(self) -> VideoInfo:
+        try:
+            with av.open(str(self.path)) as container:
+                if container.format.name.split(",")[0] in _NOT_VIDEO_FORMATS or not container.streams.video:
+                    raise VideoError(f"{self.path}: no video stream (not a video file?)")
+                stream = container.streams.video[0]
+                first = next(container.decode(stream), None)
+                if first is None:
+                    raise VideoError(f"{self.path}: the video stream holds no decodable frame")
+                duration = _duration_s(container, stream)
+                fps = float(stream.average_rate or stream.guessed_rate or 0) or 0.0
+                rotation = int(getattr(first, "rotation", 0) or 0) % 360
+                width, height = first.width, first.height
+                if rotation in (90, 270):
+                    width, height = height, width
+                info = VideoInfo(
+                    path=str(self.path),
+                    content_hash=file_content_hash(self.path),
+                    duration_s=duration,
+                    fps=fps,
+                    width=width,
+                    height=height,
+                    rotation=rotation,
+                    has_audio=bool(container.streams.audio),
+                    codec=stream.codec_context.name,
+                    container=container.format.name,
+                )
+        except VideoError:
+            raise
+        except (av.error.FFmpegError, OSError, UnicodeDecodeError) as error:
+            raise VideoError(f"{self.path}: cannot read as a video ({_reason(error)})") from error
+        if info.duration_s <= 0:
+            raise VideoError(f"{self.path}: the video has zero length")
+        return info
+
+    @property
+    def duration_s(self) -> float:
+        return self.info.duration_s
+
+    @property
+    def content_hash(self) -> str:
+        return self.info.content_hash
+
+    # -- segments ---------------------------------------------------------------------------
+    def segments(self, seconds: float = 2.0) -> list[Segment]:
+        """Consecutive windows of ``seconds`` covering the whole video.
+
+        A remainder shorter than a quarter segment joins the last full segment instead of
+        standing alone as a sliver nobody can describe.
+        """
+        if seconds <= 0:
+            raise ValueError("segment length must be positive")
+        count = max(1, math.ceil(self.duration_s / seconds - 0.25))
+        return [
+            Segment(i, round(i * seconds, 3), round(self.duration_s if i == count - 1 else (i + 1) * seconds, 3))
+            for i in range(count)
+        ]
+
+    # -- frames -----------------------------------------------------------------------------
+    def frames_at(self, times_s: Sequence[float], *, max_side: int | None = None) -> Iterator[SampledFrame]:
+        """Yield, for each requested time (seconds, any order), the decoded frame shown then.
+
+        One pass through the stream; only chosen frames are converted. Results come in time
+        order; a time past the last frame gets the last frame. ``max_side`` scales frames down
+        so their longer side is at most that many pixels.
+        """
+        targets = sorted(set(max(0.0, float(t)) for t in times_s))
+        if not targets:
+            return
+        next_target = 0
+        previous = None
+        try:
+            with av.open(str(self.path)) as container:
+                stream = container.streams.video[0]
+                stream.thread_type = "AUTO"
+                for frame in container.decode(stream):
+                    if frame.time is None:
+                        continue
+                    # A target is served by the last frame whose time is <= target (the frame on screen).
+                    while next_target < len(targets) and frame.time > targets[next_target] + 1e-6:
+                        chosen = previous if previous is not None else frame
+                        yield self._convert(chosen, targets[next_target], max_side)
+                        next_target += 1
+                    if next_target >= len(targets):
+                        return
+                    previous = frame
+        except (av.error.FFmpegError, OSError) as error:
+            raise VideoError(f"{self.path}: corrupt video data ({_reason(error)})") from error
+        if previous is None:
+            raise VideoError(f"{self.path}: no decodable frames")
+        while next_target < len(targets):
+            yield self._convert(previous, targets[next_target], max_side)
+            next_target += 1
+
+    def sample(self, fps: float, *, max_side: int | None = None) -> Iterator[SampledFrame]:
+        """Frames at a fixed rate, starting half an interval in."""
+        if fps <= 0:
+            raise ValueError("sampling rate must be positive")
+        step = 1.0 / fps
+        count = max(1, int(self.duration_s * fps))
+        return self.frames_at([step / 2 + i * step for i in range(count)], max_side=max_side)
+
+    def _convert(self, frame: av.VideoFrame, time_s: float, max_side: int | None) -> SampledFrame:
+        width, height = frame.width, frame.height
+        if max_side and max(width, height) > max_side:
+            scale = max_side / max(width, height)
+            width, height = max(2, round(width * scale)), max(2, round(height * scale))
+        image = frame.to_ndarray(format="rgb24", width=width, height=height)
+        rotation = self.info.rotation
+        if rotation:
+            # Display rotation is counter-clockwise in degrees; np.rot90 turns counter-clockwise.
+            image = np.ascontiguousarray(np.rot90(image, k=rotation // 90))
+        return SampledFrame(time_s=round(time_s, 3), image=image)
+
+    # -- audio ------------------------------------------------------------------------------
+    def audio(self) -> np.ndarray | None:
+        """The soundtrack as 16 kHz mono float32 in [-1, 1], or ``None`` when there is no audio track."""
+        if not self.info.has_audio:
+            return None
+        chunks: list[np.ndarray] = []
+        try:
+            with av.open(str(self.path)) as container:
+                stream = container.streams.audio[0]
+                resampler = av.AudioResampler(format="flt", layout="mono", rate=AUDIO_SAMPLE_RATE)
+                for frame in container.decode(stream):
+                    for out in resampler.resample(frame):
+                        chunks.append(out.to_ndarray().reshape(-1))
+                for out in resampler.resample(None):
+                    chunks.append(out.to_ndarray().reshape(-1))
+        except (av.error.FFmpegError, OSError) as error:
+            raise VideoError(f"{self.path}: corrupt audio data ({_reason(error)})") from error
+        if not chunks:
+            return np.zeros(0, np.float32)
+        return np.concatenate(chunks).astype(np.float32, copy=False)
+
+    def __repr__(self) -> str:
+        info = self.info
+        return f"Video({info.path!r}, {info.duration_s:.1f}s, {info.width}x{info.height}, {info.fps:.2f} fps)"
+
+
+def _duration_s(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> float:
+    if stream.duration and stream.time_base:
+        return float(stream.duration * Fraction(stream.time_base))
+    if container.duration:
+        return container.duration / av.time_base
+    if stream.frames and stream.average_rate:
+        return float(stream.frames / stream.average_rate)
+    return 0.0
+
+
+def _reason(error: BaseException) -> str:
+    text = getattr(error, "strerror", None) or str(error)
+    return text.split(":")[0].strip() or error.__class__.__name__
