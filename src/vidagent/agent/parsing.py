@@ -61,7 +61,7 @@ def parse_react(text: str, tool_names: Sequence[str]) -> ParsedStep:
     if name is None:
         return ParsedStep(
             thought=thought,
-            error=f"Unknown tool {action_text.splitlines()[0][:60]!r}. Use one of: {', '.join(tool_names)}.",
+            error=f"Unknown tool {(action_text.strip().splitlines() or [''])[0][:60]!r}. Use one of: {', '.join(tool_names)}.",
         )
     return ParsedStep(thought=thought, action=name, action_input=action_input or inline_input)
 

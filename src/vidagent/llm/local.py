@@ -9,6 +9,7 @@ the same prompt with a little appended, therefore only pays for reading the new 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -23,8 +24,8 @@ _GGUF_MAGIC = b"GGUF"
 class LocalGGUFBackend:
     """A ``ChatBackend`` over a local GGUF file. The model is loaded on the first call.
 
-    ``context_tokens`` bounds prompt plus answer; ``threads`` defaults to llama.cpp's choice
-    (the number of physical cores). Calls are serialised by a lock: one model, one KV cache.
+    ``context_tokens`` bounds prompt plus answer; ``threads`` defaults to the CPUs this process
+    may use. Calls are serialised by a lock: one model, one KV cache.
     """
 
     supports_images = False
@@ -107,9 +108,9 @@ class LocalGGUFBackend:
         params.cache_prompt = True
         params.cache_ram_mib = self.prompt_cache_mib
         params.verbosity = -1  # llama.cpp logs nothing but errors
-        if self.threads:
-            params.cpuparams.n_threads = self.threads
-            params.cpuparams_batch.n_threads = self.threads
+        threads = self.threads or _usable_cpus()
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
         started = time.perf_counter()
         try:
             self._server = xllamacpp.Server(params)
@@ -119,6 +120,15 @@ class LocalGGUFBackend:
             ) from exc
         self.load_seconds = time.perf_counter() - started
         return self._server
+
+
+def _usable_cpus() -> int:
+    """CPUs this process may run on. llama.cpp's own guess can exceed them in containers, and
+    its spinning worker threads then fight over the cores (generation slows ten-fold)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _completion(reply: Any, seconds: float, model: str) -> Completion:

@@ -216,7 +216,8 @@ class Video:
             raise VideoError(f"{self.path}: corrupt audio data ({_reason(error)})") from error
         if not chunks:
             return np.zeros(0, np.float32)
-        return np.concatenate(chunks).astype(np.float32, copy=False)
+        # Lossy decoders overshoot full scale a little; clip so every consumer sees [-1, 1].
+        return np.clip(np.concatenate(chunks), -1.0, 1.0).astype(np.float32, copy=False)
 
     def __repr__(self) -> str:
         info = self.info

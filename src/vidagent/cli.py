@@ -1,0 +1,174 @@
+"""The ``vidagent`` command line.
+
+vidagent ask VIDEO QUESTION [--choice TEXT ...] [--json] [--trace]
+vidagent index VIDEO
+vidagent models install [NAME ...] | vidagent models list
+
+Errors print one line on stderr and exit non-zero; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+from vidagent.agent.answer import Answer
+from vidagent.config import Settings
+from vidagent.errors import VidagentError
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = Settings.from_env()
+    if getattr(args, "home", None):
+        settings = replace(settings, home=Path(args.home).expanduser())
+    llm_changes: dict[str, object] = {}
+    if getattr(args, "base_url", None):
+        llm_changes.update(backend="openai", base_url=args.base_url)
+    if getattr(args, "model", None):
+        llm_changes["model"] = args.model
+    if getattr(args, "api_key", None):
+        llm_changes["api_key"] = args.api_key
+    if getattr(args, "no_cache", False):
+        llm_changes["cache"] = False
+    return settings.with_llm(**llm_changes) if llm_changes else settings
+
+
+def _cmd_ask(args: argparse.Namespace) -> int:
+    from vidagent.session import Session
+
+    with Session(_settings(args)) as session:
+        answer = session.ask(args.video, args.question, args.choice or None, progress=not args.quiet)
+    if args.json:
+        payload = answer.to_dict()
+        if not args.trace:
+            payload["trace"] = [
+                {k: step[k] for k in ("index", "action", "action_input", "is_error")} for step in payload["trace"]
+            ]
+        print(json.dumps(payload, indent=2, ensure_ascii=False))
+    else:
+        _print_answer(answer, trace=args.trace)
+    return 0
+
+
+def _print_answer(answer: Answer, *, trace: bool) -> None:
+    if answer.choice_index is not None:
+        print(f"Answer: [{answer.choice_index}] {answer.text}")
+    else:
+        print(f"Answer: {answer.text}")
+    if trace:
+        for step in answer.trace:
+            print(f"\n--- step {step.index} ({step.seconds:.1f} s, {step.prompt_tokens}+{step.completion_tokens} tokens)")
+            if step.thought:
+                print(f"Thought: {step.thought}")
+            if step.action == "final_answer":
+                print(f"Final Answer: {step.action_input}")
+            elif step.action:
+                print(f"Action: {step.action}({step.action_input})")
+            if step.observation:
+                print(f"Observation: {step.observation}")
+    if answer.evidence:
+        print("\nEvidence:")
+        for item in answer.evidence[:8]:
+            text = item.text if len(item.text) <= 160 else item.text[:157] + "..."
+            print(f"  {item.start_s:6.1f}-{item.end_s:.1f} s  {text}")
+    usage = answer.usage
+    print(f"\n{usage.llm_calls} LLM calls ({usage.cached_calls} cached), "
+          f"{usage.prompt_tokens}+{usage.completion_tokens} tokens, {usage.seconds:.1f} s in the LLM")
+
+
+def _cmd_index(args: argparse.Namespace) -> int:
+    from vidagent.session import Session
+
+    with Session(_settings(args)) as session:
+        memory = session.index(args.video, progress=not args.quiet)
+        info = memory.video.info
+        print(f"{info.path}: {memory.segment_count} segments, {len(memory.frames)} frames described, "
+              f"{info.duration_s:.1f} s, id {memory.video_id}")
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from vidagent.models import install
+
+    settings = _settings(args)
+    if args.models_command == "install":
+        paths = install.install_all(settings.models_dir, names=args.names or None, progress=not args.quiet)
+        for name, path in paths.items():
+            print(f"{name}: {path}")
+    else:
+        installed = install.installed_models(settings.models_dir)
+        if not installed:
+            print(f"no models installed in {settings.models_dir}; run `vidagent models install`")
+        for name, path in installed.items():
+            print(f"{name}: {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vidagent", description="Answer questions about videos.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--home", help="folder for models, the library and caches (default: user cache dir)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add_llm_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--model", help="local model name (qwen2.5-1.5b, qwen2.5-0.5b) or endpoint model id")
+        p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+        p.add_argument("--api-key", help="API key for the endpoint (default: $VIDAGENT_LLM_API_KEY/$OPENAI_API_KEY)")
+        p.add_argument("--no-cache", action="store_true", help="do not reuse cached LLM responses")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+    ask = sub.add_parser("ask", help="answer a question about a video")
+    ask.add_argument("video")
+    ask.add_argument("question")
+    ask.add_argument("--choice", action="append", metavar="TEXT", help="an answer option (repeat for each)")
+    ask.add_argument("--json", action="store_true", help="print one JSON object")
+    ask.add_argument("--trace", action="store_true", help="include every reasoning step")
+    add_llm_options(ask)
+    ask.set_defaults(run=_cmd_ask)
+
+    index = sub.add_parser("index", help="build a video's memory ahead of questions")
+    index.add_argument("video")
+    index.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    index.set_defaults(run=_cmd_index)
+
+    models = sub.add_parser("models", help="install or list the offline models")
+    models_sub = models.add_subparsers(dest="models_command", required=True)
+    install = models_sub.add_parser("install", help="download, assemble and verify offline models")
+    install.add_argument("names", nargs="*", help="models to install (default: the standard set)")
+    install.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    models_sub.add_parser("list", help="list installed models")
+    models.set_defaults(run=_cmd_models)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except VidagentError as error:
+        if args.debug:
+            raise
+        print(f"vidagent: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except ValueError as error:
+        if args.debug:
+            raise
+        print(f"vidagent: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("vidagent: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # a bug: still one line, with the way to see more
+        if args.debug:
+            raise
+        print(f"vidagent: internal error: {error.__class__.__name__}: {error} (rerun with --debug)", file=sys.stderr)
+        return 70
+
+
+if __name__ == "__main__":
+    sys.exit(main())

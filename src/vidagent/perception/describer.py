@@ -1,0 +1,258 @@
+"""The offline stand-in for a captioner: says what the detector and OCR see in a frame.
+
+No image-captioning model runs offline, so ``DetectorDescriber`` writes a short, explicitly
+labelled sentence from an ``ObjectDetector`` (COCO objects, with each instance's dominant colour,
+size and position) and an optional ``TextReader`` (on-screen text). It names itself in the text
+(``DESCRIPTION_PREFIX``) so an LLM reading it never mistakes it for a real caption. Example::
+
+    [detector description, not a caption] 1 person (white, medium, middle left);
+    1 dog (white and brown, small, middle right).
+
+Descriptions stay within about ``MAX_WORDS`` words: when a frame holds many objects, fewer
+instances per class are spelled out (down to counts only) and minor classes are only named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import cv2
+import numpy as np
+
+from vidagent.perception.base import (Detections, FrameDescription, ObjectDetector, TextBox,
+                                      TextReader)
+
+# ----------------------------------------------------------------------------- wording
+
+DESCRIPTION_PREFIX = "[detector description, not a caption]"
+DESCRIPTION_PREFIX_OCR = "[detector+OCR description, not a caption]"
+NOTHING_DETECTED = "no COCO objects detected."
+GROUP_TEMPLATE = "{count} {name} ({instances})"
+GROUP_TEMPLATE_BARE = "{count} {name}"
+INSTANCE_TEMPLATE = "{colour}, {size}, {position}"
+INSTANCE_TEMPLATE_NO_COLOUR = "{size}, {position}"
+MORE_INSTANCES = "+{n} more"
+REPEATED_INSTANCE = "{phrase} ×{n}"
+OTHER_CLASSES = "also {names}"
+TEXT_TEMPLATE = 'On-screen text: {texts}.'
+GROUP_SEPARATOR = "; "
+INSTANCE_SEPARATOR = "; "
+
+MAX_WORDS = 40
+MAX_CLASSES = 4  # classes described in detail; the rest are only named
+MAX_TEXT_WORDS = 12
+MIN_TEXT_SCORE = 0.6
+
+SIZE_WORDS = (("small", 0.02), ("medium", 0.15), ("large", float("inf")))  # by box/frame area
+PLURALS = {
+    "person": "people", "bus": "buses", "bench": "benches", "couch": "couches",
+    "sandwich": "sandwiches", "knife": "knives", "mouse": "mice", "wine glass": "wine glasses",
+    "toothbrush": "toothbrushes", "sheep": "sheep", "skis": "skis", "scissors": "scissors",
+    "broccoli": "broccoli", "tv": "TVs",
+}
+
+# ----------------------------------------------------------------------------- colour
+
+# Hue ranges in degrees (0-360) for saturated pixels; red wraps around 0.
+_HUE_NAMES = (
+    (15, "red"), (40, "orange"), (70, "yellow"), (160, "green"), (200, "cyan"),
+    (260, "blue"), (320, "purple"), (345, "pink"), (360, "red"),
+)
+_BLACK_V = 60  # value (0-255) below which a pixel is black
+_GREY_S = 40  # saturation (0-255) below which a pixel is white/grey...
+_GREY_CHROMA = 30  # ...or max(R,G,B) - min(R,G,B) below this
+_WHITE_V = 190
+_TWO_TONE_SHARE = 0.3  # a second colour this common is named too ("black and white")
+_MAX_COLOUR_PIXELS = 4096
+MIN_COLOUR_PIXELS = 64  # smaller central regions get no colour word (too few pixels to trust)
+
+
+def _pixel_colour_names(rgb: np.ndarray) -> np.ndarray:
+    """Basic colour word for each pixel of an (N, 3) uint8 RGB array."""
+    hsv = cv2.cvtColor(rgb.reshape(-1, 1, 3), cv2.COLOR_RGB2HSV).reshape(-1, 3).astype(np.int32)
+    hue, sat, val = hsv[:, 0] * 2, hsv[:, 1], hsv[:, 2]
+    chroma = rgb.reshape(-1, 3).max(axis=1).astype(np.int32) - rgb.reshape(-1, 3).min(axis=1)
+    edges = np.array([edge for edge, _ in _HUE_NAMES])
+    words = np.array([word for _, word in _HUE_NAMES], dtype=object)
+    names = words[np.searchsorted(edges, hue, side="right").clip(0, len(edges) - 1)]
+    warm = (hue >= 10) & (hue < 50)
+    names[warm & ((val < 150) | ((sat < 110) & (val < 230)))] = "brown"
+    names[((hue < 15) | (hue >= 330)) & (sat < 140) & (val >= 150)] = "pink"
+    # Achromatic: low saturation, or little chroma (dark pixels have unreliable saturation).
+    achromatic = (sat < _GREY_S) | (chroma < _GREY_CHROMA)
+    names[achromatic] = "grey"
+    names[achromatic & (val >= _WHITE_V)] = "white"
+    names[val < _BLACK_V] = "black"
+    return names
+
+
+def colour_name(rgb_pixels: np.ndarray) -> str:
+    """Dominant basic colour word of some RGB pixels (any shape ending in 3, uint8).
+
+    Each pixel is named from its HSV values (black, white, grey, red, orange, yellow, brown,
+    green, cyan, blue, purple, pink) and the most common name wins; when a second name covers
+    at least 30% of the pixels the answer is two-tone, e.g. ``"black and white"``. Empty input
+    gives ``"unknown"``.
+    """
+    pixels = np.asarray(rgb_pixels, dtype=np.uint8).reshape(-1, 3)
+    if not len(pixels):
+        return "unknown"
+    if len(pixels) > _MAX_COLOUR_PIXELS:
+        pixels = pixels[np.linspace(0, len(pixels) - 1, _MAX_COLOUR_PIXELS).astype(np.int64)]
+    names, counts = np.unique(_pixel_colour_names(pixels), return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    first = str(names[order[0]])
+    if len(order) > 1 and counts[order[1]] >= _TWO_TONE_SHARE * len(pixels):
+        return f"{first} and {names[order[1]]}"
+    return first
+
+
+def central_region(image: np.ndarray, box: Sequence[float], fraction: float = 0.5) -> np.ndarray:
+    """The middle ``fraction`` (per side) of ``box`` in ``image``: mostly object, little background."""
+    h, w = image.shape[:2]
+    x1, y1, x2, y2 = (float(v) for v in box[:4])
+    cx, cy, hw, hh = (x1 + x2) / 2, (y1 + y2) / 2, (x2 - x1) * fraction / 2, (y2 - y1) * fraction / 2
+    left, right = int(np.clip(np.floor(cx - hw), 0, w - 1)), int(np.clip(np.ceil(cx + hw), 1, w))
+    top, bottom = int(np.clip(np.floor(cy - hh), 0, h - 1)), int(np.clip(np.ceil(cy + hh), 1, h))
+    return image[top:max(bottom, top + 1), left:max(right, left + 1)]
+
+
+# ----------------------------------------------------------------------------- geometry words
+
+
+def position_words(box: Sequence[float], width: int, height: int) -> str:
+    """Where the box centre lies in a 3×3 grid: ``"top left"`` … ``"bottom right"``; the middle
+    cell is ``"centre"``, the others of the middle row ``"middle left"``/``"middle right"``."""
+    x1, y1, x2, y2 = (float(v) for v in box[:4])
+    cx, cy = (x1 + x2) / 2 / max(width, 1), (y1 + y2) / 2 / max(height, 1)
+    horizontal = "left" if cx < 1 / 3 else "right" if cx > 2 / 3 else "centre"
+    vertical = "top" if cy < 1 / 3 else "bottom" if cy > 2 / 3 else "middle"
+    if (vertical, horizontal) == ("middle", "centre"):
+        return "centre"
+    return f"{vertical} {horizontal}"
+
+
+def size_word(box: Sequence[float], width: int, height: int) -> str:
+    """``small``/``medium``/``large`` from the box's share of the frame area."""
+    x1, y1, x2, y2 = (float(v) for v in box[:4])
+    share = max(x2 - x1, 0.0) * max(y2 - y1, 0.0) / max(width * height, 1)
+    return next(word for word, limit in SIZE_WORDS if share < limit)
+
+
+def plural(label: str, count: int) -> str:
+    if count == 1:
+        return label
+    return PLURALS.get(label, label + "s")
+
+
+# ----------------------------------------------------------------------------- describer
+
+
+@dataclass(frozen=True)
+class _Instance:
+    label: str
+    colour: str
+    size: str
+    position: str
+    area: float
+
+
+def _instances(image: np.ndarray, detections: Detections) -> list[_Instance]:
+    h, w = image.shape[:2]
+    out = []
+    for box, label in zip(detections.boxes, detections.labels):
+        area = max(float(box[2] - box[0]), 0.0) * max(float(box[3] - box[1]), 0.0)
+        region = central_region(image, box)
+        colour = colour_name(region) if region.shape[0] * region.shape[1] >= MIN_COLOUR_PIXELS else ""
+        out.append(_Instance(label, colour, size_word(box, w, h), position_words(box, w, h), area))
+    return out
+
+
+def _objects_phrase(instances: list[_Instance], per_class: int) -> str:
+    """Objects grouped by class (largest first), with up to ``per_class`` instances spelled out."""
+    groups: dict[str, list[_Instance]] = {}
+    for inst in sorted(instances, key=lambda i: -i.area):
+        groups.setdefault(inst.label, []).append(inst)
+    parts = []
+    for label, members in list(groups.items())[:MAX_CLASSES]:
+        name = plural(label, len(members))
+        if per_class <= 0:
+            parts.append(GROUP_TEMPLATE_BARE.format(count=len(members), name=name))
+            continue
+        phrases: dict[str, int] = {}  # identical instance phrases collapse into "... ×n"
+        for m in members:
+            template = INSTANCE_TEMPLATE if m.colour else INSTANCE_TEMPLATE_NO_COLOUR
+            phrase = template.format(colour=m.colour, size=m.size, position=m.position)
+            phrases[phrase] = phrases.get(phrase, 0) + 1
+        shown = [p if n == 1 else REPEATED_INSTANCE.format(phrase=p, n=n)
+                 for p, n in list(phrases.items())[:per_class]]
+        hidden = sum(list(phrases.values())[per_class:])
+        if hidden:
+            shown.append(MORE_INSTANCES.format(n=hidden))
+        parts.append(GROUP_TEMPLATE.format(count=len(members), name=name,
+                                           instances=INSTANCE_SEPARATOR.join(shown)))
+    rest = list(groups)[MAX_CLASSES:]
+    if rest:
+        parts.append(OTHER_CLASSES.format(names=", ".join(rest)))
+    return GROUP_SEPARATOR.join(parts) + "."
+
+
+def _clean_text(boxes: Sequence[TextBox]) -> tuple[str, ...]:
+    """Confident OCR lines in reading order (top to bottom, left to right), without repeats."""
+    kept = sorted((b for b in boxes if b.score >= MIN_TEXT_SCORE and b.text.strip()),
+                  key=lambda b: (round(b.box[1] / 10), b.box[0]))
+    seen: dict[str, None] = {}
+    for b in kept:
+        seen.setdefault(" ".join(b.text.split()), None)
+    return tuple(seen)
+
+
+def _text_phrase(texts: tuple[str, ...]) -> str:
+    words: list[str] = []
+    quoted = []
+    for text in texts:
+        room = MAX_TEXT_WORDS - len(words)
+        if room <= 0:
+            break
+        piece = text.split()[:room]
+        words += piece
+        quoted.append('"' + " ".join(piece) + ("…" if len(piece) < len(text.split()) else "") + '"')
+    return TEXT_TEMPLATE.format(texts=", ".join(quoted))
+
+
+def describe_detections(image: np.ndarray, detections: Detections,
+                        texts: tuple[str, ...] = (), *, prefix: str = DESCRIPTION_PREFIX) -> str:
+    """The description sentence of one frame, shortened to about ``MAX_WORDS`` words."""
+    instances = _instances(image, detections)
+    tail = f" {_text_phrase(texts)}" if texts else ""
+    if not instances:
+        return f"{prefix} {NOTHING_DETECTED}{tail}"
+    for per_class in (3, 2, 1, 0):
+        text = f"{prefix} {_objects_phrase(instances, per_class)}{tail}"
+        if len(text.split()) <= MAX_WORDS:
+            break
+    return text
+
+
+class DetectorDescriber:
+    """``FrameDescriber`` built from an object detector and, optionally, an OCR reader."""
+
+    def __init__(self, detector: ObjectDetector, text_reader: TextReader | None = None) -> None:
+        self.detector = detector
+        self.text_reader = text_reader
+        reader = f"+{text_reader.name}" if text_reader is not None else ""
+        self.name = f"detector-describer({detector.name}{reader})"
+        self.prefix = DESCRIPTION_PREFIX_OCR if text_reader is not None else DESCRIPTION_PREFIX
+
+    def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]:
+        images = list(images)
+        if not images:
+            return []
+        all_detections = self.detector.detect(images)
+        out = []
+        for image, detections in zip(images, all_detections):
+            texts = _clean_text(self.text_reader.read(image)) if self.text_reader is not None else ()
+            out.append(FrameDescription(text=describe_detections(image, detections, texts, prefix=self.prefix),
+                                        objects=tuple(detections.labels), on_screen_text=texts))
+        return out

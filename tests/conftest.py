@@ -1,0 +1,65 @@
+"""Shared test fixtures: the project's test data lives beside the repository in ../shared/data."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from vidagent.config import Settings
+
+DATA = Path(os.environ.get("VIDAGENT_TEST_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+VIDEOS = DATA / "videos"
+
+
+def video_path(relative: str) -> Path:
+    path = VIDEOS / relative
+    if not path.exists():
+        pytest.skip(f"test video {path} is not available")
+    return path
+
+
+@pytest.fixture(scope="session")
+def models_dir() -> Path:
+    """Where `vidagent models install` put the offline models (CI installs them first)."""
+    return Settings.from_env().models_dir
+
+
+def write_test_video(path: Path, frames: list[np.ndarray], fps: int = 10, audio: bool = False) -> Path:
+    """Encode RGB frames (and optionally a 440 Hz tone) into an mp4 with PyAV."""
+    height, width = frames[0].shape[:2]
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264" if "libx264" in av.codecs_available else "mpeg4", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        audio_stream = container.add_stream("aac", rate=16000) if audio else None
+        for image in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+        if audio_stream is not None:
+            seconds = len(frames) / fps
+            t = np.arange(int(16000 * seconds)) / 16000
+            samples = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None, :]
+            frame = av.AudioFrame.from_ndarray(samples, format="flt", layout="mono")
+            frame.sample_rate = 16000
+            for packet in audio_stream.encode(frame):
+                container.mux(packet)
+            for packet in audio_stream.encode():
+                container.mux(packet)
+    return path
+
+
+def set_mp4_rotation(path: Path, clockwise_quarter_turns: int) -> None:
+    """Rewrite the first track's display matrix (tkhd) so players turn the picture clockwise."""
+    data = bytearray(path.read_bytes())
+    box = data.index(b"tkhd") - 4
+    assert data[box + 8] == 0, "only version-0 tkhd boxes are handled"
+    one, turns = 1 << 16, clockwise_quarter_turns % 4
+    a, b, c, d = {0: (one, 0, 0, one), 1: (0, one, -one, 0), 2: (-one, 0, 0, -one), 3: (0, -one, one, 0)}[turns]
+    data[box + 48 : box + 84] = struct.pack(">9i", a, b, 0, c, d, 0, 0, 0, 1 << 30)
+    path.write_bytes(bytes(data))

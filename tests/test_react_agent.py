@@ -1,0 +1,83 @@
+"""The ReAct loop with a scripted model and real tools over a small in-memory table."""
+
+from __future__ import annotations
+
+from vidagent.agent.react import ReActAgent, VideoContext
+from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+
+from scripted_llm import ScriptedLLM
+
+CAPTIONS = ["a woman holds a ball", "a dog jumps", "a dog runs with a black leash"]
+CONTEXT = VideoContext(duration_s=6.0, segment_count=3, segment_seconds=2.0)
+
+
+def _captions(start_segment: int, end_segment: int) -> Observation:
+    chosen = range(max(0, start_segment), min(len(CAPTIONS) - 1, end_segment) + 1)
+    return Observation("\n".join(f"Segment {i}: {CAPTIONS[i]}" for i in chosen),
+                       evidence=tuple(Evidence(2.0 * i, 2.0 * i + 2, CAPTIONS[i]) for i in chosen))
+
+
+TOOLS = [Tool("caption_retrieval", "captions", (Parameter("start_segment", int, ""), Parameter("end_segment", int, "")),
+              _captions)]
+CHOICES = ["a black leash", "a rope toy", "a long scarf", "a garden hose", "nothing is attached"]
+
+
+def test_action_then_final_answer():
+    llm = ScriptedLLM([
+        "Thought: read everything\nAction: caption_retrieval\nAction Input: 0, 2\nObservation: (invented)",
+        "Thought: I now know the final answer\nFinal Answer: 0",
+    ])
+    answer = ReActAgent(llm, TOOLS).run("What is attached to the dog?", CONTEXT, CHOICES)
+    assert answer.choice_index == 0 and answer.text == "a black leash"
+    assert [s.action for s in answer.trace] == ["caption_retrieval", "final_answer"]
+    assert "a dog runs with a black leash" in answer.trace[0].observation
+    assert [(e.start_s, e.end_s) for e in answer.evidence] == [(0.0, 2.0), (2.0, 4.0), (4.0, 6.0)]
+    assert answer.usage.llm_calls == 2 and answer.usage.prompt_tokens > 0
+    # The second request carries the first step and the tool's observation, appended at the end.
+    second = llm.requests[1]
+    assert second[-2].role == "assistant" and "(invented)" not in second[-2].content
+    assert second[-1].content.startswith("Observation: Segment 0: a woman holds a ball")
+
+
+def test_malformed_steps_are_told_to_the_model_and_the_loop_continues():
+    llm = ScriptedLLM([
+        "I think it's a leash but let me check.",
+        "Thought: x\nAction: watch_video\nAction Input: all",
+        "Thought: x\nAction: caption_retrieval\nAction Input: zero to two",
+        "Final Answer: a black leash",
+    ])
+    answer = ReActAgent(llm, TOOLS).run("What is attached to the dog?", CONTEXT, CHOICES)
+    assert answer.choice_index == 0
+    errors = [s for s in answer.trace if s.is_error]
+    assert len(errors) == 3
+    assert "No 'Action:'" in errors[0].observation
+    assert "Unknown tool" in errors[1].observation
+    assert "caption_retrieval(start_segment: int, end_segment: int)" in errors[2].observation
+
+
+def test_step_limit_forces_a_final_answer():
+    looping = "Thought: more\nAction: caption_retrieval\nAction Input: 0, 0"
+    llm = ScriptedLLM([looping] * 3 + ["Final Answer: 3"])
+    answer = ReActAgent(llm, TOOLS, max_steps=3).run("Which object?", CONTEXT, CHOICES)
+    assert answer.choice_index == 3
+    assert len(answer.trace) == 4 and answer.trace[-1].thought == "(step limit reached)"
+    assert "used all your steps" in llm.requests[-1][-1].content
+
+
+def test_repeated_format_errors_stop_early_and_force_an_answer():
+    llm = ScriptedLLM(["blah", "blah", "blah", "Final Answer: nothing is attached"])
+    answer = ReActAgent(llm, TOOLS, max_steps=8).run("Which object?", CONTEXT, CHOICES)
+    assert answer.choice_index == 4 and len(llm.requests) == 4
+
+
+def test_unmappable_final_answer_is_mapped_by_one_more_question():
+    llm = ScriptedLLM(["Final Answer: something on its harness", "0"])
+    answer = ReActAgent(llm, TOOLS).run("What is attached?", CONTEXT, CHOICES)
+    assert answer.choice_index == 0
+    assert "Which option is that?" in llm.requests[-1][-1].content
+
+
+def test_open_ended_answer_keeps_the_text():
+    llm = ScriptedLLM(["Final Answer: a ball"])
+    answer = ReActAgent(llm, TOOLS).run("What does she throw?", CONTEXT)
+    assert answer.text == "a ball" and answer.choice_index is None and answer.choices is None

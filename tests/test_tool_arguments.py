@@ -1,0 +1,58 @@
+"""Lenient, typed parsing of tool arguments."""
+
+from __future__ import annotations
+
+import pytest
+
+from vidagent.errors import ToolInputError
+from vidagent.tools.base import Observation, Parameter, Tool
+
+
+def _record(**kwargs):
+    return Observation(repr(sorted(kwargs.items())))
+
+
+RANGE = Tool("caption_retrieval", "", (Parameter("start_segment", int, ""), Parameter("end_segment", int, "")), _record)
+QUERY = Tool("segment_localization", "", (Parameter("description", str, ""),), _record)
+VQA = Tool("visual_question_answering", "", (Parameter("question", str, ""), Parameter("segment_id", int, "")), _record)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["0, 4", "(0, 4)", "[0, 4]", "0 4", '{"start_segment": 0, "end_segment": 4}', "start_segment=0, end_segment=4",
+     "`(0, 4)`", "caption_retrieval(0, 4)", "segment 0, segment 4", "(0.0, 4.0)", '{"start": 0, "end": 4}'],
+)
+def test_two_integers_in_many_spellings(raw):
+    assert RANGE.parse_arguments(raw) == {"start_segment": 0, "end_segment": 4}
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("a dog jumps", "a dog jumps"), ('"a dog jumps"', "a dog jumps"), ("'a dog, jumping'", "a dog, jumping"),
+    ('{"description": "red car"}', "red car"), ("(a man, a ball)", "a man, a ball"),
+])
+def test_single_text_argument(raw, expected):
+    assert QUERY.parse_arguments(raw) == {"description": expected}
+
+
+@pytest.mark.parametrize("raw", [
+    '("what is he holding?", 3)', "what is he holding?, 3", "(what is he holding?, 3)",
+    '{"question": "what is he holding?", "segment_id": "3"}', '["what is he holding?", 3]',
+])
+def test_text_then_integer(raw):
+    assert VQA.parse_arguments(raw) == {"question": "what is he holding?", "segment_id": 3}
+
+
+def test_text_with_commas_then_integer():
+    assert VQA.parse_arguments("is it red, blue or green?, 2") == {"question": "is it red, blue or green?", "segment_id": 2}
+
+
+@pytest.mark.parametrize("raw", ["", "4", "zero, four", "(1, 2, 3)", "{}", "[true, 2]"])
+def test_unusable_arguments_are_reported_not_raised_by_call(raw):
+    with pytest.raises(ToolInputError):
+        RANGE.parse_arguments(raw)
+    observation = RANGE(raw)
+    assert observation.is_error and "caption_retrieval(start_segment: int, end_segment: int)" in observation.text
+
+
+def test_signature():
+    assert VQA.signature() == "visual_question_answering(question: str, segment_id: int)"
