@@ -43,6 +43,7 @@ MAX_WORDS = 40
 MAX_CLASSES = 4  # classes described in detail; the rest are only named
 MAX_TEXT_WORDS = 12
 MIN_TEXT_SCORE = 0.6
+MIN_TEXT_CHARS = 2  # single characters are mostly OCR noise
 
 SIZE_WORDS = (("small", 0.02), ("medium", 0.15), ("large", float("inf")))  # by box/frame area
 PLURALS = {
@@ -200,7 +201,7 @@ def _objects_phrase(instances: list[_Instance], per_class: int) -> str:
 
 def _clean_text(boxes: Sequence[TextBox]) -> tuple[str, ...]:
     """Confident OCR lines in reading order (top to bottom, left to right), without repeats."""
-    kept = sorted((b for b in boxes if b.score >= MIN_TEXT_SCORE and b.text.strip()),
+    kept = sorted((b for b in boxes if b.score >= MIN_TEXT_SCORE and len(b.text.strip()) >= MIN_TEXT_CHARS),
                   key=lambda b: (round(b.box[1] / 10), b.box[0]))
     seen: dict[str, None] = {}
     for b in kept:

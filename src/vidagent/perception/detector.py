@@ -313,9 +313,11 @@ class _Worker:
             return ""
 
     def fail(self, message: str) -> NoReturn:
+        """Stop the worker and raise ``ModelUnavailableError`` with its stderr."""
         self.close(timeout_s=2.0)
         tail = self.stderr_tail()
-        raise ModelUnavailableError(f"{message}" + (f"\nworker stderr:\n{tail}" if tail else ""))
+        raise ModelUnavailableError(f"{message} (exit code {self.proc.returncode})"
+                                    + (f"\nworker stderr:\n{tail}" if tail else ""))
 
     def write(self, data: bytes) -> None:
         assert self.proc.stdin is not None
@@ -323,7 +325,7 @@ class _Worker:
             self.proc.stdin.write(data)
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            self.fail(f"the detector worker died (exit code {self.proc.poll()})")
+            self.fail("the detector worker died")
 
     def read_json(self, timeout_s: float) -> dict:
         assert self.proc.stdout is not None
@@ -338,8 +340,7 @@ class _Worker:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                self.proc.wait(timeout=5)
-                self.fail(f"the detector worker exited (code {self.proc.returncode})")
+                self.fail("the detector worker exited")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
@@ -380,9 +381,10 @@ class DetectorTimings:
     """Cumulative time spent per stage, to report per-frame costs."""
 
     frames: int = 0
+    startup_s: float = 0.0  # starting Node + loading the model (+ one warm-up run)
     prepare_s: float = 0.0  # Python: letterbox + postprocess
     model_s: float = 0.0  # Node: tensor creation + model.execute, as timed by the worker
-    wall_s: float = 0.0  # whole detect() calls, including pipe transfer
+    wall_s: float = 0.0  # detect() calls minus worker startup: preparation, transfer, inference
 
     def per_frame_ms(self) -> dict[str, float]:
         n = max(self.frames, 1)
@@ -441,7 +443,9 @@ class CenterNetDetector:
         node = self._node or _find_tool("node")
         cmd = [node, str(WORKER_SCRIPT), str(self.models_dir / NODE_DIR_NAME),
                str(self.models_dir / MODEL_DIR_NAME / MODEL_JSON)]
+        started = time.perf_counter()
         worker = _Worker(cmd, self.models_dir, self.start_timeout_s)
+        self.timings.startup_s += time.perf_counter() - started
         self._worker = worker
         self._finalizer = weakref.finalize(self, _shutdown, worker.proc)
         return worker
@@ -471,8 +475,8 @@ class CenterNetDetector:
         frames = [_check_image(im) for im in images]
         if not frames:
             return []
-        start = time.perf_counter()
         worker = self._ensure_worker()
+        start = time.perf_counter()
         results: list[Detections] = []
         prepared: list[Letterbox] = []
 
@@ -484,21 +488,25 @@ class CenterNetDetector:
             self.timings.prepare_s += time.perf_counter() - t
             worker.write(request)
 
-        send(0)
-        for i, frame in enumerate(frames):
-            if i + 1 < len(frames):
-                send(i + 1)  # the worker reads it while we wait for frame i's answer
-            reply = worker.read_json(self.frame_timeout_s)
-            if "error" in reply:
-                worker.fail(f"the detector worker failed on a frame: {reply['error']}")
-            t = time.perf_counter()
-            results.append(postprocess(np.asarray(reply["det"], np.float32), prepared[i],
-                                       frame.shape[1], frame.shape[0],
-                                       score_threshold=self.score_threshold,
-                                       iou_threshold=self.iou_threshold,
-                                       max_detections=self.max_detections))
-            self.timings.prepare_s += time.perf_counter() - t
-            self.timings.model_s += float(reply.get("ms", 0.0)) / 1000
+        try:
+            send(0)
+            for i, frame in enumerate(frames):
+                if i + 1 < len(frames):
+                    send(i + 1)  # the worker reads it while we wait for frame i's answer
+                reply = worker.read_json(self.frame_timeout_s)
+                if "error" in reply:
+                    worker.fail(f"the detector worker failed on a frame: {reply['error']}")
+                t = time.perf_counter()
+                results.append(postprocess(np.asarray(reply["det"], np.float32), prepared[i],
+                                           frame.shape[1], frame.shape[0],
+                                           score_threshold=self.score_threshold,
+                                           iou_threshold=self.iou_threshold,
+                                           max_detections=self.max_detections))
+                self.timings.prepare_s += time.perf_counter() - t
+                self.timings.model_s += float(reply.get("ms", 0.0)) / 1000
+        except BaseException:
+            self.close()  # requests may be half sent or answers unread: never reuse this worker
+            raise
         self.timings.frames += len(frames)
         self.timings.wall_s += time.perf_counter() - start
         return results
