@@ -43,14 +43,16 @@ class Settings:
     segment_seconds: float = 2.0
     frames_per_segment: int = 1
     max_react_steps: int = 8
+    models: Path | None = None  # default: <home>/models
+    library: Path | None = None  # default: <home>/library.sqlite
 
     @property
     def models_dir(self) -> Path:
-        return self.home / "models"
+        return self.models or self.home / "models"
 
     @property
     def library_path(self) -> Path:
-        return self.home / "library.sqlite"
+        return self.library or self.home / "library.sqlite"
 
     @property
     def llm_cache_path(self) -> Path:
@@ -63,7 +65,8 @@ class Settings:
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
         """Defaults overridden by ``VIDAGENT_*`` variables.
 
-        ``VIDAGENT_HOME``: cache/library folder. ``VIDAGENT_LLM_BASE_URL`` (selects the OpenAI-compatible
+        ``VIDAGENT_HOME``: cache/library folder; ``VIDAGENT_MODELS``, ``VIDAGENT_LIBRARY``: override the
+        models folder and the library database file. ``VIDAGENT_LLM_BASE_URL`` (selects the OpenAI-compatible
         backend), ``VIDAGENT_LLM_MODEL``, ``VIDAGENT_LLM_API_KEY`` (falls back to ``OPENAI_API_KEY``),
         ``VIDAGENT_LLM_TIMEOUT``, ``VIDAGENT_LLM_CACHE`` (``0`` disables the response cache).
         """
@@ -71,6 +74,10 @@ class Settings:
         settings = cls()
         if env.get("VIDAGENT_HOME"):
             settings = replace(settings, home=Path(env["VIDAGENT_HOME"]).expanduser())
+        if env.get("VIDAGENT_MODELS"):
+            settings = replace(settings, models=Path(env["VIDAGENT_MODELS"]).expanduser())
+        if env.get("VIDAGENT_LIBRARY"):
+            settings = replace(settings, library=Path(env["VIDAGENT_LIBRARY"]).expanduser())
         llm = settings.llm
         base_url = env.get("VIDAGENT_LLM_BASE_URL")
         if base_url:

@@ -199,14 +199,14 @@ def _objects_phrase(instances: list[_Instance], per_class: int) -> str:
     return GROUP_SEPARATOR.join(parts) + "."
 
 
-def _clean_text(boxes: Sequence[TextBox]) -> tuple[str, ...]:
-    """Confident OCR lines in reading order (top to bottom, left to right), without repeats."""
-    kept = sorted((b for b in boxes if b.score >= MIN_TEXT_SCORE and len(b.text.strip()) >= MIN_TEXT_CHARS),
-                  key=lambda b: (round(b.box[1] / 10), b.box[0]))
-    seen: dict[str, None] = {}
-    for b in kept:
-        seen.setdefault(" ".join(b.text.split()), None)
-    return tuple(seen)
+def _confident_text(boxes: Sequence[TextBox]) -> tuple[tuple[TextBox, ...], tuple[str, ...]]:
+    """Confident OCR boxes in reading order (top to bottom, left to right), and their distinct
+    texts with whitespace normalised."""
+    kept = tuple(sorted((b for b in boxes
+                         if b.score >= MIN_TEXT_SCORE and len(b.text.strip()) >= MIN_TEXT_CHARS),
+                        key=lambda b: (round(b.box[1] / 10), b.box[0])))
+    texts = dict.fromkeys(" ".join(b.text.split()) for b in kept)
+    return kept, tuple(texts)
 
 
 def _text_phrase(texts: tuple[str, ...]) -> str:
@@ -237,7 +237,14 @@ def describe_detections(image: np.ndarray, detections: Detections,
 
 
 class DetectorDescriber:
-    """``FrameDescriber`` built from an object detector and, optionally, an OCR reader."""
+    """``FrameDescriber`` built from an object detector and, optionally, an OCR reader.
+
+    Each ``FrameDescription`` carries the sentence, ``objects`` (the label of every detection,
+    best score first, including any the sentence only counts or names), ``on_screen_text``
+    (distinct confident OCR lines in reading order) and ``text_boxes`` (those OCR boxes with
+    positions and scores; OCR results scoring below ``MIN_TEXT_SCORE`` or shorter than
+    ``MIN_TEXT_CHARS`` are dropped everywhere).
+    """
 
     def __init__(self, detector: ObjectDetector, text_reader: TextReader | None = None) -> None:
         self.detector = detector
@@ -246,6 +253,13 @@ class DetectorDescriber:
         self.name = f"detector-describer({detector.name}{reader})"
         self.prefix = DESCRIPTION_PREFIX_OCR if text_reader is not None else DESCRIPTION_PREFIX
 
+    def close(self) -> None:
+        """Close the detector (and reader) if they hold resources, e.g. the detector's worker."""
+        for model in (self.detector, self.text_reader):
+            close = getattr(model, "close", None)
+            if callable(close):
+                close()
+
     def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]:
         images = list(images)
         if not images:
@@ -253,7 +267,8 @@ class DetectorDescriber:
         all_detections = self.detector.detect(images)
         out = []
         for image, detections in zip(images, all_detections):
-            texts = _clean_text(self.text_reader.read(image)) if self.text_reader is not None else ()
+            boxes, texts = _confident_text(self.text_reader.read(image)) if self.text_reader else ((), ())
             out.append(FrameDescription(text=describe_detections(image, detections, texts, prefix=self.prefix),
-                                        objects=tuple(detections.labels), on_screen_text=texts))
+                                        objects=tuple(detections.labels), on_screen_text=texts,
+                                        text_boxes=boxes))
         return out

