@@ -27,7 +27,7 @@ def test_action_then_final_answer():
         "Thought: read everything\nAction: caption_retrieval\nAction Input: 0, 2\nObservation: (invented)",
         "Thought: I now know the final answer\nFinal Answer: 0",
     ])
-    answer = ReActAgent(llm, TOOLS).run("What is attached to the dog?", CONTEXT, CHOICES)
+    answer = ReActAgent(llm, TOOLS, overview_segments=0).run("What is attached to the dog?", CONTEXT, CHOICES)
     assert answer.choice_index == 0 and answer.text == "a black leash"
     assert [s.action for s in answer.trace] == ["caption_retrieval", "final_answer"]
     assert "a dog runs with a black leash" in answer.trace[0].observation
@@ -46,7 +46,7 @@ def test_malformed_steps_are_told_to_the_model_and_the_loop_continues():
         "Thought: x\nAction: caption_retrieval\nAction Input: zero to two",
         "Final Answer: a black leash",
     ])
-    answer = ReActAgent(llm, TOOLS).run("What is attached to the dog?", CONTEXT, CHOICES)
+    answer = ReActAgent(llm, TOOLS, overview_segments=0).run("What is attached to the dog?", CONTEXT, CHOICES)
     assert answer.choice_index == 0
     errors = [s for s in answer.trace if s.is_error]
     assert len(errors) == 3
@@ -58,7 +58,7 @@ def test_malformed_steps_are_told_to_the_model_and_the_loop_continues():
 def test_step_limit_forces_a_final_answer():
     looping = "Thought: more\nAction: caption_retrieval\nAction Input: 0, 0"
     llm = ScriptedLLM([looping] * 3 + ["Final Answer: 3"])
-    answer = ReActAgent(llm, TOOLS, max_steps=3).run("Which object?", CONTEXT, CHOICES)
+    answer = ReActAgent(llm, TOOLS, max_steps=3, overview_segments=0).run("Which object?", CONTEXT, CHOICES)
     assert answer.choice_index == 3
     assert len(answer.trace) == 4 and answer.trace[-1].thought == "(step limit reached)"
     assert "used all your steps" in llm.requests[-1][-1].content
@@ -66,18 +66,33 @@ def test_step_limit_forces_a_final_answer():
 
 def test_repeated_format_errors_stop_early_and_force_an_answer():
     llm = ScriptedLLM(["blah", "blah", "blah", "Final Answer: nothing is attached"])
-    answer = ReActAgent(llm, TOOLS, max_steps=8).run("Which object?", CONTEXT, CHOICES)
+    answer = ReActAgent(llm, TOOLS, max_steps=8, overview_segments=0).run("Which object?", CONTEXT, CHOICES)
     assert answer.choice_index == 4 and len(llm.requests) == 4
 
 
 def test_unmappable_final_answer_is_mapped_by_one_more_question():
     llm = ScriptedLLM(["Final Answer: something on its harness", "0"])
-    answer = ReActAgent(llm, TOOLS).run("What is attached?", CONTEXT, CHOICES)
+    answer = ReActAgent(llm, TOOLS, overview_segments=0).run("What is attached?", CONTEXT, CHOICES)
     assert answer.choice_index == 0
     assert "Which option is that?" in llm.requests[-1][-1].content
 
 
 def test_open_ended_answer_keeps_the_text():
     llm = ScriptedLLM(["Final Answer: a ball"])
-    answer = ReActAgent(llm, TOOLS).run("What does she throw?", CONTEXT)
+    answer = ReActAgent(llm, TOOLS, overview_segments=0).run("What does she throw?", CONTEXT)
     assert answer.text == "a ball" and answer.choice_index is None and answer.choices is None
+
+
+def test_overview_step_reads_the_first_segments_before_the_model_speaks():
+    llm = ScriptedLLM(["Thought: the last segment shows it\nFinal Answer: a black leash"])
+    answer = ReActAgent(llm, TOOLS, overview_segments=2).run("What is attached to the dog?", CONTEXT, CHOICES)
+    assert answer.choice_index == 0
+    overview = answer.trace[0]
+    assert (overview.action, overview.action_input) == ("caption_retrieval", "0, 1")
+    assert overview.model_output == "(automatic overview)" and "a dog jumps" in overview.observation
+    first_request = llm.requests[0]
+    assert [m.role for m in first_request] == ["system", "user", "assistant", "user"]
+    assert "Action: caption_retrieval" in first_request[2].content
+    assert first_request[3].content.startswith("Observation: Segment 0: a woman holds a ball")
+    assert "6.0 seconds long, with 3 segments of 2 seconds (ids 0 to 2)" in first_request[1].content
+    assert answer.usage.llm_calls == 1

@@ -56,3 +56,9 @@ def test_unusable_arguments_are_reported_not_raised_by_call(raw):
 
 def test_signature():
     assert VQA.signature() == "visual_question_answering(question: str, segment_id: int)"
+
+
+@pytest.mark.parametrize("raw", ["(0, 4)", "3", "0 4"])
+def test_numbers_where_words_are_needed_are_refused(raw):
+    observation = QUERY(raw)
+    assert observation.is_error and "must be text in words" in observation.text

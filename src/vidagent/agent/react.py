@@ -40,32 +40,30 @@ class ReActAgent:
     answer's usage counts every call made for the question.
     """
 
-    def __init__(self, llm: ChatModel, tools: Sequence[Tool], *, max_steps: int = 8) -> None:
+    def __init__(self, llm: ChatModel, tools: Sequence[Tool], *, max_steps: int = 8,
+                 overview_segments: int = 15) -> None:
         if not tools:
             raise ValueError("a ReAct agent needs at least one tool")
         self.llm = llm if isinstance(llm, MeteredChat) else MeteredChat(llm)
         self.tools = {tool.name: tool for tool in tools}
         self.max_steps = max_steps
+        self.overview_segments = overview_segments
 
     def run(self, question: str, context: VideoContext, choices: Sequence[str] | None = None) -> Answer:
         answer_format = _answer_format(choices)
         system = render(
             load_prompt("vidagent.agent", "react_system"),
-            duration=f"{context.duration_s:.1f}",
-            segment_count=context.segment_count,
-            segment_seconds=f"{context.segment_seconds:g}",
-            last_segment=max(0, context.segment_count - 1),
             memory_note=context.memory_note,
             tools="\n".join(f"- {t.signature()}: {t.description}" for t in self.tools.values()),
             tool_names=", ".join(self.tools),
-            answer_format=answer_format,
         )
-        messages = [Message("system", system), Message("user", _question_text(question, choices))]
+        messages = [Message("system", system), Message("user", _question_text(question, choices, context, answer_format))]
         trace: list[Step] = []
         evidence: list[Evidence] = []
+        self._overview(messages, context, trace, evidence)
         final: str | None = None
         format_errors = 0
-        for index in range(self.max_steps):
+        for index in range(len(trace), len(trace) + self.max_steps):
             started = time.perf_counter()
             completion = self._chat(messages)
             output = completion.text.strip()
@@ -103,6 +101,27 @@ class ReActAgent:
         )
 
     # -- helpers -----------------------------------------------------------------------------
+    def _overview(self, messages: list[Message], context: VideoContext, trace: list[Step],
+                  evidence: list[Evidence]) -> None:
+        """Start with the descriptions of the first segments, written as the model's own first step.
+
+        It saves a model call on short videos, where reading every description is the right first
+        move anyway, and shows a small model the expected format by example.
+        """
+        tool = self.tools.get("caption_retrieval")
+        if tool is None or self.overview_segments <= 0 or context.segment_count == 0:
+            return
+        end = min(context.segment_count, self.overview_segments) - 1
+        step_text = render(load_prompt("vidagent.agent", "overview_step"), start=0, end=end).strip()
+        result = tool(f"0, {end}")
+        observation = _clip(result.text)
+        evidence.extend(result.evidence)
+        parsed = parse_react(step_text, list(self.tools))
+        trace.append(Step(index=len(trace), thought=parsed.thought, action=parsed.action,
+                          action_input=parsed.action_input, observation=observation, model_output="(automatic overview)",
+                          prompt_tokens=0, completion_tokens=0, seconds=0.0, is_error=result.is_error))
+        messages += [Message("assistant", step_text), Message("user", f"Observation: {observation}")]
+
     def _chat(self, messages: list[Message], max_tokens: int = STEP_TOKENS) -> Completion:
         return self.llm.chat(messages, stop=STOP, max_tokens=max_tokens)
 
@@ -139,11 +158,20 @@ def _answer_format(choices: Sequence[str] | None) -> str:
     return "a short answer (for a 'when' question, the time in seconds)"
 
 
-def _question_text(question: str, choices: Sequence[str] | None) -> str:
-    text = f"Question: {question}"
+def _question_text(question: str, choices: Sequence[str] | None, context: VideoContext, answer_format: str) -> str:
+    options = ""
     if choices:
-        text += "\nOptions:\n" + "\n".join(f"{i}. {choice}" for i, choice in enumerate(choices))
-    return text
+        options = "\nOptions:\n" + "\n".join(f"{i}. {choice}" for i, choice in enumerate(choices))
+    return render(
+        load_prompt("vidagent.agent", "question"),
+        duration=f"{context.duration_s:.1f}",
+        segment_count=context.segment_count,
+        last_segment=max(0, context.segment_count - 1),
+        segment_seconds=f"{context.segment_seconds:g}",
+        question=question,
+        options=options,
+        answer_format=answer_format,
+    ).strip()
 
 
 def _clip(text: str) -> str:

