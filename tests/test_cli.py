@@ -1,0 +1,100 @@
+"""The command line: one clear line and a non-zero exit for bad input, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vidagent.perception.detector import detector_assets_installed
+
+from conftest import video_path
+
+
+def run_cli(*args: str, home: Path, models_dir: Path | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "VIDAGENT_HOME": str(home)}
+    if models_dir is not None:
+        env["VIDAGENT_MODELS"] = str(models_dir)
+    return subprocess.run([sys.executable, "-m", "vidagent.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, code: int, fragment: str) -> None:
+    assert result.returncode == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vidagent: error:"), result.stderr
+    assert fragment in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_file(tmp_path):
+    result = run_cli("ask", str(tmp_path / "nope.mp4"), "what happens?", home=tmp_path)
+    assert_one_line_error(result, 2, "no such file")
+
+
+def test_not_a_video(tmp_path):
+    path = tmp_path / "notes.mp4"
+    path.write_text("hello\n" * 100)
+    assert_one_line_error(run_cli("index", str(path), home=tmp_path), 2, "notes.mp4")
+
+
+def test_audio_only_file(tmp_path):
+    result = run_cli("ask", str(video_path("github_LLaMA-Factory/4.mp3")), "what is said?", home=tmp_path)
+    assert_one_line_error(result, 2, "no video stream")
+
+
+def test_zero_length_file(tmp_path):
+    path = tmp_path / "empty.mp4"
+    path.touch()
+    assert_one_line_error(run_cli("index", str(path), home=tmp_path), 2, "empty.mp4")
+
+
+def test_empty_question(tmp_path):
+    assert_one_line_error(run_cli("ask", str(video_path("github_LLaMA-Factory/4.mp4")), "  ", home=tmp_path), 2,
+                          "question is empty")
+
+
+def test_llm_server_down(tmp_path, models_dir):
+    if not detector_assets_installed(models_dir):
+        pytest.skip("offline models are not installed")
+    result = run_cli("ask", str(video_path("github_LLaMA-Factory/4.mp4")), "what is drawn?", "-q",
+                     "--base-url", "http://127.0.0.1:9/v1", "--model", "any", "--no-cache",
+                     home=tmp_path, models_dir=models_dir)
+    assert_one_line_error(result, 4, "127.0.0.1:9")
+
+
+def test_models_list(tmp_path, models_dir):
+    env_result = run_cli("models", "list", home=tmp_path, models_dir=models_dir)
+    assert env_result.returncode == 0
+
+
+@pytest.mark.slow
+def test_end_to_end_multiple_choice_from_the_dev_set(tmp_path, models_dir):
+    """The real stack (detector, OCR, Whisper, E5, Qwen2.5 1.5B) answers a dev-set question via the CLI."""
+    from vidagent.models.install import installed_models
+
+    if "qwen2.5-1.5b" not in installed_models(models_dir) or not detector_assets_installed(models_dir):
+        pytest.skip("offline models are not installed")
+    item = next(json.loads(line) for line in (video_path("..") / "qa" / "dev.jsonl").read_text().splitlines()
+                if json.loads(line)["id"] == "dev_dog_2")
+    video = video_path(item["video"].removeprefix("videos/"))
+    args = ["ask", str(video), item["question"], "--json", "--trace", "-q"]
+    for choice in item["choices"]:
+        args += ["--choice", choice]
+    result = run_cli(*args, home=tmp_path, models_dir=models_dir, timeout=900)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert set(answer) >= {"answer", "choice_index", "evidence", "usage", "trace"}
+    assert answer["choice_index"] in range(5) and answer["answer"] == item["choices"][answer["choice_index"]]
+    assert answer["usage"]["llm_calls"] >= 1 and answer["usage"]["prompt_tokens"] > 0
+    assert answer["usage"]["seconds"] > 0
+    assert answer["evidence"] and all(0 <= e["start_s"] < e["end_s"] <= 9.7 for e in answer["evidence"])
+    assert answer["trace"][0]["action"] == "caption_retrieval"
+    assert answer["trace"][-1]["action"] == "final_answer"
+    # Asking again is answered from the response cache: no new LLM calls.
+    again = json.loads(run_cli(*args, home=tmp_path, models_dir=models_dir, timeout=900).stdout)
+    assert again["choice_index"] == answer["choice_index"] and again["usage"]["llm_calls"] == 0
