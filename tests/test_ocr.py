@@ -166,3 +166,14 @@ def test_reading_order_groups_lines():
     boxes = [box("world", 120, 12, 200, 40), box("below", 10, 60, 90, 85), box("hello", 10, 10, 100, 38),
              box("tall", 300, 0, 340, 50)]
     assert [b.text for b in reading_order(boxes)] == ["hello", "world", "tall", "below"]
+
+
+def test_sessions_do_not_spin(reader):
+    # busy-waiting onnxruntime threads halved OCR speed whenever another model kept the cores busy
+    from rapidocr_onnxruntime.utils import infer_engine
+
+    engine = reader._engine
+    for session in (engine.text_det.infer.session, engine.text_rec.session.session):
+        assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert isinstance(infer_engine.OrtInferSession.__dict__["_init_sess_opts"], staticmethod)
+    assert infer_engine.OrtInferSession.__dict__["_init_sess_opts"].__func__.__name__ == "_init_sess_opts"

@@ -111,3 +111,14 @@ def test_thread_safe(embedder):
 def test_unknown_variant_raises_model_unavailable():
     with pytest.raises(ModelUnavailableError, match="text embedder unavailable"):
         E5TextEmbedder(variant="no-such-model").embed_queries(["x"])
+
+
+def test_openmp_policy_is_not_left_behind(monkeypatch):
+    import os
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    E5TextEmbedder().load()
+    assert "OMP_WAIT_POLICY" not in os.environ
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    E5TextEmbedder().load()
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"

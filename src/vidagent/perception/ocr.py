@@ -28,8 +28,9 @@ import hashlib
 import os
 import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -43,6 +44,7 @@ DEFAULT_MIN_SCORE = 0.85
 """Recognition confidence below which a text line is dropped."""
 
 _KEYS_FILE_PREFIX = "ppocr_keys_v5_noblank"
+_SESSION_PATCH_LOCK = threading.Lock()
 
 
 class RapidTextReader:
@@ -136,17 +138,18 @@ class RapidTextReader:
                 options: dict[str, Any] = {}
                 if self.threads:
                     options = {"intra_op_num_threads": int(self.threads), "inter_op_num_threads": 1}
-                self._engine = RapidOCR(
-                    det_model_path=str(det),
-                    rec_model_path=str(rec),
-                    rec_keys_path=str(keys),
-                    use_cls=False,
-                    # "max": no detector resizing below 960 px (the frame was already sized by
-                    # ``side``); larger frames are capped at 1500/2000 px by rapidocr.
-                    det_limit_type="max",
-                    text_score=0.0,  # filtered here, with ``min_score``
-                    **options,
-                )
+                with _onnxruntime_without_spinning():
+                    self._engine = RapidOCR(
+                        det_model_path=str(det),
+                        rec_model_path=str(rec),
+                        rec_keys_path=str(keys),
+                        use_cls=False,
+                        # "max": no detector resizing below 960 px (the frame was already sized by
+                        # ``side``); larger frames are capped at 1500/2000 px by rapidocr.
+                        det_limit_type="max",
+                        text_score=0.0,  # filtered here, with ``min_score``
+                        **options,
+                    )
             except ModelUnavailableError:
                 raise
             except Exception as error:  # onnxruntime and file errors come in many types
@@ -170,6 +173,37 @@ def reading_order(boxes: list[TextBox]) -> list[TextBox]:
                 continue
         lines.append([box])
     return [box for line in lines for box in sorted(line, key=lambda b: b.box[0])]
+
+
+@contextmanager
+def _onnxruntime_without_spinning() -> Iterator[None]:
+    """While rapidocr builds its onnxruntime sessions, add ``allow_spinning=0`` to their options.
+
+    rapidocr 1.4.4 offers no way to pass session options, so its option builder
+    (``OrtInferSession._init_sess_opts``) is wrapped for the duration of the construction only.
+    If that builder ever moves, the sessions are simply built with the defaults.
+    """
+    try:
+        from rapidocr_onnxruntime.utils import infer_engine
+
+        original = infer_engine.OrtInferSession.__dict__["_init_sess_opts"]
+        build = original.__func__
+    except (ImportError, AttributeError, KeyError):
+        yield
+        return
+
+    def options_without_spinning(config: dict[str, Any]) -> Any:
+        options = build(config)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        return options
+
+    with _SESSION_PATCH_LOCK:
+        infer_engine.OrtInferSession._init_sess_opts = staticmethod(options_without_spinning)
+        try:
+            yield
+        finally:
+            infer_engine.OrtInferSession._init_sess_opts = original
 
 
 def _default_cache_dir() -> Path:
