@@ -96,6 +96,14 @@ def test_offset_and_other_sample_rates(stt, drawing_audio):
     assert abs(shifted[0].start_s - 10.0 - reference[0].start_s) < 0.3
 
 
+def test_repeated_lines_are_merged(stt):
+    # tiny.en loops on the toddler clip ("Do you want the lid?" three times in a row)
+    audio = decode_audio(video_path("github_Video-LLaVA/sample_demo_1.mp4"))
+    segments = stt.transcribe(audio)
+    assert_well_timed(segments, len(audio) / SAMPLE_RATE)
+    assert all(a.text != b.text for a, b in zip(segments, segments[1:]))
+
+
 def test_barking_is_not_speech(stt):
     audio = decode_audio(video_path("github_Video-LLaMA/dog_barking.mp4"))
     assert stt.transcribe(audio) == []

@@ -122,7 +122,8 @@ class OpenAICompatibleBackend:
             except httpx.TimeoutException as exc:
                 retry_reason = f"{where} did not answer within {self.timeout_s:g}s ({type(exc).__name__})"
             except httpx.ConnectError as exc:
-                reason = "connection refused" if "refused" in str(exc).lower() else (str(exc) or "connect error")
+                text = str(exc) or type(exc).__name__
+                reason = "connection refused" if "refused" in text.lower() else text
                 raise LLMError(f"{where} is not reachable ({reason})") from exc
             except httpx.HTTPError as exc:
                 raise LLMError(f"{where} failed: {type(exc).__name__}: {exc}") from exc

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import importlib
 import os
 import re
 import subprocess
@@ -22,6 +23,7 @@ import tempfile
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import BinaryIO, Iterable, Iterator, Sequence
 
 from tqdm import tqdm
@@ -63,11 +65,9 @@ def installed_models(models_dir: Path) -> dict[str, Path]:
         for name, asset in LOCAL_CHAT_MODELS.items()
         if _is_verified(asset, models_dir / asset.filename)
     }
-    marker = models_dir / f"{DETECTOR_ASSET}.path"
-    if marker.is_file():
-        detector = Path(marker.read_text(encoding="utf-8").strip())
-        if detector.exists():
-            found[DETECTOR_ASSET] = detector
+    detector = _detector_module()
+    if detector is not None and detector.detector_assets_installed(models_dir):
+        found[DETECTOR_ASSET] = models_dir / getattr(detector, "MODEL_DIR_NAME", DETECTOR_ASSET)
     return found
 
 
@@ -130,14 +130,21 @@ def _chat_asset(name: str) -> ModelAsset:
         raise ModelUnavailableError(f"unknown model {name!r} (known: {known})") from None
 
 
-def _install_detector(models_dir: Path, *, progress: bool) -> Path:
+def _detector_module() -> ModuleType | None:
+    """``vidagent.perception.detector``, imported only when needed (None if it cannot be)."""
     try:
-        from vidagent.perception.detector import install_detector_assets
-    except ImportError as exc:
-        raise ModelUnavailableError(f"the object detector cannot be installed: {exc}") from exc
-    path = Path(install_detector_assets(models_dir, progress=progress))
-    (models_dir / f"{DETECTOR_ASSET}.path").write_text(f"{path}\n", encoding="utf-8")
-    return path
+        return importlib.import_module("vidagent.perception.detector")
+    except ImportError:
+        return None
+
+
+def _install_detector(models_dir: Path, *, progress: bool) -> Path:
+    detector = _detector_module()
+    if detector is None:
+        raise ModelUnavailableError(
+            "the object detector cannot be installed: vidagent.perception.detector is missing"
+        )
+    return Path(detector.install_detector_assets(models_dir, progress=progress))
 
 
 def _sidecar(path: Path) -> Path:

@@ -61,7 +61,7 @@ class WhisperSpeechToText:
 
     >>> stt = WhisperSpeechToText()
     >>> stt.transcribe(audio_16k_mono_float32)
-    [SpeechSegment(start_s=0.21, end_s=3.21, text='Hello, take a look at what I'm drawing.')]
+    [SpeechSegment(start_s=0.21, end_s=3.21, text="Hello, take a look at what I'm drawing.")]
     """
 
     def __init__(

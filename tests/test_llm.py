@@ -1,0 +1,302 @@
+"""Chat backends on real models: the local Qwen2.5 1.5B, and SmolLM2 behind a real HTTP server."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+from vidagent.config import Settings
+from vidagent.errors import LLMError, ModelUnavailableError
+from vidagent.llm.base import Message, Usage
+from vidagent.llm.cache import ResponseCache, cache_key
+from vidagent.llm.client import LLM, build_llm
+from vidagent.llm.local import LocalGGUFBackend
+from vidagent.llm.openai_compat import OpenAICompatibleBackend, image_data_url
+from vidagent.models.install import model_path
+
+MODELS_DIR = Settings.from_env().models_dir
+
+
+def _installed(name: str) -> Path:
+    try:
+        return model_path(name, MODELS_DIR)
+    except ModelUnavailableError:
+        pytest.skip(f"model {name} is not installed in {MODELS_DIR}: run `vidagent models install {name}`")
+
+
+@pytest.fixture(scope="module")
+def qwen() -> LocalGGUFBackend:
+    return LocalGGUFBackend(_installed("qwen2.5-1.5b"), context_tokens=2048)
+
+
+@pytest.fixture(scope="module")
+def smol() -> LocalGGUFBackend:
+    return LocalGGUFBackend(_installed("smollm2-135m"), context_tokens=1024)
+
+
+# --- the local backend -------------------------------------------------------------------------
+
+
+def test_local_model_answers_a_trivial_question(qwen: LocalGGUFBackend) -> None:
+    c = qwen.complete([Message("system", "You are a terse assistant."),
+                       Message("user", "What is 2 + 2? Reply with the number only.")], max_tokens=8)
+    assert c.text.strip() == "4"
+    assert c.prompt_tokens > 10 and c.completion_tokens > 0
+    assert c.seconds > 0 and not c.cached
+    assert qwen.load_seconds is not None
+
+
+def test_local_model_honours_stop_strings_and_max_tokens(qwen: LocalGGUFBackend) -> None:
+    ask = [Message("user", "Count from 1 to 10, separated by commas and spaces. Output only the numbers.")]
+    c = qwen.complete(ask, stop=["5"], max_tokens=40)
+    assert "3, 4" in c.text and "5" not in c.text and "6" not in c.text
+    short = qwen.complete(ask, max_tokens=3)
+    assert short.completion_tokens == 3
+
+
+def test_local_model_reuses_the_kv_cache_for_a_shared_prefix(qwen: LocalGGUFBackend) -> None:
+    facts = "\n".join(f"Segment {i}: a cyclist in a {c} jacket passes a bakery." for i, c in
+                      enumerate(["red", "blue", "green", "yellow"] * 6))
+    scratch = f"Observations:\n{facts}\nQuestion: which colour comes first? One word.\n"
+    first = qwen.complete([Message("user", scratch)], max_tokens=4)
+    reused_first = qwen.last_timings.get("cache_n", 0)
+    second = qwen.complete([Message("user", scratch + "Thought: look at segment 0.\n")], max_tokens=4)
+    reused = qwen.last_timings["cache_n"]
+    assert second.prompt_tokens > first.prompt_tokens > 250
+    assert reused >= first.prompt_tokens - 8 > reused_first
+    assert second.seconds < first.seconds
+
+
+def test_local_model_reports_context_overflow_as_llm_error(smol: LocalGGUFBackend) -> None:
+    with pytest.raises(LLMError, match="context"):
+        smol.complete([Message("user", "word " * 1500)], max_tokens=4)
+
+
+def test_missing_or_corrupt_model_files(tmp_path: Path) -> None:
+    with pytest.raises(ModelUnavailableError, match="does not exist"):
+        LocalGGUFBackend(tmp_path / "absent.gguf").complete([Message("user", "hi")])
+    not_gguf = tmp_path / "not.gguf"
+    not_gguf.write_bytes(b"PK\x03\x04 definitely a zip")
+    with pytest.raises(ModelUnavailableError, match="not a GGUF"):
+        LocalGGUFBackend(not_gguf).complete([Message("user", "hi")])
+    corrupt = tmp_path / "corrupt.gguf"
+    corrupt.write_bytes(b"GGUF" + bytes(range(256)) * 8)
+    with pytest.raises(ModelUnavailableError, match="cannot load"):
+        LocalGGUFBackend(corrupt).complete([Message("user", "hi")])
+
+
+# --- the LLM client and its cache ---------------------------------------------------------------
+
+
+def test_llm_cache_hit_on_identical_call(qwen: LocalGGUFBackend, tmp_path: Path) -> None:
+    llm = LLM(qwen, ResponseCache(tmp_path / "cache.sqlite"))
+    ask = [Message("user", "Name the capital of France in one word.")]
+    first = llm.chat(ask, max_tokens=8)
+    assert not first.cached and "Paris" in first.text
+    again = llm.chat(ask, max_tokens=8)
+    assert again.cached and again.text == first.text
+    assert (again.prompt_tokens, again.completion_tokens) == (first.prompt_tokens, first.completion_tokens)
+    assert again.seconds < 0.05
+    # another process (a fresh cache object on the same file) sees it too
+    assert LLM(qwen, ResponseCache(tmp_path / "cache.sqlite")).chat(ask, max_tokens=8).cached
+    different = llm.chat(ask, max_tokens=9)
+    assert not different.cached
+    usage = Usage()
+    for c in (first, again, different):
+        usage.add(c)
+    assert usage.llm_calls == 2 and usage.cached_calls == 1
+
+
+def test_cache_key_covers_images_stop_and_sampling() -> None:
+    img = np.zeros((4, 4, 3), np.uint8)
+    other = img.copy()
+    other[0, 0, 0] = 1
+    base = dict(stop=("x",), max_tokens=10, temperature=0.0)
+    k = cache_key("m", [Message("user", "hi", images=(img,))], **base)
+    assert k == cache_key("m", [Message("user", "hi", images=(img.copy(),))], **base)
+    assert k != cache_key("m", [Message("user", "hi", images=(other,))], **base)
+    assert k != cache_key("m", [Message("user", "hi")], **base)
+    assert k != cache_key("m2", [Message("user", "hi", images=(img,))], **base)
+    assert k != cache_key("m", [Message("user", "hi", images=(img,))], **{**base, "stop": ()})
+    assert k != cache_key("m", [Message("user", "hi", images=(img,))], **{**base, "temperature": 0.5})
+
+
+def test_cache_is_shared_by_concurrent_processes(tmp_path: Path) -> None:
+    db = tmp_path / "shared.sqlite"
+    ResponseCache(db)
+    script = (
+        "import sys; from vidagent.llm.cache import ResponseCache; from vidagent.llm.base import Completion\n"
+        "c = ResponseCache(sys.argv[1])\n"
+        "for i in range(100): c.put(f'{sys.argv[2]}-{i}', Completion('t', 1, 2, 0.1))\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(db), tag]) for tag in "ab"]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    cache = ResponseCache(db)
+    assert len(cache) == 200
+    hit = cache.get("b-99")
+    assert hit is not None and (hit.text, hit.prompt_tokens, hit.completion_tokens) == ("t", 1, 2)
+
+
+def test_build_llm_resolves_local_models(tmp_path: Path) -> None:
+    _installed("smollm2-135m")
+    settings = Settings(home=MODELS_DIR.parent).with_llm(model="smollm2-135m", cache=False)
+    llm = build_llm(settings)
+    assert llm.name.startswith("local:") and not llm.supports_images and llm.cache is None
+    assert build_llm(settings).backend is llm.backend  # one loaded model per process
+    direct = build_llm(settings.with_llm(model=str(model_path("smollm2-135m", MODELS_DIR))))
+    assert direct.backend is llm.backend
+    with pytest.raises(ModelUnavailableError, match="vidagent models install qwen2.5-0.5b"):
+        build_llm(Settings(home=tmp_path).with_llm(model="qwen2.5-0.5b"))
+    with pytest.raises(ModelUnavailableError, match="unknown local model"):
+        build_llm(Settings(home=tmp_path).with_llm(model="llama-9000"))
+    with pytest.raises(LLMError, match="base URL"):
+        build_llm(Settings(home=tmp_path).with_llm(backend="openai"))
+    remote = build_llm(Settings.from_env({"VIDAGENT_HOME": str(tmp_path),
+                                          "VIDAGENT_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+                                          "VIDAGENT_LLM_MODEL": "gpt-4o-mini"}))
+    assert remote.supports_images and remote.name == "openai:gpt-4o-mini@http://127.0.0.1:9/v1"
+    assert remote.cache is not None and remote.cache.path == tmp_path / "llm-cache.sqlite"
+
+
+# --- the OpenAI-compatible backend against a real HTTP server --------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """``/<mode>/v1/chat/completions``: ``ok`` answers with SmolLM2; the others misbehave."""
+
+    backend: LocalGGUFBackend
+    requests: list[dict[str, Any]]
+    hits: dict[str, int]
+
+    def log_message(self, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def do_POST(self) -> None:
+        mode = self.path.strip("/").split("/")[0]
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.requests.append({"mode": mode, "body": body, "auth": self.headers.get("Authorization")})
+        self.hits[mode] = self.hits.get(mode, 0) + 1
+        if mode == "slow":
+            time.sleep(3)
+        if mode == "bad":
+            return self._send(200, b"{not json", "application/json")
+        if mode == "flaky" and self.hits[mode] == 1:
+            return self._send(503, b'{"error": {"message": "warming up"}}', "application/json")
+        if mode == "denied":
+            return self._send(401, b'{"error": {"message": "invalid api key"}}', "application/json")
+        messages = [Message(m["role"], m["content"] if isinstance(m["content"], str) else
+                            " ".join(p.get("text", "") for p in m["content"])) for m in body["messages"]]
+        c = self.backend.complete(messages, stop=body.get("stop", ()), max_tokens=body["max_tokens"],
+                                  temperature=body["temperature"])
+        answer = {"role": "assistant", "content": c.text}
+        reply: dict[str, Any] = {"choices": [{"index": 0, "message": answer}]}
+        if mode != "nousage":
+            reply["usage"] = {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
+        self._send(200, json.dumps(reply).encode(), "application/json")
+
+    def _send(self, status: int, data: bytes, kind: str) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+            pass
+
+
+@pytest.fixture(scope="module")
+def server(smol: LocalGGUFBackend) -> Iterator[tuple[str, type[_Handler]]]:
+    handler = type("Handler", (_Handler,), {"backend": smol, "requests": [], "hits": {}})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_openai_backend_talks_to_a_real_server(server: tuple[str, type[_Handler]]) -> None:
+    url, handler = server
+    backend = OpenAICompatibleBackend(f"{url}/ok/v1/", "smollm2", api_key="sk-test", timeout_s=60)
+    c = backend.complete([Message("user", "Say hello.")], max_tokens=12, stop=["\n\n"])
+    assert c.text.strip() and c.prompt_tokens > 0 and 0 < c.completion_tokens <= 12
+    sent = handler.requests[-1]
+    assert sent["auth"] == "Bearer sk-test"
+    assert sent["body"]["model"] == "smollm2" and sent["body"]["stop"] == ["\n\n"]
+    assert sent["body"]["max_tokens"] == 12 and sent["body"]["temperature"] == 0.0
+
+
+def test_openai_backend_sends_images_as_jpeg_data_urls(server: tuple[str, type[_Handler]]) -> None:
+    url, handler = server
+    image = np.zeros((32, 48, 3), np.uint8)
+    image[:, :24] = (255, 0, 0)
+    llm = LLM(OpenAICompatibleBackend(f"{url}/ok/v1", "vision", timeout_s=60))
+    assert llm.supports_images
+    llm.chat([Message("user", "What colour is the left half?", images=(image,))], max_tokens=4)
+    content = handler.requests[-1]["body"]["messages"][0]["content"]
+    assert content[0] == {"type": "text", "text": "What colour is the left half?"}
+    data_url = content[1]["image_url"]["url"]
+    assert content[1]["type"] == "image_url" and data_url.startswith("data:image/jpeg;base64,")
+    from PIL import Image
+
+    decoded = np.asarray(Image.open(io.BytesIO(base64.b64decode(data_url.split(",", 1)[1]))))
+    assert decoded.shape == (32, 48, 3) and decoded[16, 5, 0] > 200 and decoded[16, 40, 0] < 50
+    assert image_data_url(image) == data_url
+
+
+def test_openai_backend_estimates_usage_when_missing(server: tuple[str, type[_Handler]]) -> None:
+    url, _ = server
+    c = OpenAICompatibleBackend(f"{url}/nousage/v1", "m", timeout_s=60).complete(
+        [Message("user", "Say hi.")], max_tokens=8)
+    assert c.prompt_tokens > 0 and c.completion_tokens > 0
+
+
+def test_openai_backend_retries_server_errors(server: tuple[str, type[_Handler]]) -> None:
+    url, handler = server
+    c = OpenAICompatibleBackend(f"{url}/flaky/v1", "m", timeout_s=60, backoff_s=0.05).complete(
+        [Message("user", "Say hi.")], max_tokens=4)
+    assert c.text is not None and handler.hits["flaky"] == 2
+
+
+def test_server_down_is_a_quick_clear_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again on exit: nothing listens there
+    backend = OpenAICompatibleBackend(f"http://127.0.0.1:{port}/v1", "m", timeout_s=30)
+    started = time.perf_counter()
+    with pytest.raises(LLMError) as err:
+        backend.complete([Message("user", "hi")])
+    assert time.perf_counter() - started < 2
+    assert str(err.value) == f"LLM server at http://127.0.0.1:{port}/v1 is not reachable (connection refused)"
+
+
+def test_slow_server_times_out(server: tuple[str, type[_Handler]]) -> None:
+    url, handler = server
+    backend = OpenAICompatibleBackend(f"{url}/slow/v1", "m", timeout_s=0.5, max_retries=1, backoff_s=0.05)
+    started = time.perf_counter()
+    with pytest.raises(LLMError, match=r"did not answer within 0.5s .*after 2 attempts"):
+        backend.complete([Message("user", "hi")])
+    assert time.perf_counter() - started < 2.5
+    assert handler.hits["slow"] == 2
+
+
+def test_malformed_json_and_http_errors(server: tuple[str, type[_Handler]]) -> None:
+    url, _ = server
+    with pytest.raises(LLMError, match=r"LLM server at .*/bad/v1 returned malformed JSON"):
+        OpenAICompatibleBackend(f"{url}/bad/v1", "m").complete([Message("user", "hi")])
+    with pytest.raises(LLMError, match=r"answered HTTP 401: invalid api key$"):
+        OpenAICompatibleBackend(f"{url}/denied/v1", "m").complete([Message("user", "hi")])
