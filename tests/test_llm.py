@@ -154,9 +154,8 @@ def test_build_llm_resolves_local_models(tmp_path: Path) -> None:
     settings = Settings(home=MODELS_DIR.parent).with_llm(model="smollm2-135m", cache=False)
     llm = build_llm(settings)
     assert llm.name.startswith("local:") and not llm.supports_images and llm.cache is None
-    assert build_llm(settings).backend is llm.backend  # one loaded model per process
     direct = build_llm(settings.with_llm(model=str(model_path("smollm2-135m", MODELS_DIR))))
-    assert direct.backend is llm.backend
+    assert direct.backend.model_path == llm.backend.model_path
     with pytest.raises(ModelUnavailableError, match="vidagent models install qwen2.5-0.5b"):
         build_llm(Settings(home=tmp_path).with_llm(model="qwen2.5-0.5b"))
     with pytest.raises(ModelUnavailableError, match="unknown local model"):

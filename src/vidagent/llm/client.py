@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -59,21 +58,6 @@ class LLM:
         return completion
 
 
-_LOCAL_BACKENDS: dict[tuple[Path, int, int | None], ChatBackend] = {}
-_LOCAL_LOCK = threading.Lock()
-
-
-def _local_backend(path: Path, context_tokens: int, threads: int | None) -> ChatBackend:
-    """One loaded model per (file, context, threads) in a process: building twice loads once."""
-    from vidagent.llm.local import LocalGGUFBackend
-
-    key = (path.resolve(), context_tokens, threads)
-    with _LOCAL_LOCK:
-        if key not in _LOCAL_BACKENDS:
-            _LOCAL_BACKENDS[key] = LocalGGUFBackend(path, context_tokens=context_tokens, threads=threads)
-        return _LOCAL_BACKENDS[key]
-
-
 def resolve_local_model(model: str, models_dir: Path) -> Path:
     """A local model name (``qwen2.5-1.5b``…) or a path to a ``.gguf`` file, as an existing path."""
     from vidagent.models.install import model_path
@@ -96,7 +80,9 @@ def build_llm(settings: Settings) -> LLM:
     backend: ChatBackend
     if cfg.backend == "local":
         path = resolve_local_model(cfg.model, settings.models_dir)
-        backend = _local_backend(path, cfg.context_tokens, cfg.threads)
+        from vidagent.llm.local import LocalGGUFBackend
+
+        backend = LocalGGUFBackend(path, context_tokens=cfg.context_tokens, threads=cfg.threads)
     elif cfg.backend == "openai":
         if not cfg.base_url:
             raise LLMError("the openai backend needs a base URL (set VIDAGENT_LLM_BASE_URL)")

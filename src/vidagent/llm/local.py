@@ -123,17 +123,17 @@ class LocalGGUFBackend:
 
 
 def default_threads() -> int:
-    """One thread fewer than the CPUs this process may use (at least one).
+    """Every CPU this process may use (``LLMSettings.threads`` overrides it).
 
-    llama.cpp's worker threads run in lock-step, so one stalled core stalls them all. Measured on
-    a shared 2-vCPU machine (Qwen2.5 1.5B), 2 threads gave 20 tok/s when the host was quiet but
-    collapsed to 1-6 tok/s for long stretches, while 1 thread held a steady 11-12 tok/s.
+    Measured on a 2-vCPU machine (Qwen2.5 1.5B): 2 threads read prompts at ~56 tok/s and generate
+    at ~20 tok/s when the machine is otherwise idle, twice the rate of 1 thread. llama.cpp's threads
+    run in lock-step, so on a machine shared with other busy processes fewer threads can be steadier
+    (1 thread held 11-12 tok/s where 2 dropped to 1-6 tok/s): set ``threads`` there.
     """
     try:
-        cpus = len(os.sched_getaffinity(0))
+        return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, cpus - 1)
+        return max(1, os.cpu_count() or 1)
 
 
 def _completion(reply: Any, seconds: float, model: str) -> Completion:
