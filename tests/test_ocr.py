@@ -97,7 +97,7 @@ def test_textureless_real_frame_has_no_text(reader):
 
 def test_large_frame_is_downscaled_and_boxes_map_back(reader):
     image = frame_at("github_sam2/01_dog.mp4", 2.0).copy()  # 1280x720, no text of its own
-    lines = [("EXIT 42", 2.0, 120), ("Main Street Bakery", 1.2, 270), ("open daily 9am", 0.8, 420)]
+    lines = [("EXIT 42", 2.0, 120), ("Main Street Bakery", 1.2, 270), ("open daily 9am", 1.0, 420)]
     for text, scale, y in lines:
         cv2.putText(image, text, (60, y), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255),
                     max(1, int(scale * 2)), cv2.LINE_AA)
