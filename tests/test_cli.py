@@ -67,9 +67,16 @@ def test_llm_server_down(tmp_path, models_dir):
     assert_one_line_error(result, 4, "127.0.0.1:9")
 
 
-def test_models_list(tmp_path, models_dir):
-    env_result = run_cli("models", "list", home=tmp_path, models_dir=models_dir)
-    assert env_result.returncode == 0
+def test_models_list_names_what_is_installed(tmp_path, models_dir):
+    from vidagent.models.install import installed_models
+
+    installed = installed_models(models_dir)
+    result = run_cli("models", "list", home=tmp_path, models_dir=models_dir)
+    assert result.returncode == 0
+    for name, path in installed.items():
+        assert f"{name}: {path}" in result.stdout
+    empty = run_cli("models", "list", home=tmp_path, models_dir=tmp_path / "none")
+    assert empty.returncode == 0 and "no models installed" in empty.stdout
 
 
 @pytest.mark.slow

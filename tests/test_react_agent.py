@@ -96,3 +96,20 @@ def test_overview_step_reads_the_first_segments_before_the_model_speaks():
     assert first_request[3].content.startswith("Observation: Segment 0: a woman holds a ball")
     assert "6.0 seconds long, with 3 segments of 2 seconds (ids 0 to 2)" in first_request[1].content
     assert answer.usage.llm_calls == 1
+
+
+def test_a_repeated_call_is_not_run_again_and_repetition_forces_the_answer():
+    looping = "Thought: more\nAction: caption_retrieval\nAction Input: 0, 2"
+    llm = ScriptedLLM([looping] * 4 + ["Final Answer: 0"])
+    answer = ReActAgent(llm, TOOLS, max_steps=8, overview_segments=0).run("Which object?", CONTEXT, CHOICES)
+    assert answer.choice_index == 0
+    observations = [step.observation for step in answer.trace[:4]]
+    assert "Segment 2: a dog runs" in observations[0]
+    assert all(o.startswith("You already made this exact call") for o in observations[1:])
+    assert len(llm.requests) == 5 and "used all your steps" in llm.requests[-1][-1].content
+
+
+def test_repeating_the_overview_call_is_caught_too():
+    llm = ScriptedLLM(["Thought: read\nAction: caption_retrieval\nAction Input: (0, 2)", "Final Answer: 0"])
+    answer = ReActAgent(llm, TOOLS, overview_segments=15).run("Which object?", CONTEXT, CHOICES)
+    assert answer.trace[1].observation.startswith("You already made this exact call")

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from vidagent.agent.answer import Answer, Step
 from vidagent.agent.parsing import ParsedStep, extract_choice, parse_react
+from vidagent.errors import VidagentError
 from vidagent.llm.base import ChatModel, Completion, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import load_prompt, render
@@ -19,7 +20,9 @@ from vidagent.tools.base import Evidence, Tool
 
 STOP = ("\nObservation:", "Observation:", "\nObservation")
 MAX_OBSERVATION_CHARS = 2400
-MAX_FORMAT_ERRORS = 3
+MAX_FORMAT_ERRORS = 3  # malformed or repeated steps in a row before the answer is forced
+REPEATED_CALL = ("You already made this exact call; its result is above. Use another tool or other "
+                 "arguments, or give your Final Answer.")
 STEP_TOKENS = 200
 
 
@@ -63,6 +66,7 @@ class ReActAgent:
         self._overview(messages, context, trace, evidence)
         final: str | None = None
         format_errors = 0
+        calls_made = {self._call_key(step.action, step.action_input) for step in trace}
         for index in range(len(trace), len(trace) + self.max_steps):
             started = time.perf_counter()
             completion = self._chat(messages)
@@ -72,10 +76,15 @@ class ReActAgent:
                 trace.append(_step(index, parsed, output, "", completion, started))
                 final = parsed.final_answer
                 break
+            call = self._call_key(parsed.action, parsed.action_input)
             if parsed.error is not None:
                 observation, is_error = parsed.error, True
                 format_errors += 1
+            elif call in calls_made:
+                observation, is_error = REPEATED_CALL, True
+                format_errors += 1
             else:
+                calls_made.add(call)
                 result = self.tools[parsed.action](parsed.action_input)  # type: ignore[index]
                 observation, is_error = _clip(result.text), result.is_error
                 evidence.extend(result.evidence)
@@ -101,6 +110,16 @@ class ReActAgent:
         )
 
     # -- helpers -----------------------------------------------------------------------------
+    def _call_key(self, action: str | None, action_input: str) -> tuple[str | None, str]:
+        """Identifies a tool call by its parsed arguments, so "(0, 2)" and "0, 2" are one call."""
+        tool = self.tools.get(action or "")
+        try:
+            arguments = tool.parse_arguments(action_input) if tool else None
+        except VidagentError:
+            arguments = None
+        key = repr(sorted(arguments.items())) if arguments else " ".join(action_input.lower().split())
+        return action, key
+
     def _overview(self, messages: list[Message], context: VideoContext, trace: list[Step],
                   evidence: list[Evidence]) -> None:
         """Start with the descriptions of the first segments, written as the model's own first step.
