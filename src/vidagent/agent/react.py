@@ -172,8 +172,9 @@ class ReActAgent:
 
 def _answer_format(choices: Sequence[str] | None) -> str:
     if choices:
-        labels = ", ".join(str(i) for i in range(len(choices)))
-        return f"the number of the correct option ({labels})"
+        # Small models asked for an option *number* mostly echo the last number they read; asked to
+        # copy the option's text they pick by meaning (extract_choice maps text, letters and numbers).
+        return "the text of the correct option, copied exactly"
     return "a short answer (for a 'when' question, the time in seconds)"
 
 
