@@ -23,6 +23,15 @@ def video_path(relative: str) -> Path:
     return path
 
 
+def frame_at(relative: str, t: float) -> np.ndarray:
+    """The first decoded RGB frame at or after ``t`` seconds of a test video."""
+    with av.open(str(video_path(relative))) as container:
+        for frame in container.decode(video=0):
+            if frame.time is not None and frame.time >= t:
+                return frame.to_ndarray(format="rgb24")
+    raise AssertionError(f"{relative} has no frame at {t} s")
+
+
 @pytest.fixture(scope="session")
 def models_dir() -> Path:
     """Where `vidagent models install` put the offline models (CI installs them first)."""

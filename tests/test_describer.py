@@ -8,12 +8,11 @@ a mostly black dog on a grey skateboard.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
+from conftest import frame_at
 from vidagent.config import Settings
 from vidagent.perception.base import Detections, TextBox
 from vidagent.perception.describer import (DESCRIPTION_PREFIX, DESCRIPTION_PREFIX_OCR, MAX_WORDS,
@@ -21,19 +20,8 @@ from vidagent.perception.describer import (DESCRIPTION_PREFIX, DESCRIPTION_PREFI
                                            size_word)
 from vidagent.perception.detector import COCO_LABELS, CenterNetDetector, detector_assets_installed
 
-VIDEOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "videos"
 MODELS_DIR = Settings.from_env().models_dir
 
-
-def frame_at(relpath: str, t: float) -> np.ndarray:
-    path = VIDEOS / relpath
-    if not path.exists():
-        pytest.skip(f"test video missing: {path}")
-    with av.open(str(path)) as container:
-        for frame in container.decode(video=0):
-            if frame.time is not None and frame.time >= t:
-                return frame.to_ndarray(format="rgb24")
-    raise AssertionError(f"{relpath} has no frame at {t}s")
 
 
 def pixels(*rgb: tuple[int, int, int], n: int = 20) -> np.ndarray:

@@ -11,10 +11,10 @@ import os
 import time
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
+from conftest import frame_at
 from vidagent.config import Settings
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception import detector as det_mod
@@ -23,24 +23,12 @@ from vidagent.perception.detector import (COCO_LABELS, INPUT_SIZE, CenterNetDete
                                           detector_assets_installed, install_detector_assets,
                                           letterbox, nms, postprocess)
 
-VIDEOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "videos"
 MODELS_DIR = Settings.from_env().models_dir
 needs_assets = pytest.mark.skipif(
     not detector_assets_installed(MODELS_DIR),
     reason=f"CenterNet detector assets not installed in {MODELS_DIR} "
            "(run vidagent.perception.detector.install_detector_assets)")
 
-
-def frame_at(relpath: str, t: float) -> np.ndarray:
-    """First decoded RGB frame at or after ``t`` seconds."""
-    path = VIDEOS / relpath
-    if not path.exists():
-        pytest.skip(f"test video missing: {path}")
-    with av.open(str(path)) as container:
-        for frame in container.decode(video=0):
-            if frame.time is not None and frame.time >= t:
-                return frame.to_ndarray(format="rgb24")
-    raise AssertionError(f"{relpath} has no frame at {t}s")
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> float:

@@ -13,24 +13,15 @@ from __future__ import annotations
 
 import threading
 
-import av
 import cv2
 import numpy as np
 import pytest
 
-from conftest import video_path
+from conftest import frame_at
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import TextBox, TextReader
 from vidagent.perception.ocr import DEFAULT_MIN_SCORE, RapidTextReader, reading_order
 
-
-def frame_at(relative: str, t: float) -> np.ndarray:
-    """The first decoded RGB frame at or after ``t`` seconds."""
-    with av.open(str(video_path(relative))) as container:
-        for frame in container.decode(video=0):
-            if frame.time is not None and frame.time >= t:
-                return frame.to_ndarray(format="rgb24")
-    raise AssertionError(f"{relative} has no frame at {t} s")
 
 
 @pytest.fixture(scope="module")
