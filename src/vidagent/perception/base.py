@@ -95,3 +95,53 @@ class FrameDescriber(Protocol):
     name: str
 
     def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]: ...
+
+
+class OpenVocabularyDetector(Protocol):
+    """Finds objects named by free-text queries (Grounding DINO, OWL-ViT); labels are the queries."""
+
+    name: str
+
+    def detect(self, images: Sequence[np.ndarray], queries: Sequence[str]) -> list[Detections]: ...
+
+
+class Tracker(Protocol):
+    """Links detections in consecutive sampled frames into tracks (one tracker per video)."""
+
+    name: str
+
+    def update(self, detections: Detections) -> np.ndarray:
+        """Track id (>= 0) for each detection of the next frame, or -1 where it is not tracked."""
+        ...
+
+    def reset(self) -> None: ...
+
+
+class AppearanceModel(Protocol):
+    """Appearance features of object crops, for re-identifying an object across track breaks.
+
+    ``similarity`` returns calibrated pairwise similarities in [0, 1] on which VideoAgent's re-ID
+    thresholds apply (above 0.5 to every member of a group and above 0.62 to one of them).
+    """
+
+    name: str
+    dim: int
+
+    def features(self, crops: Sequence[np.ndarray]) -> np.ndarray:
+        """(N, dim) float32 features, one row per RGB crop."""
+        ...
+
+    def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """(len(a), len(b)) similarities in [0, 1] between rows of two feature matrices."""
+        ...
+
+
+class ImageTextEmbedder(Protocol):
+    """Images and text in one vector space (CLIP, SigLIP): L2-normalised float32 rows."""
+
+    name: str
+    dim: int
+
+    def embed_images(self, images: Sequence[np.ndarray]) -> np.ndarray: ...
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray: ...
