@@ -1,0 +1,77 @@
+"""Colour words for pixels: the one place that names colours (describer, object memory).
+
+Each pixel is named from its HSV values as one of black, white, grey, red, orange, yellow,
+brown, green, cyan, blue, purple, pink; a region's colour is its most common name, or two names
+when the second covers at least 30% of it ("black and white"). ``central_region`` takes the
+middle of a detection box, where the object is and the background mostly is not.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import cv2
+import numpy as np
+
+# Hue ranges in degrees (0-360) for saturated pixels; red wraps around 0.
+_HUE_NAMES = (
+    (15, "red"), (40, "orange"), (70, "yellow"), (160, "green"), (200, "cyan"),
+    (260, "blue"), (320, "purple"), (345, "pink"), (360, "red"),
+)
+_BLACK_V = 60  # value (0-255) below which a pixel is black
+_GREY_S = 40  # saturation (0-255) below which a pixel is white/grey...
+_GREY_CHROMA = 30  # ...or max(R,G,B) - min(R,G,B) below this
+_WHITE_V = 190
+_TWO_TONE_SHARE = 0.3  # a second colour this common is named too ("black and white")
+_MAX_COLOUR_PIXELS = 4096
+MIN_COLOUR_PIXELS = 64  # smaller central regions get no colour word (too few pixels to trust)
+
+
+def pixel_colour_names(rgb: np.ndarray) -> np.ndarray:
+    """Basic colour word for each pixel of an (N, 3) uint8 RGB array."""
+    hsv = cv2.cvtColor(rgb.reshape(-1, 1, 3), cv2.COLOR_RGB2HSV).reshape(-1, 3).astype(np.int32)
+    hue, sat, val = hsv[:, 0] * 2, hsv[:, 1], hsv[:, 2]
+    chroma = rgb.reshape(-1, 3).max(axis=1).astype(np.int32) - rgb.reshape(-1, 3).min(axis=1)
+    edges = np.array([edge for edge, _ in _HUE_NAMES])
+    words = np.array([word for _, word in _HUE_NAMES], dtype=object)
+    names = words[np.searchsorted(edges, hue, side="right").clip(0, len(edges) - 1)]
+    warm = (hue >= 10) & (hue < 50)
+    names[warm & ((val < 150) | ((sat < 110) & (val < 230)))] = "brown"
+    names[((hue < 15) | (hue >= 330)) & (sat < 140) & (val >= 150)] = "pink"
+    # Achromatic: low saturation, or little chroma (dark pixels have unreliable saturation).
+    achromatic = (sat < _GREY_S) | (chroma < _GREY_CHROMA)
+    names[achromatic] = "grey"
+    names[achromatic & (val >= _WHITE_V)] = "white"
+    names[val < _BLACK_V] = "black"
+    return names
+
+
+def colour_name(rgb_pixels: np.ndarray) -> str:
+    """Dominant basic colour word of some RGB pixels (any shape ending in 3, uint8).
+
+    Each pixel is named from its HSV values (black, white, grey, red, orange, yellow, brown,
+    green, cyan, blue, purple, pink) and the most common name wins; when a second name covers
+    at least 30% of the pixels the answer is two-tone, e.g. ``"black and white"``. Empty input
+    gives ``"unknown"``.
+    """
+    pixels = np.asarray(rgb_pixels, dtype=np.uint8).reshape(-1, 3)
+    if not len(pixels):
+        return "unknown"
+    if len(pixels) > _MAX_COLOUR_PIXELS:
+        pixels = pixels[np.linspace(0, len(pixels) - 1, _MAX_COLOUR_PIXELS).astype(np.int64)]
+    names, counts = np.unique(pixel_colour_names(pixels), return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    first = str(names[order[0]])
+    if len(order) > 1 and counts[order[1]] >= _TWO_TONE_SHARE * len(pixels):
+        return f"{first} and {names[order[1]]}"
+    return first
+
+
+def central_region(image: np.ndarray, box: Sequence[float], fraction: float = 0.5) -> np.ndarray:
+    """The middle ``fraction`` (per side) of ``box`` in ``image``: mostly object, little background."""
+    h, w = image.shape[:2]
+    x1, y1, x2, y2 = (float(v) for v in box[:4])
+    cx, cy, hw, hh = (x1 + x2) / 2, (y1 + y2) / 2, (x2 - x1) * fraction / 2, (y2 - y1) * fraction / 2
+    left, right = int(np.clip(np.floor(cx - hw), 0, w - 1)), int(np.clip(np.ceil(cx + hw), 1, w))
+    top, bottom = int(np.clip(np.floor(cy - hh), 0, h - 1)), int(np.clip(np.ceil(cy + hh), 1, h))
+    return image[top:max(bottom, top + 1), left:max(right, left + 1)]
