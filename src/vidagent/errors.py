@@ -39,3 +39,9 @@ class MemoryStoreError(VidagentError):
 
 class ToolInputError(VidagentError):
     """A tool was called with arguments it cannot use (reported back to the agent)."""
+
+
+class QueryRefusedError(VidagentError):
+    """A SQL statement tried to do more than read (write, attach, load an extension, ...)."""
+
+    exit_code = 6

@@ -1,28 +1,30 @@
-"""Builds a video's temporal memory in stages, each cached by (video content hash, stage config).
+"""Builds a video's memory in stages, each cached by (video content hash, stage, stage config).
 
-Stages: ``frames`` (sampled frames described, on-screen text read), ``speech`` (audio
-transcribed), ``segments`` (per 2-second segment: description, speech, text, embedding).
-A finished stage is never recomputed; a stage interrupted half-way leaves nothing behind.
+A finished stage is never recomputed. Frame stages share one decoding pass: the union of their
+sample times is decoded once and every frame is handed to each stage that asked for it. Each
+chunk of processed frames is checkpointed, so a killed build resumes where it stopped; the
+stage's rows are written in one transaction when it finishes.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any, Callable
+from typing import Any, Sequence
 
-import numpy as np
 from tqdm import tqdm
 
 from vidagent.config import Settings
-from vidagent.memory.store import Library, config_key
+from vidagent.memory.stages.base import FrameStage, Stage
+from vidagent.memory.stages.frames import FramesStage
+from vidagent.memory.stages.segments import SegmentsStage
+from vidagent.memory.stages.speech import SpeechStage
+from vidagent.memory.store import Library
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
-from vidagent.video.video import Segment, Video
+from vidagent.video.video import SampledFrame, Video
 
-FRAME_MAX_SIDE = 768
-DESCRIBE_BATCH = 4
-ALL_STAGES = ("frames", "speech", "segments")
+TEMPORAL_STAGES = ("frames", "speech", "segments")  # what the temporal tools need
+ALL_STAGES = ("frames", "speech", "segments", "objects")
 
 
 class MemoryBuilder:
@@ -32,112 +34,115 @@ class MemoryBuilder:
         self.library = library
         self.perception = perception
         self.settings = settings
+        self._stages: dict[str, Stage | FrameStage] = {}
 
-    # -- stage configurations (what a cached stage depends on) -------------------------------
-    def frames_config(self) -> dict[str, Any]:
-        return {
-            "describer": self.perception.describer.name,
-            "frames_per_segment": self.settings.frames_per_segment,
-            "segment_seconds": self.settings.segment_seconds,
-            "max_side": FRAME_MAX_SIDE,
-        }
+    def stage(self, name: str) -> Stage | FrameStage:
+        """The stage called ``name`` (made on first use; models load only when it runs)."""
+        if name not in ALL_STAGES:
+            raise ValueError(f"unknown memory stage {name!r}; stages are {', '.join(ALL_STAGES)}")
+        if name not in self._stages:
+            self._stages[name] = self._make_stage(name)
+        return self._stages[name]
 
-    def speech_config(self) -> dict[str, Any]:
-        return {"speech_to_text": self.perception.speech.name}
+    def _make_stage(self, name: str) -> Stage | FrameStage:
+        settings = self.settings
+        if name == "frames":
+            return FramesStage(self.perception.describer, settings.segment_seconds, settings.frames_per_segment)
+        if name == "speech":
+            return SpeechStage(self.perception.speech)
+        if name == "segments":
+            return SegmentsStage(self.perception.embedder, settings.segment_seconds,
+                                 self.stage("frames").config(), self.stage("speech").config())
+        from vidagent.memory.stages.objects import ObjectsStage
 
-    def segments_config(self) -> dict[str, Any]:
-        return {
-            "embedder": self.perception.embedder.name,
-            "frames": config_key(self.frames_config()),
-            "speech": config_key(self.speech_config()),
-        }
+        return ObjectsStage(self.perception, settings)
 
-    # -- building ---------------------------------------------------------------------------
-    def build(self, video: Video, *, progress: bool = True) -> VideoMemory:
-        """Build whatever stages are missing for ``video`` and return its memory."""
+    def missing_stages(self, video: Video, stages: Sequence[str] = TEMPORAL_STAGES) -> list[str]:
+        """The stages (with their requirements) that are not built yet for ``video``."""
         video_id = video.content_hash
+        return [name for name in self._with_requirements(stages)
+                if not self.library.has_stage(video_id, name, self.stage(name).config())]
+
+    def build(self, video: Video, stages: Sequence[str] = TEMPORAL_STAGES, *, progress: bool = True) -> VideoMemory:
+        """Build whichever of ``stages`` (and what they require) are missing, and return the memory."""
         self.library.add_video(video.info)
-        plan: list[tuple[str, dict[str, Any], Callable[[Video, bool], dict[str, list[tuple[Any, ...]]]]]] = [
-            ("frames", self.frames_config(), self._build_frames),
-            ("speech", self.speech_config(), self._build_speech),
-            ("segments", self.segments_config(), self._build_segments),
-        ]
-        for stage, config, run in plan:
-            if self.library.has_stage(video_id, stage, config):
+        missing = self.missing_stages(video, stages)
+        frame_stages = [self.stage(name) for name in missing if _is_frame_stage(self.stage(name))]
+        if frame_stages:
+            self._build_frame_stages(video, frame_stages, progress)  # type: ignore[arg-type]
+        for name in missing:
+            stage = self.stage(name)
+            if _is_frame_stage(stage):
                 continue
             started = time.perf_counter()
-            rows = run(video, progress)
-            self.library.write_stage(video_id, stage, config, rows, time.perf_counter() - started)
+            rows = stage.build(video, self.library, progress)  # type: ignore[union-attr]
+            self.library.write_stage(video.content_hash, name, stage.config(), rows, time.perf_counter() - started)
         return VideoMemory(video, self.library)
 
-    def _frame_times(self, segments: list[Segment]) -> list[tuple[float, int]]:
-        per = self.settings.frames_per_segment
-        return [
-            (round(s.start_s + (j + 0.5) * (s.end_s - s.start_s) / per, 3), s.segment_id)
-            for s in segments
-            for j in range(per)
-        ]
+    def _with_requirements(self, stages: Sequence[str]) -> list[str]:
+        wanted: set[str] = set()
 
-    def _build_frames(self, video: Video, progress: bool) -> dict[str, list[tuple[Any, ...]]]:
-        segments = video.segments(self.settings.segment_seconds)
-        planned = self._frame_times(segments)
-        segment_of = dict(planned)
-        frame_rows: list[tuple[Any, ...]] = []
-        text_rows: list[tuple[Any, ...]] = []
-        bar = tqdm(total=len(planned), desc="describing frames", unit="frame", disable=not progress, leave=False)
-        batch: list[tuple[float, np.ndarray]] = []
+        def add(name: str) -> None:
+            if name not in wanted:
+                wanted.add(name)
+                for required in self.stage(name).requires:
+                    add(required)
 
-        def flush() -> None:
-            descriptions = self.perception.describer.describe([image for _, image in batch])
-            for (time_s, _), described in zip(batch, descriptions):
-                segment_id = segment_of[time_s]
-                frame_rows.append((time_s, segment_id, described.text, json.dumps(list(described.objects))))
-                for box in described.text_boxes:
-                    text_rows.append((time_s, segment_id, box.text, *box.box, box.score))
-            bar.update(len(batch))
-            batch.clear()
+        for name in stages:
+            add(name)
+        return [name for name in ALL_STAGES if name in wanted]
 
+    def _build_frame_stages(self, video: Video, stages: list[FrameStage], progress: bool) -> None:
+        video_id = video.content_hash
+        configs = {stage.name: stage.config() for stage in stages}
+        results: dict[str, dict[float, Any]] = {}
+        todo: dict[str, set[float]] = {}
+        for stage in stages:
+            done: dict[float, Any] = {}
+            for chunk in self.library.checkpoints(video_id, stage.name, configs[stage.name]):
+                done.update((float(t), result) for t, result in chunk)
+            results[stage.name] = done
+            todo[stage.name] = {t for t in stage.frame_times(video) if t not in done}
+        seconds = {stage.name: 0.0 for stage in stages}
+        pending: dict[str, list[SampledFrame]] = {stage.name: [] for stage in stages}
+
+        def flush(stage: FrameStage) -> None:
+            frames = pending[stage.name]
+            if not frames:
+                return
+            started = time.perf_counter()
+            outputs = stage.process(frames)
+            seconds[stage.name] += time.perf_counter() - started
+            chunk = [[frame.time_s, output] for frame, output in zip(frames, outputs)]
+            self.library.save_checkpoint(video_id, stage.name, configs[stage.name], frames[0].time_s, chunk)
+            results[stage.name].update((frame.time_s, output) for frame, output in zip(frames, outputs))
+            bar.update(len(frames))
+            pending[stage.name] = []
+
+        wanted_times = sorted(set().union(*todo.values()))
+        names = ", ".join(stage.name for stage in stages)
+        total = sum(len(todo[s.name]) + len(results[s.name]) for s in stages)
+        bar = tqdm(total=total, initial=total - sum(len(t) for t in todo.values()), unit="frame",
+                   desc=f"indexing {video.path.name} ({names})", disable=not progress, leave=False)
         try:
-            for frame in video.frames_at([t for t, _ in planned], max_side=FRAME_MAX_SIDE):
-                batch.append((frame.time_s, frame.image))
-                if len(batch) >= DESCRIBE_BATCH:
-                    flush()
-            if batch:
-                flush()
+            if wanted_times:
+                max_side = max(stage.max_side for stage in stages)
+                for frame in video.frames_at(wanted_times, max_side=max_side):
+                    for stage in stages:
+                        if frame.time_s in todo[stage.name]:
+                            pending[stage.name].append(frame)
+                            if len(pending[stage.name]) >= stage.batch_size:
+                                flush(stage)
+                for stage in stages:
+                    flush(stage)
         finally:
             bar.close()
-        return {"frames": frame_rows, "text_in_frame": text_rows}
-
-    def _build_speech(self, video: Video, progress: bool) -> dict[str, list[tuple[Any, ...]]]:
-        audio = video.audio()
-        if audio is None or audio.size == 0:
-            return {"speech": []}
-        segments = self.perception.speech.transcribe(audio)
-        return {"speech": [(s.start_s, s.end_s, s.text) for s in segments]}
-
-    def _build_segments(self, video: Video, progress: bool) -> dict[str, list[tuple[Any, ...]]]:
-        video_id = video.content_hash
-        segments = video.segments(self.settings.segment_seconds)
-        frames = self.library.frames(video_id)
-        speech = self.library.speech(video_id)
-        texts = self.library.text_in_frames(video_id)
-        rows: list[tuple[Any, ...]] = []
-        documents: list[str] = []
-        for segment in segments:
-            seen = _unique(f.description for f in frames if f.segment_id == segment.segment_id)
-            said = _unique(text for start, end, text in speech if start < segment.end_s and end > segment.start_s)
-            shown = _unique(text for _, sid, text in texts if sid == segment.segment_id)
-            description, spoken, on_screen = " ".join(seen), " ".join(said), " | ".join(shown)
-            rows.append([segment.segment_id, segment.start_s, segment.end_s, description, spoken, on_screen])
-            documents.append(" ".join(part for part in (description, spoken, on_screen) if part))
-        embeddings = self.perception.embedder.embed_passages(documents)
-        return {"segments": [(*row, np.asarray(vec, np.float32).tobytes()) for row, vec in zip(rows, embeddings)]}
+        for stage in stages:
+            started = time.perf_counter()
+            rows = stage.finish(video, self.library, results[stage.name])
+            elapsed = seconds[stage.name] + time.perf_counter() - started
+            self.library.write_stage(video_id, stage.name, configs[stage.name], rows, elapsed)
 
 
-def _unique(items: Any) -> list[str]:
-    seen: dict[str, None] = {}
-    for item in items:
-        text = item.strip()
-        if text:
-            seen.setdefault(text, None)
-    return list(seen)
+def _is_frame_stage(stage: Stage | FrameStage) -> bool:
+    return hasattr(stage, "process")

@@ -1,4 +1,4 @@
--- vidagent library schema (version 1). One database holds the memory of many videos.
+-- vidagent library schema (version 2). One database holds the memory of many videos.
 -- Every row belongs to a video (videos.video_id = BLAKE2b of the file's bytes) and was written
 -- by one build stage; a stage's rows and its row in `stages` are committed in one transaction,
 -- so rows exist only for stages that finished.
@@ -73,6 +73,88 @@ CREATE TABLE IF NOT EXISTS segments (
     PRIMARY KEY (video_id, segment_id)
 );
 
+-- Stage "segments": clip-level descriptions, runs of consecutive segments that look alike merged.
+CREATE TABLE IF NOT EXISTS clips (
+    video_id       TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
+    clip_id        INTEGER NOT NULL,
+    start_s        REAL NOT NULL,
+    end_s          REAL NOT NULL,
+    first_segment  INTEGER NOT NULL,
+    last_segment   INTEGER NOT NULL,
+    description    TEXT NOT NULL,
+    PRIMARY KEY (video_id, clip_id)
+);
+
+-- Stage "objects" (space-dominant memory): every detection in the frames sampled for tracking.
+-- Boxes are in pixels of the displayed video (after rotation); cx, cy, area are fractions of the
+-- frame (cx = 0 left edge, cy = 0 top edge), handy for "on the left" or "large" in SQL.
+CREATE TABLE IF NOT EXISTS detections (
+    video_id     TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
+    detection_id INTEGER NOT NULL,
+    time_s       REAL NOT NULL,
+    segment_id   INTEGER NOT NULL,
+    category     TEXT NOT NULL,
+    score        REAL NOT NULL,
+    x1 REAL NOT NULL, y1 REAL NOT NULL, x2 REAL NOT NULL, y2 REAL NOT NULL,
+    cx REAL NOT NULL, cy REAL NOT NULL, area REAL NOT NULL,
+    track_id     INTEGER,              -- NULL: the tracker did not confirm it
+    object_id    INTEGER,              -- NULL when track_id is NULL
+    mask         TEXT,                 -- run-length mask where a segmentation backend ran, else NULL
+    PRIMARY KEY (video_id, detection_id)
+);
+
+-- Stage "objects": tracks (one tracker id each) and the object each was re-identified as.
+CREATE TABLE IF NOT EXISTS tracks (
+    video_id     TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
+    track_id     INTEGER NOT NULL,
+    object_id    INTEGER NOT NULL,
+    category     TEXT NOT NULL,
+    first_s      REAL NOT NULL,
+    last_s       REAL NOT NULL,
+    frame_count  INTEGER NOT NULL,
+    PRIMARY KEY (video_id, track_id)
+);
+
+-- Stage "objects": unique objects (re-ID groups of tracks) with what they look like and do.
+CREATE TABLE IF NOT EXISTS objects (
+    video_id     TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
+    object_id    INTEGER NOT NULL,
+    category     TEXT NOT NULL,
+    first_s      REAL NOT NULL,
+    last_s       REAL NOT NULL,
+    frame_count  INTEGER NOT NULL,      -- sampled frames it was seen in
+    appearance   TEXT NOT NULL,         -- e.g. "white and brown dog, large"
+    motion       TEXT NOT NULL,         -- e.g. "moves from the left to the right"
+    description  TEXT NOT NULL,         -- appearance and motion in one sentence
+    embedding    BLOB NOT NULL,         -- float32 text embedding of the description
+    feature      BLOB NOT NULL,         -- float32 appearance feature (re-ID model)
+    PRIMARY KEY (video_id, object_id)
+);
+
+-- Stage "objects": which segments each object appears in.
+CREATE TABLE IF NOT EXISTS object_segments (
+    video_id     TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
+    object_id    INTEGER NOT NULL,
+    segment_id   INTEGER NOT NULL,
+    first_s      REAL NOT NULL,
+    last_s       REAL NOT NULL,
+    frame_count  INTEGER NOT NULL,
+    PRIMARY KEY (video_id, object_id, segment_id)
+);
+
+-- Progress of a stage that has not finished: results per chunk of sampled frames, so a killed
+-- build resumes where it stopped. Deleted in the transaction that writes the finished stage.
+CREATE TABLE IF NOT EXISTS stage_checkpoints (
+    video_id      TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
+    stage         TEXT NOT NULL,
+    config_key    TEXT NOT NULL,
+    chunk_start_s REAL NOT NULL,
+    payload       TEXT NOT NULL,        -- JSON, stage-specific
+    PRIMARY KEY (video_id, stage, config_key, chunk_start_s)
+);
+
+CREATE INDEX IF NOT EXISTS detections_by_time ON detections(video_id, time_s);
+CREATE INDEX IF NOT EXISTS detections_by_object ON detections(video_id, object_id);
 CREATE INDEX IF NOT EXISTS frames_by_segment ON frames(video_id, segment_id);
 CREATE INDEX IF NOT EXISTS text_by_segment ON text_in_frame(video_id, segment_id);
 CREATE INDEX IF NOT EXISTS speech_by_video ON speech(video_id, start_s);

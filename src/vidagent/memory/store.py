@@ -22,14 +22,16 @@ import numpy as np
 from vidagent.errors import MemoryStoreError
 from vidagent.video.video import VideoInfo
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Which tables each build stage owns (deleted and rewritten together).
 STAGE_TABLES: dict[str, tuple[str, ...]] = {
     "frames": ("frames", "text_in_frame"),
     "speech": ("speech",),
-    "segments": ("segments",),
+    "segments": ("segments", "clips"),
+    "objects": ("detections", "tracks", "objects", "object_segments"),
 }
+ALL_TABLES: tuple[str, ...] = tuple(t for tables in STAGE_TABLES.values() for t in tables)
 
 
 def config_key(config: Mapping[str, Any]) -> str:
@@ -67,6 +69,21 @@ class FrameRecord:
     description: str
 
 
+@dataclass(frozen=True)
+class ObjectRecord:
+    """One re-identified object of the object memory."""
+
+    object_id: int
+    category: str
+    first_s: float
+    last_s: float
+    frame_count: int
+    appearance: str
+    motion: str
+    description: str
+    embedding: np.ndarray
+
+
 class Library:
     """Read and write access to the library database at ``path`` (created on first use)."""
 
@@ -95,6 +112,8 @@ class Library:
                 raise MemoryStoreError(
                     f"{self.path} was written by a newer vidagent (schema {row[0]} > {SCHEMA_VERSION}); upgrade vidagent"
                 )
+            elif int(row[0]) < SCHEMA_VERSION:  # older schemas only lack tables, created above
+                self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         with self._lock:
@@ -145,6 +164,7 @@ class Library:
                 self._conn.execute("BEGIN IMMEDIATE")
                 for table in owned:
                     self._conn.execute(f"DELETE FROM {table} WHERE video_id=?", (video_id,))
+                self._conn.execute("DELETE FROM stage_checkpoints WHERE video_id=? AND stage=?", (video_id, stage))
                 for table, table_rows in rows.items():
                     materialised = [(video_id, *row) for row in table_rows]
                     if materialised:
@@ -158,6 +178,32 @@ class Library:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+
+    def stage_names(self, video_id: str) -> list[str]:
+        """The stages built for a video (with whatever configuration)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT stage FROM stages WHERE video_id=? ORDER BY stage", (video_id,)).fetchall()
+        return [row[0] for row in rows]
+
+    # -- checkpoints of unfinished stages ----------------------------------------------------
+    def save_checkpoint(self, video_id: str, stage: str, config: Mapping[str, Any], chunk_start_s: float,
+                        payload: Any) -> None:
+        """Keep one finished chunk of an unfinished stage (committed at once)."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO stage_checkpoints VALUES (?,?,?,?,?)",
+                (video_id, stage, config_key(config), chunk_start_s, json.dumps(payload)),
+            )
+
+    def checkpoints(self, video_id: str, stage: str, config: Mapping[str, Any]) -> list[Any]:
+        """Payloads of the chunks an earlier, interrupted build of this stage finished."""
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT payload FROM stage_checkpoints WHERE video_id=? AND stage=? AND config_key=?
+                   ORDER BY chunk_start_s""",
+                (video_id, stage, config_key(config)),
+            ).fetchall()
+        return [json.loads(row[0]) for row in rows]
 
     # -- reads -----------------------------------------------------------------------------
     def video_row(self, video_id: str) -> dict[str, Any] | None:
@@ -187,6 +233,15 @@ class Library:
             ).fetchall()
         return [FrameRecord(*row) for row in rows]
 
+    def objects(self, video_id: str) -> list[ObjectRecord]:
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT object_id, category, first_s, last_s, frame_count, appearance, motion, description, embedding
+                   FROM objects WHERE video_id=? ORDER BY object_id""",
+                (video_id,),
+            ).fetchall()
+        return [ObjectRecord(*r[:8], np.frombuffer(r[8], dtype=np.float32)) for r in rows]
+
     def speech(self, video_id: str) -> list[tuple[float, float, str]]:
         with self._lock:
             return self._conn.execute(
@@ -200,8 +255,13 @@ class Library:
                 (video_id,),
             ).fetchall()
 
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read query written by vidagent itself (not for user or LLM SQL: see memory.sql)."""
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
     def count_rows(self, table: str, video_id: str) -> int:
-        if table not in {t for tables in STAGE_TABLES.values() for t in tables} | {"stages"}:
+        if table not in set(ALL_TABLES) | {"stages", "stage_checkpoints"}:
             raise ValueError(f"unknown table {table!r}")
         with self._lock:
             return self._conn.execute(f"SELECT COUNT(*) FROM {table} WHERE video_id=?", (video_id,)).fetchone()[0]

@@ -7,7 +7,7 @@ from functools import cached_property
 
 import numpy as np
 
-from vidagent.memory.store import FrameRecord, Library, SegmentRecord
+from vidagent.memory.store import FrameRecord, Library, ObjectRecord, SegmentRecord
 from vidagent.video.video import Video
 
 
@@ -32,6 +32,16 @@ class VideoMemory:
     @cached_property
     def frames(self) -> list[FrameRecord]:
         return self.library.frames(self.video_id)
+
+    @cached_property
+    def objects(self) -> list[ObjectRecord]:
+        """Re-identified objects (empty until the ``objects`` stage is built)."""
+        return self.library.objects(self.video_id)
+
+    @property
+    def stages(self) -> list[str]:
+        """Names of the stages built for this video."""
+        return self.library.stage_names(self.video_id)
 
     @property
     def segment_count(self) -> int:

@@ -1,0 +1,211 @@
+"""Stage ``objects``: the space-dominant memory (DoraemonGPT) / object memory (VideoAgent).
+
+Frames sampled at ``Settings.object_fps`` go through the detector; every detection's crop gets
+appearance features and a colour word (per frame, checkpointed). When all frames are done the
+tracker links detections into tracks, tracks are re-identified into objects with VideoAgent's
+grouping algorithm, and each object gets a trajectory, the segments it appears in, an appearance
+and a motion description, and a text embedding of those for open-vocabulary retrieval.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from vidagent.config import Settings
+from vidagent.memory.object_summary import describe_appearance, describe_motion
+from vidagent.memory.reid import TrackSummary, group_tracks
+from vidagent.memory.stages.base import Rows
+from vidagent.memory.store import Library
+from vidagent.perception.base import Detections
+from vidagent.perception.colour import central_region, colour_name
+from vidagent.perception.suite import Perception
+from vidagent.video.video import SampledFrame, Video
+
+MAX_OBJECT_FRAMES = 1800  # longer videos are sampled more sparsely (an hour: one frame per 2 s)
+OBJECT_MAX_SIDE = 768
+MIN_CROP_PIXELS = 8  # crops thinner than this get no features (their row is zeros)
+
+
+@dataclass(frozen=True)
+class _Detection:
+    detection_id: int
+    time_s: float
+    box: tuple[float, float, float, float]  # display pixels
+    score: float
+    category: str
+    colour: str
+    feature: np.ndarray
+    track_id: int | None
+
+
+class ObjectsStage:
+    name = "objects"
+    requires: tuple[str, ...] = ()
+    max_side = OBJECT_MAX_SIDE
+    batch_size = 8
+
+    def __init__(self, perception: Perception, settings: Settings) -> None:
+        self.perception = perception
+        self.settings = settings
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "detector": self.perception.detector.name,
+            "appearance": self.perception.appearance.name,
+            "tracker": self.perception.tracker_name,
+            "fps": self.settings.object_fps,
+            "max_frames": MAX_OBJECT_FRAMES,
+            "embedder": self.perception.embedder.name,
+            "segment_seconds": self.settings.segment_seconds,
+        }
+
+    def sampling_fps(self, video: Video) -> float:
+        return min(self.settings.object_fps, MAX_OBJECT_FRAMES / max(video.duration_s, 1e-6))
+
+    def frame_times(self, video: Video) -> list[float]:
+        fps = self.sampling_fps(video)
+        count = max(1, math.ceil(video.duration_s * fps - 1e-9))
+        return [round(i / fps, 3) for i in range(count)]
+
+    # -- per frame ------------------------------------------------------------------------
+    def process(self, frames: Sequence[SampledFrame]) -> list[Any]:
+        all_detections = self.perception.detector.detect([frame.image for frame in frames])
+        out = []
+        for frame, detections in zip(frames, all_detections):
+            image = frame.image
+            crops = [_crop(image, box) for box in detections.boxes]
+            usable = [i for i, crop in enumerate(crops) if min(crop.shape[:2]) >= MIN_CROP_PIXELS]
+            features = np.zeros((len(crops), self.perception.appearance.dim), np.float32)
+            if usable:
+                features[usable] = self.perception.appearance.features([crops[i] for i in usable])
+            out.append({
+                "size": [int(image.shape[1]), int(image.shape[0])],
+                "boxes": [[round(float(v), 2) for v in box] for box in detections.boxes],
+                "scores": [round(float(s), 4) for s in detections.scores],
+                "class_ids": [int(c) for c in detections.class_ids],
+                "labels": list(detections.labels),
+                "colours": [colour_name(central_region(image, box).reshape(-1, 3)) for box in detections.boxes],
+                "features": base64.b64encode(features.astype(np.float16).tobytes()).decode("ascii"),
+            })
+        return out
+
+    # -- all frames -----------------------------------------------------------------------
+    def finish(self, video: Video, library: Library, results: Mapping[float, Any]) -> Rows:
+        detections = self._track(video, results)
+        groups = self._reidentify(detections)
+        object_of_track = {track: object_id for object_id, group in enumerate(groups) for track in group}
+        segments = video.segments(self.settings.segment_seconds)
+        width, height = video.info.width, video.info.height
+
+        detection_rows = []
+        for d in detections:
+            x1, y1, x2, y2 = d.box
+            object_id = object_of_track.get(d.track_id) if d.track_id is not None else None
+            detection_rows.append((
+                d.detection_id, d.time_s, _segment_at(segments, d.time_s), d.category, d.score, x1, y1, x2, y2,
+                round((x1 + x2) / 2 / width, 4), round((y1 + y2) / 2 / height, 4),
+                round((x2 - x1) * (y2 - y1) / (width * height), 5), d.track_id, object_id, None,
+            ))
+
+        by_track: dict[int, list[_Detection]] = defaultdict(list)
+        for d in detections:
+            if d.track_id is not None:
+                by_track[d.track_id].append(d)
+        track_rows = []
+        for track_id, members in sorted(by_track.items()):
+            times = sorted({d.time_s for d in members})
+            track_rows.append((track_id, object_of_track[track_id], _majority(d.category for d in members),
+                               times[0], times[-1], len(times)))
+
+        object_rows, segment_rows, documents = [], [], []
+        for object_id, group in enumerate(groups):
+            members = sorted((d for track in group for d in by_track[track]), key=lambda d: d.time_s)
+            category = _majority(d.category for d in members)
+            times = sorted({d.time_s for d in members})
+            trajectory = [(d.time_s, d.box) for d in members]
+            appearance = describe_appearance(category, [d.colour for d in members],
+                                             [d.box for d in members], width, height)
+            motion = describe_motion(trajectory, width, height, duration_s=video.duration_s)
+            description = f"{appearance}; {motion}"
+            feature = np.mean([d.feature for d in members], axis=0).astype(np.float32)
+            norm = float(np.linalg.norm(feature))
+            object_rows.append([object_id, category, times[0], times[-1], len(times), appearance, motion,
+                                description, (feature / norm if norm else feature).tobytes()])
+            documents.append(description)
+            per_segment: dict[int, list[float]] = defaultdict(list)
+            for time_s in times:
+                per_segment[_segment_at(segments, time_s)].append(time_s)
+            for segment_id, seen in sorted(per_segment.items()):
+                segment_rows.append((object_id, segment_id, seen[0], seen[-1], len(seen)))
+        embeddings = self.perception.embedder.embed_passages(documents) if documents else []
+        objects = [(*row[:8], np.asarray(vector, np.float32).tobytes(), row[8])
+                   for row, vector in zip(object_rows, embeddings)]
+        return {"detections": detection_rows, "tracks": track_rows, "objects": objects,
+                "object_segments": segment_rows}
+
+    def _track(self, video: Video, results: Mapping[float, Any]) -> list[_Detection]:
+        tracker = self.perception.new_tracker(self.sampling_fps(video))
+        dim = self.perception.appearance.dim
+        detections: list[_Detection] = []
+        for time_s in sorted(results):
+            result = results[time_s]
+            frame_w, frame_h = result["size"]
+            scale_x, scale_y = video.info.width / frame_w, video.info.height / frame_h
+            count = len(result["labels"])
+            boxes = np.asarray(result["boxes"], np.float32).reshape(count, 4)
+            frame_detections = Detections(boxes, np.asarray(result["scores"], np.float32),
+                                          np.asarray(result["class_ids"], np.int32), tuple(result["labels"]))
+            track_ids = tracker.update(frame_detections, float(time_s))  # empty frames too: lost tracks age
+            features = np.frombuffer(base64.b64decode(result["features"]), np.float16).astype(np.float32)
+            features = features.reshape(count, dim)
+            for i in range(count):
+                x1, y1, x2, y2 = (float(v) for v in boxes[i])
+                track = int(track_ids[i])
+                detections.append(_Detection(
+                    len(detections), float(time_s),
+                    (round(x1 * scale_x, 1), round(y1 * scale_y, 1), round(x2 * scale_x, 1), round(y2 * scale_y, 1)),
+                    float(result["scores"][i]), result["labels"][i], result["colours"][i], features[i],
+                    track if track >= 0 else None,
+                ))
+        return detections
+
+    def _reidentify(self, detections: list[_Detection]) -> list[list[int]]:
+        by_track: dict[int, list[_Detection]] = defaultdict(list)
+        for d in detections:
+            if d.track_id is not None:
+                by_track[d.track_id].append(d)
+        summaries = [
+            TrackSummary(
+                track_id=track_id,
+                category=_majority(d.category for d in members),
+                times=tuple(sorted({d.time_s for d in members})),
+                features=np.stack([d.feature for d in members]),
+            )
+            for track_id, members in sorted(by_track.items())
+        ]
+        return group_tracks(summaries, self.perception.appearance.similarity)
+
+
+def _crop(image: np.ndarray, box: Sequence[float]) -> np.ndarray:
+    h, w = image.shape[:2]
+    x1, y1, x2, y2 = (float(v) for v in box[:4])
+    left, top = int(np.clip(math.floor(x1), 0, w - 1)), int(np.clip(math.floor(y1), 0, h - 1))
+    right, bottom = int(np.clip(math.ceil(x2), left + 1, w)), int(np.clip(math.ceil(y2), top + 1, h))
+    return image[top:bottom, left:right]
+
+
+def _segment_at(segments: Sequence[Any], time_s: float) -> int:
+    for segment in segments:
+        if time_s < segment.end_s:
+            return segment.segment_id
+    return segments[-1].segment_id
+
+
+def _majority(items: Any) -> str:
+    return Counter(items).most_common(1)[0][0]

@@ -1,0 +1,92 @@
+"""Stage ``segments``: the temporal memory. Per segment (2 s by default): what was seen, said and
+shown, with a text embedding of the three; plus clip-level descriptions, where runs of
+consecutive segments that read alike are merged into one clip."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from vidagent.memory.stages.base import Rows
+from vidagent.memory.store import Library, config_key
+from vidagent.perception.base import TextEmbedder
+from vidagent.video.video import Video
+
+CLIP_MERGE_SIMILARITY = 0.95  # cosine between consecutive segment embeddings (E5 scale)
+MAX_CLIP_SEGMENTS = 15
+
+
+class SegmentsStage:
+    name = "segments"
+    requires: tuple[str, ...] = ("frames", "speech")
+
+    def __init__(self, embedder: TextEmbedder, segment_seconds: float, frames_config: dict[str, Any],
+                 speech_config: dict[str, Any]) -> None:
+        self.embedder = embedder
+        self.segment_seconds = segment_seconds
+        self.frames_config = frames_config
+        self.speech_config = speech_config
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "embedder": self.embedder.name,
+            "frames": config_key(self.frames_config),
+            "speech": config_key(self.speech_config),
+            "clip_merge_similarity": CLIP_MERGE_SIMILARITY,
+        }
+
+    def build(self, video: Video, library: Library, progress: bool) -> Rows:
+        video_id = video.content_hash
+        segments = video.segments(self.segment_seconds)
+        frames = library.frames(video_id)
+        speech = library.speech(video_id)
+        texts = library.text_in_frames(video_id)
+        rows: list[list[Any]] = []
+        documents: list[str] = []
+        for segment in segments:
+            seen = unique_texts(f.description for f in frames if f.segment_id == segment.segment_id)
+            said = unique_texts(text for start, end, text in speech if start < segment.end_s and end > segment.start_s)
+            shown = unique_texts(text for _, sid, text in texts if sid == segment.segment_id)
+            description, spoken, on_screen = " ".join(seen), " ".join(said), " | ".join(shown)
+            rows.append([segment.segment_id, segment.start_s, segment.end_s, description, spoken, on_screen])
+            documents.append(" ".join(part for part in (description, spoken, on_screen) if part))
+        embeddings = np.asarray(self.embedder.embed_passages(documents), np.float32) if documents else np.zeros((0, 0))
+        segment_rows = [(*row, vector.tobytes()) for row, vector in zip(rows, embeddings)]
+        return {"segments": segment_rows, "clips": merge_into_clips(rows, embeddings)}
+
+
+def merge_into_clips(rows: list[list[Any]], embeddings: np.ndarray) -> list[tuple[Any, ...]]:
+    """Clip rows (clip_id, start_s, end_s, first_segment, last_segment, description) from segment rows
+    (segment_id, start_s, end_s, description, ...): a segment joins the running clip when its
+    description is the same or its embedding is within ``CLIP_MERGE_SIMILARITY`` of the previous one."""
+    clips: list[tuple[Any, ...]] = []
+    run: list[int] = []
+
+    def close_run() -> None:
+        if run:
+            first, last = rows[run[0]], rows[run[-1]]
+            description = " ".join(unique_texts(rows[i][3] for i in run))
+            clips.append((len(clips), first[1], last[2], first[0], last[0], description))
+
+    for index in range(len(rows)):
+        if run:
+            previous = run[-1]
+            alike = rows[index][3] == rows[previous][3] or \
+                float(embeddings[index] @ embeddings[previous]) >= CLIP_MERGE_SIMILARITY
+            if not alike or len(run) >= MAX_CLIP_SEGMENTS:
+                close_run()
+                run = []
+        run.append(index)
+    close_run()
+    return clips
+
+
+def unique_texts(items: Iterable[str]) -> list[str]:
+    """Stripped, non-empty texts in first-seen order, without repeats."""
+    seen: dict[str, None] = {}
+    for item in items:
+        text = item.strip()
+        if text:
+            seen.setdefault(text, None)
+    return list(seen)

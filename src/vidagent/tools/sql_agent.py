@@ -1,0 +1,160 @@
+"""SQL-writing sub-agents over the stored memory: VideoAgent's ``object_memory_querying`` and
+DoraemonGPT's sub-task tools (When, Why, What, How, Count, Other).
+
+They are one class, ``SQLSubAgent``, parameterised by kind: each kind has its own in-context
+examples (``prompts/sql_examples_<kind>.txt``); the schema, request, retry and answer prompts are
+shared. A call writes SQL with the LLM, runs it read-only (one retry with the error message),
+and answers the sub-question from the rows. ``object_memory_querying`` first retrieves the
+objects whose descriptions are closest to the question and hands them to the SQL writer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Callable
+
+import numpy as np
+
+from vidagent.errors import MemoryStoreError, QueryRefusedError
+from vidagent.llm.base import ChatModel, Message
+from vidagent.memory.sql import QueryResult, ReadOnlyQueries
+from vidagent.memory.video_memory import VideoMemory
+from vidagent.perception.base import TextEmbedder
+from vidagent.prompts import load_prompt, render
+from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+
+PROMPTS = "vidagent.tools"
+SUBTASK_KINDS = ("when", "why", "what", "how", "count", "other")
+OBJECT_KIND = "object"
+MAX_SQL_TOKENS = 160
+MAX_ANSWER_TOKENS = 60
+ROWS_IN_PROMPT = 20
+CANDIDATE_OBJECTS = 5
+_SQL_START = re.compile(r"\b(SELECT|WITH)\b", re.IGNORECASE)
+
+
+@cache
+def tool_descriptions() -> dict[str, str]:
+    """Tool name -> description, from ``prompts/subtask_descriptions.txt``."""
+    lines = load_prompt(PROMPTS, "subtask_descriptions").splitlines()
+    return {name.strip(): text.strip() for name, _, text in (line.partition(":") for line in lines if line.strip())}
+
+
+def extract_sql(reply: str) -> str | None:
+    """The first SELECT/WITH statement in a model reply (code fences, 'SQL:' labels and prose removed)."""
+    fenced = re.search(r"```(?:sql|sqlite)?\s*(.*?)```", reply, re.DOTALL | re.IGNORECASE)
+    text = fenced.group(1) if fenced else reply
+    match = _SQL_START.search(text)
+    if not match:
+        return None
+    statement = text[match.start():].split(";")[0]
+    lines = []
+    for line in statement.splitlines():
+        if lines and not line.strip():
+            break  # a blank line ends the statement; prose may follow
+        lines.append(line)
+    return " ".join(" ".join(lines).split()) or None
+
+
+@dataclass
+class SQLSubAgent:
+    """Answers a sub-question by writing SQL over one video's memory."""
+
+    kind: str
+    llm: ChatModel
+    queries: ReadOnlyQueries
+
+    def __post_init__(self) -> None:
+        if self.kind not in SUBTASK_KINDS + (OBJECT_KIND,):
+            raise ValueError(f"unknown sub-agent kind {self.kind!r}")
+
+    def answer(self, question: str, hints: str = "") -> Observation:
+        request = render(load_prompt(PROMPTS, "sql_request"), schema=load_prompt(PROMPTS, "sql_schema").strip(),
+                         examples=load_prompt(PROMPTS, f"sql_examples_{self.kind}").strip(),
+                         hints=f"{hints}\n" if hints else "", question=question)
+        messages = [Message("user", request)]
+        result: QueryResult | None = None
+        failure = ""
+        sql = None
+        for _ in range(2):
+            reply = self.llm.chat(messages, max_tokens=MAX_SQL_TOKENS, stop=["\n\n\n", "Question:"]).text
+            sql = extract_sql(reply)
+            if sql is None:
+                failure = "the reply held no SELECT statement"
+            else:
+                try:
+                    result = self.queries.run(sql)
+                    break
+                except (MemoryStoreError, QueryRefusedError, ValueError) as error:
+                    failure = str(error)
+            messages += [Message("assistant", reply), Message("user", render(load_prompt(PROMPTS, "sql_retry"), error=failure))]
+        if result is None:
+            return Observation(f"Could not query the memory: {failure}. Try another tool or rephrase.", is_error=True)
+        rows = result.to_text(max_rows=ROWS_IN_PROMPT)
+        prompt = render(load_prompt(PROMPTS, "sql_answer"), question=question, sql=result.sql, rows=rows)
+        answer = self.llm.chat([Message("user", prompt)], max_tokens=MAX_ANSWER_TOKENS, stop=["\n\n"]).text.strip()
+        text = f"SQL: {result.sql}\nResult:\n{rows}\nAnswer: {answer}"
+        return Observation(text, evidence=_evidence(result, answer), artifacts={"sql": result.sql})
+
+
+@dataclass
+class SQLTools:
+    """``object_memory_querying`` and the sub-task tools for one video."""
+
+    memory: VideoMemory
+    embedder: TextEmbedder
+    llm: ChatModel
+    queries: ReadOnlyQueries
+    build_objects: Callable[[], object] | None = None  # builds the object memory when a tool needs it
+
+    def object_memory_querying(self, question: str) -> Observation:
+        if "objects" not in self.memory.stages and self.build_objects is not None:
+            self.build_objects()
+        return SQLSubAgent(OBJECT_KIND, self.llm, self.queries).answer(question, self._candidate_objects(question))
+
+    def subtask(self, kind: str) -> Tool:
+        agent = SQLSubAgent(kind, self.llm, self.queries)
+        return Tool(kind, tool_descriptions()[kind], (Parameter("question", str, "the sub-question"),),
+                    lambda question: agent.answer(question))
+
+    def tools(self, kinds: tuple[str, ...] = (OBJECT_KIND,)) -> list[Tool]:
+        out = []
+        for kind in kinds:
+            if kind == OBJECT_KIND:
+                out.append(Tool("object_memory_querying", tool_descriptions()["object_memory_querying"],
+                                (Parameter("question", str, "an object-related question"),),
+                                self.object_memory_querying))
+            else:
+                out.append(self.subtask(kind))
+        return out
+
+    def _candidate_objects(self, question: str) -> str:
+        """Open-vocabulary retrieval: objects whose descriptions are closest to the question."""
+        objects = self.memory.library.objects(self.memory.video_id)
+        if not objects:
+            return "The object memory holds no objects (nothing was detected).\n"
+        query = self.embedder.embed_queries([question])[0]
+        scores = np.stack([o.embedding for o in objects]) @ np.asarray(query, np.float32)
+        named = {o.object_id for o in objects if re.search(rf"\b{re.escape(o.category)}s?\b", question, re.I)}
+        ranked = sorted(range(len(objects)), key=lambda i: (objects[i].object_id not in named, -scores[i]))
+        lines = [f"object {objects[i].object_id}: {objects[i].category}, {objects[i].description} "
+                 f"({objects[i].first_s:.1f}-{objects[i].last_s:.1f} s)" for i in ranked[:CANDIDATE_OBJECTS]]
+        return "Objects most related to the question:\n" + "\n".join(lines) + "\n"
+
+
+def _evidence(result: QueryResult, answer: str) -> tuple[Evidence, ...]:
+    """Time spans named by the result's rows (columns start_s/end_s, first_s/last_s or time_s)."""
+    columns = [c.lower() for c in result.columns]
+    pairs = [("start_s", "end_s"), ("first_s", "last_s"), ("time_s", "time_s")]
+    for start_name, end_name in pairs:
+        if start_name in columns and end_name in columns:
+            start_i, end_i = columns.index(start_name), columns.index(end_name)
+            spans = []
+            for row in result.rows[:10]:
+                start, end = row[start_i], row[end_i]
+                if isinstance(start, (int, float)) and isinstance(end, (int, float)):
+                    spans.append(Evidence(float(start), float(end), answer))
+            return tuple(spans)
+    return ()

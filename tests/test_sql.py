@@ -1,0 +1,130 @@
+"""Read-only SQL over a real library: reading works and is scoped to one video; writing, attaching,
+loading extensions and runaway queries are refused with a clear error and change nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vidagent.config import Settings
+from vidagent.errors import MemoryStoreError, QueryRefusedError
+from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
+from vidagent.memory.sql import ReadOnlyQueries
+from vidagent.memory.store import Library
+from vidagent.perception.detector import detector_assets_installed
+from vidagent.perception.suite import Perception
+from vidagent.video.video import Video
+
+from conftest import video_path
+
+TOY = "github_LLaMA-Factory/4.mp4"  # 5 s: 3 segments, no audio
+TEXT = "github_LLaMA-Factory/3.mp4"  # 6 s, clideo watermark read by OCR
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory, models_dir: Path) -> Path:
+    if not detector_assets_installed(models_dir):
+        pytest.skip("offline models are not installed (run `vidagent models install`)")
+    home = tmp_path_factory.mktemp("sql-home")
+    settings = replace(Settings.from_env(), home=home, models=models_dir)
+    perception = Perception.offline(settings)
+    with Library(settings.library_path) as library:
+        builder = MemoryBuilder(library, perception, settings)
+        for clip in (TOY, TEXT):
+            builder.build(Video(video_path(clip)), TEMPORAL_STAGES, progress=False)
+    perception.close()
+    return home
+
+
+@pytest.fixture()
+def queries(home: Path):
+    with ReadOnlyQueries(home / "library.sqlite", Video(video_path(TOY)).content_hash, timeout_s=1.0,
+                         max_rows=50) as q:
+        yield q
+
+
+def _snapshot(home: Path) -> list:
+    with Library(home / "library.sqlite") as library:
+        return [library.rows(f"SELECT COUNT(*) FROM {t}") for t in ("videos", "segments", "frames", "stages")]
+
+
+def test_reads_only_the_videos_own_rows(queries, home):
+    result = queries.run("SELECT segment_id, start_s, end_s FROM segments ORDER BY segment_id")
+    assert result.columns == ["segment_id", "start_s", "end_s"]
+    assert [row[0] for row in result.rows] == [0, 1, 2]  # the 5 s clip, not the other video's 3 segments too
+    assert queries.run("SELECT COUNT(*) FROM videos").rows == [(1,)]
+    assert queries.run("SELECT COUNT(*) FROM main.videos").rows == [(2,)]  # the whole library stays readable
+
+
+@pytest.mark.parametrize("statement", [
+    "DELETE FROM segments",
+    "UPDATE segments SET description = 'x'",
+    "INSERT INTO main.meta VALUES ('a', 'b')",
+    "DROP TABLE main.segments",
+    "CREATE TABLE t (x)",
+    "ATTACH DATABASE ':memory:' AS other",
+    "PRAGMA main.journal_mode = DELETE",
+    "SELECT load_extension('libsqlite3_mod')",
+    "VACUUM",
+    "BEGIN",
+])
+def test_writes_are_refused_and_change_nothing(queries, home, statement):
+    before = _snapshot(home)
+    with pytest.raises(QueryRefusedError, match="SQL refused"):
+        queries.run(statement)
+    assert _snapshot(home) == before
+    assert queries.run("SELECT COUNT(*) FROM segments").rows == [(3,)]  # still usable afterwards
+
+
+def test_a_runaway_query_is_stopped_by_the_time_limit(queries):
+    with pytest.raises(MemoryStoreError, match="stopped after 1 s"):
+        queries.run("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT COUNT(*) FROM n")
+
+
+def test_a_million_rows_are_cut_to_the_row_limit_and_a_short_text(queries):
+    result = queries.run("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n LIMIT 1000000) SELECT x FROM n")
+    assert len(result.rows) == 50 and result.truncated
+    text = result.to_text(max_rows=20)
+    assert len(text.splitlines()) == 22 and "more rows not shown" in text and len(text) < 400
+
+
+def test_errors_are_one_line(queries):
+    with pytest.raises(MemoryStoreError, match="no such table: missing_table"):
+        queries.run("SELECT * FROM missing_table")
+    with pytest.raises(MemoryStoreError, match="one statement"):
+        queries.run("SELECT 1; SELECT 2")
+    with pytest.raises(ValueError, match="empty"):
+        queries.run("  ;")
+
+
+def test_blobs_are_summarised(queries):
+    text = queries.run("SELECT embedding FROM segments LIMIT 1").to_text()
+    assert "<1536-byte blob>" in text  # 384 float32
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vidagent.cli", "--home", str(home), "sql", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_prints_rows_as_json_and_refuses_writes(home):
+    clip = str(video_path(TEXT))
+    done = _cli(home, clip, "SELECT DISTINCT text FROM text_in_frame", "--json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["columns"] == ["text"]
+    assert any("clideo" in row[0].lower() for row in payload["rows"])  # the watermark, read by OCR
+    refused = _cli(home, clip, "DELETE FROM segments")
+    assert refused.returncode == 6 and refused.stdout == ""
+    assert refused.stderr.strip().startswith("vidagent: error: SQL refused") and len(refused.stderr.splitlines()) == 1
+
+
+def test_cli_explains_an_unindexed_video(tmp_path, home):
+    other = str(video_path("github_sam2/01_dog.mp4"))
+    done = _cli(home, other, "SELECT 1")
+    assert done.returncode == 5 and "not indexed yet" in done.stderr
