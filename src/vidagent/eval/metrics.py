@@ -1,9 +1,11 @@
-"""Scoring one prediction against the dev-set format (multiple choice, open-ended, localization)."""
+"""Metrics: scoring one prediction (multiple choice, open-ended, localization), time-window overlap
+(IoU, IoP, Ego4D NLQ R@k), and accuracy and cost per question over groups of results."""
 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -38,3 +40,163 @@ def localization_correct(prediction: str, span_s: Sequence[float], tolerance_s: 
     start, end = span_s
     guess = (times[0] + times[1]) / 2 if len(times) >= 2 and times[1] > times[0] else times[0]
     return start - tolerance_s <= guess <= end + tolerance_s
+
+
+# -- time windows --------------------------------------------------------------------------------
+Window = tuple[float, float]
+_RANGE = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:s|sec|seconds?)?\s*(?:-|–|to|and|until)\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
+
+
+def iou(a: Sequence[float], b: Sequence[float]) -> float:
+    """Intersection over union of two [start, end] windows (0 when either is empty and apart)."""
+    inter = max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+    union = max(a[1], b[1]) - min(a[0], b[0])
+    return inter / union if union > 0 else float(a[0] == b[0] and a[1] == b[1])
+
+
+def iop(prediction: Sequence[float], gold: Sequence[float]) -> float:
+    """Intersection over the prediction's length (NExT-GQA's IoP)."""
+    inter = max(0.0, min(prediction[1], gold[1]) - max(prediction[0], gold[0]))
+    length = prediction[1] - prediction[0]
+    return inter / length if length > 0 else float(gold[0] <= prediction[0] <= gold[1])
+
+
+def windows_from_text(text: str, point_width_s: float = 2.0) -> list[Window]:
+    """Time windows an answer names, in order: ranges ("3-5 s", "from 3 to 5", "between 3 and 5"),
+    else single times widened to ``point_width_s`` around them."""
+    windows: list[Window] = []
+    for match in _RANGE.finditer(text):
+        start, end = float(match.group(1)), float(match.group(2))
+        if end > start >= 0:
+            windows.append((start, end))
+    if windows:
+        return windows
+    half = point_width_s / 2
+    return [(max(0.0, t - half), t + half) for t in predicted_times(text) if t >= 0]
+
+
+def ranked_windows(text: str, evidence: Sequence[Sequence[float]], k: int = 5) -> list[Window]:
+    """Up to ``k`` distinct candidate windows: those the answer names first, then the evidence spans."""
+    ranked: list[Window] = []
+    for window in [*windows_from_text(text), *((float(e[0]), float(e[1])) for e in evidence)]:
+        if window[1] > window[0] and window not in ranked:
+            ranked.append(window)
+        if len(ranked) == k:
+            break
+    return ranked
+
+
+def recall_at_k(predictions: Sequence[Sequence[Window]], golds: Sequence[Window], k: int, threshold: float) -> float:
+    """Ego4D NLQ R@k: the share of queries with a top-``k`` window of IoU >= ``threshold`` with the gold one."""
+    if not golds:
+        return 0.0
+    hits = sum(any(iou(w, gold) >= threshold for w in windows[:k]) for windows, gold in zip(predictions, golds))
+    return hits / len(golds)
+
+
+def mean_iou(predictions: Sequence[Sequence[Window]], golds: Sequence[Window]) -> float:
+    """Mean IoU of the top-1 window with the gold one (0 for a query without a prediction)."""
+    if not golds:
+        return 0.0
+    return sum(iou(windows[0], gold) if windows else 0.0 for windows, gold in zip(predictions, golds)) / len(golds)
+
+
+# -- aggregates over result rows -------------------------------------------------------------------
+COST_KEYS = ("llm_calls", "cached_calls", "prompt_tokens", "completion_tokens", "seconds")
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Accuracy and mean cost per question of one group of answered questions."""
+
+    name: str
+    n: int
+    scored: int
+    correct: int
+    errors: int
+    llm_calls: float
+    cached_calls: float
+    prompt_tokens: float
+    completion_tokens: float
+    llm_seconds: float
+    wall_seconds: float
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.correct / self.scored if self.scored else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "accuracy": self.accuracy}
+
+
+def group_stats(name: str, rows: Sequence[Mapping[str, Any]]) -> GroupStats:
+    """Accuracy over rows with a known answer (``correct`` not None), cost averaged over all rows.
+
+    A question's cost counts the planner's and, when used, the judge's LLM calls.
+    """
+    n = len(rows)
+    scored = [r for r in rows if r.get("correct") is not None]
+
+    def mean(key: str) -> float:
+        if not n:
+            return 0.0
+        total = sum(float((r.get("usage") or {}).get(key, 0)) + float((r.get("judge_usage") or {}).get(key, 0))
+                    for r in rows)
+        return total / n
+
+    return GroupStats(
+        name=name, n=n, scored=len(scored), correct=sum(bool(r["correct"]) for r in scored),
+        errors=sum(1 for r in rows if r.get("error")), llm_calls=mean("llm_calls"), cached_calls=mean("cached_calls"),
+        prompt_tokens=mean("prompt_tokens"), completion_tokens=mean("completion_tokens"), llm_seconds=mean("seconds"),
+        wall_seconds=sum(float(r.get("wall_s", 0.0)) for r in rows) / n if n else 0.0,
+    )
+
+
+def stats_by_group(rows: Sequence[Mapping[str, Any]]) -> list[GroupStats]:
+    """One ``GroupStats`` per question group (dataset order of first appearance), then ``all``."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(str(row.get("group") or "all"), []).append(row)
+    stats = [group_stats(name, members) for name, members in groups.items() if name != "all" or len(groups) == 1]
+    if len(groups) > 1 or "all" not in groups:
+        stats.append(group_stats("all", rows))
+    return stats
+
+
+def localization_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    """R@1/R@5 at IoU 0.3/0.5 and mean IoU over localization rows with a gold window, else None."""
+    rows = [r for r in rows if r.get("task") == "localization" and (r.get("gold") or {}).get("spans")]
+    if not rows:
+        return None
+    predictions = [[tuple(w) for w in r.get("windows") or []] for r in rows]
+    golds = [tuple(r["gold"]["spans"][0]) for r in rows]
+    metrics: dict[str, float] = {"n": float(len(rows))}
+    for k in (1, 5):
+        for threshold in (0.3, 0.5):
+            metrics[f"R@{k} IoU={threshold}"] = recall_at_k(predictions, golds, k, threshold)  # type: ignore[arg-type]
+    metrics["mIoU"] = mean_iou(predictions, golds)  # type: ignore[arg-type]
+    return metrics
+
+
+def grounding_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    """NExT-GQA style grounding of question-answering rows with gold spans: mIoP, IoP@0.5, mIoU,
+    IoU@0.5 of the top evidence window against the best-matching gold span, and Acc@GQA
+    (correct and IoP >= 0.5). None when no row has both gold spans and a window."""
+    rows = [r for r in rows if r.get("task") != "localization" and r.get("dataset_grounded")
+            and (r.get("gold") or {}).get("spans")]
+    if not rows:
+        return None
+    iops, ious, both = [], [], 0
+    for row in rows:
+        windows = row.get("windows") or []
+        spans = row["gold"]["spans"]
+        best_iop = max((iop(windows[0], s) for s in spans), default=0.0) if windows else 0.0
+        best_iou = max((iou(windows[0], s) for s in spans), default=0.0) if windows else 0.0
+        iops.append(best_iop)
+        ious.append(best_iou)
+        both += bool(row.get("correct")) and best_iop >= 0.5
+    n = len(rows)
+    return {
+        "n": float(n), "mIoP": sum(iops) / n, "IoP@0.5": sum(v >= 0.5 for v in iops) / n,
+        "mIoU": sum(ious) / n, "IoU@0.5": sum(v >= 0.5 for v in ious) / n, "Acc@GQA": both / n,
+    }

@@ -1,0 +1,84 @@
+"""``vidagent eval``: run a planner over a benchmark, or compare finished runs.
+
+    vidagent eval DATASET_FILE [--videos DIR] [--planner react|caption_only|random|module:function]
+                  [--limit N] [--workers N] [--ray [ADDRESS]] [--out DIR] [--judge] [--format NAME]
+    vidagent eval --compare RUN_DIR RUN_DIR ... [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from vidagent.eval.errors import EvalError
+
+DEFAULT_COMPARE_OUT = Path("eval-runs") / "compare"
+
+
+def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``eval`` command to the ``vidagent`` parser's subcommands."""
+    from vidagent.eval.loaders import LOADERS
+    from vidagent.eval.planners import planner_names
+
+    parser = subparsers.add_parser(
+        "eval", help="evaluate a planner on a benchmark, or compare runs",
+        description="Answer every question of an annotation file, score it and write a report. Results stream to "
+                    "OUT/results.jsonl; rerunning the same command resumes where a run stopped.",
+        epilog="formats: " + "; ".join(f"{name} ({loader.description})" for name, loader in LOADERS.items()),
+    )
+    parser.add_argument("dataset", nargs="?", help="annotation file (format detected from its content)")
+    parser.add_argument("--videos", action="append", metavar="DIR",
+                        help="folder holding the videos, found by id/name anywhere below it (repeatable; "
+                             "default: the annotation file's folder)")
+    parser.add_argument("--format", choices=sorted(LOADERS), help="annotation format (default: detected)")
+    parser.add_argument("--id-map", metavar="FILE", help="JSON/CSV map from video id to path (e.g. NExT-QA's "
+                                                        "map_vid_vidorID.json; found automatically beside the data)")
+    parser.add_argument("--planner", default="react",
+                        help=f"planner: {', '.join(planner_names())} or package.module:function (default react)")
+    parser.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="parallel workers, each with its own models (default 1; with --ray, one per CPU)")
+    parser.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                        help="run on Ray: a cluster address, or none for $RAY_ADDRESS / a local instance")
+    parser.add_argument("--out", metavar="DIR", help="run folder (default eval-runs/<dataset>-<planner>; "
+                                                     "for --compare, eval-runs/compare)")
+    parser.add_argument("--judge", action="store_true", help="also grade open-ended answers with the LLM")
+    parser.add_argument("--no-clips", action="store_true",
+                        help="ask about whole videos even where the dataset names a part (STAR, TVQA)")
+    parser.add_argument("--compare", nargs="+", metavar="RUN_DIR", help="compare finished runs side by side")
+    parser.add_argument("--model", help="local model name or endpoint model id")
+    parser.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+    parser.add_argument("--api-key", help="API key for the endpoint")
+    parser.add_argument("--no-cache", action="store_true", help="do not reuse cached LLM responses")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(run=_cmd_eval)
+    return parser
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from vidagent.eval.report import write_comparison
+
+    if args.compare:
+        if args.dataset:
+            raise EvalError("give either a dataset file or --compare RUN_DIR ..., not both")
+        paths = write_comparison([Path(p) for p in args.compare], Path(args.out) if args.out else DEFAULT_COMPARE_OUT)
+        print(paths["markdown"].read_text(encoding="utf-8"))
+        print(" ".join(f"{kind}: {path}" for kind, path in paths.items()))
+        return 0
+    if not args.dataset:
+        raise EvalError("give an annotation file to evaluate, or --compare RUN_DIR ...")
+    from vidagent.cli import _settings
+    from vidagent.eval.runner import RunConfig, run_eval
+
+    config = RunConfig(
+        dataset=Path(args.dataset), videos=tuple(Path(v) for v in args.videos or ()), format=args.format,
+        id_map=Path(args.id_map) if args.id_map else None, planner=args.planner, limit=args.limit,
+        workers=args.workers, ray=args.ray is not None, ray_address=args.ray or None,
+        out=Path(args.out) if args.out else None, judge=args.judge, cut_clips=not args.no_clips,
+        progress=not args.quiet,
+    )
+    result = run_eval(config, _settings(args))
+    print(result.reports["markdown"].read_text(encoding="utf-8"))
+    print(" ".join(f"{kind}: {path}" for kind, path in result.reports.items()) + f" results: {result.out / 'results.jsonl'}")
+    return 0

@@ -1,0 +1,196 @@
+"""The evaluation runner: load a dataset, find its videos, answer every question with a planner,
+stream each result to ``<out>/results.jsonl`` and write the report.
+
+A run is resumable: rerunning the same command answers only the questions without a row, so a
+killed run ends with exactly the rows an uninterrupted one would have. Questions are grouped by
+video, so each video is indexed once (by one worker) and its memory reused for its questions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from tqdm import tqdm
+
+from vidagent.config import Settings
+from vidagent.eval.backends import Backend, ProcessBackend, SerialBackend
+from vidagent.eval.dataset import Dataset, EvalItem, VideoFinder, find_id_map, load_id_map
+from vidagent.eval.errors import EvalError
+from vidagent.eval.loaders import load_dataset
+from vidagent.eval.planners import get_planner
+from vidagent.eval.report import RESULTS, RUN_FILE, write_run_report
+from vidagent.eval.results import ResultsFile
+from vidagent.eval.worker import WorkerConfig
+
+# What must match for a folder's rows to be reused by a rerun.
+IDENTITY_KEYS = ("dataset", "format", "planner", "judge", "llm")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One evaluation run, as ``vidagent eval`` describes it."""
+
+    dataset: Path
+    videos: tuple[Path, ...] = ()
+    format: str | None = None
+    id_map: Path | None = None
+    planner: str = "react"
+    limit: int | None = None
+    workers: int | None = None  # None: 1 locally, one per CPU on Ray
+    ray: bool = False
+    ray_address: str | None = None
+    out: Path | None = None
+    judge: bool = False
+    cut_clips: bool = True
+    progress: bool = True
+
+
+@dataclass
+class RunResult:
+    out: Path
+    rows: list[dict[str, Any]]
+    missing: list[tuple[str, str]] = field(default_factory=list)
+    reports: dict[str, Path] = field(default_factory=dict)
+    answered_now: int = 0
+
+
+def default_out(dataset: Dataset, planner: str) -> Path:
+    safe = re.sub(r"[^\w.-]+", "_", planner)
+    return Path("eval-runs") / f"{dataset.name}-{safe}"
+
+
+def resolve_videos(dataset: Dataset, config: RunConfig) -> tuple[list[EvalItem], list[tuple[str, str]]]:
+    """Items whose video was found (with ``video_path`` set) and (id, video) of those skipped."""
+    if config.videos:
+        roots, extra_bases = list(config.videos), []
+    else:
+        # Without --videos: the annotation file's folder, and relative paths against its parents (vidagent's
+        # JSONL names videos relative to the data folder that holds its qa/ folder).
+        roots, extra_bases = [dataset.source.parent], list(dataset.source.parents)[:2]
+    id_map_file = config.id_map or find_id_map([dataset.source.parent, *roots])
+    finder = VideoFinder(roots, load_id_map(id_map_file) if id_map_file else None)
+    found: list[EvalItem] = []
+    missing: list[tuple[str, str]] = []
+    cache: dict[str, Path | None] = {}
+    for item in dataset.items:
+        if item.video not in cache:
+            path = finder.find(item.video)
+            for base in extra_bases:
+                if path is None and (base / item.video).is_file():
+                    path = base / item.video
+            cache[item.video] = path
+        path = cache[item.video]
+        if path is None:
+            missing.append((item.id, item.video))
+        else:
+            found.append(item.with_video_path(path.resolve()))
+    return found, missing
+
+
+def group_by_video(items: Sequence[EvalItem]) -> list[list[EvalItem]]:
+    """Questions grouped by video file, in the order videos first appear."""
+    groups: dict[str, list[EvalItem]] = {}
+    for item in items:
+        groups.setdefault(str(item.video_path), []).append(item)
+    return list(groups.values())
+
+
+def _identity(dataset: Dataset, config: RunConfig, settings: Settings) -> dict[str, Any]:
+    planner_free = config.planner == "random"
+    return {
+        "dataset": str(dataset.source.resolve()), "format": dataset.format, "planner": config.planner,
+        "judge": config.judge, "llm": None if planner_free and not config.judge else
+        f"{settings.llm.backend}:{settings.llm.model}",
+    }
+
+
+def _check_folder(out: Path, identity: dict[str, Any]) -> None:
+    meta_file = out / RUN_FILE
+    if not meta_file.is_file():
+        if (out / RESULTS).is_file():
+            raise EvalError(f"{out} holds results without {RUN_FILE}; use another --out")
+        return
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        raise EvalError(f"{meta_file} is not valid JSON; use another --out") from None
+    for key in IDENTITY_KEYS:
+        if meta.get(key) != identity[key]:
+            raise EvalError(f"{out} holds a run with {key} {meta.get(key)!r}, not {identity[key]!r}: "
+                            "use another --out to start a new run")
+
+
+def make_backend(config: RunConfig, worker: WorkerConfig) -> Backend:
+    if config.ray:
+        from vidagent.eval.ray_backend import RayBackend
+
+        return RayBackend(worker, workers=config.workers, address=config.ray_address)
+    workers = config.workers or 1
+    if workers > 1:
+        return ProcessBackend(worker, workers)
+    return SerialBackend(worker)
+
+
+def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None] | None = None) -> RunResult:
+    """Run (or resume) an evaluation; returns every row of the selected questions and the report paths."""
+    say = log or (lambda message: print(message, file=sys.stderr))
+    get_planner(config.planner)  # an unknown planner fails before any work
+    if config.limit is not None and config.limit < 1:
+        raise EvalError("--limit must be at least 1")
+    dataset = load_dataset(config.dataset, config.format)
+    selected = Dataset(dataset.source, dataset.format, dataset.items[: config.limit] if config.limit else dataset.items)
+    runnable, missing = resolve_videos(selected, config)
+    out = Path(config.out) if config.out else default_out(dataset, config.planner)
+    if missing:
+        videos = sorted({video for _, video in missing})
+        shown = ", ".join(videos[:3]) + (f" and {len(videos) - 3} more" if len(videos) > 3 else "")
+        say(f"skipping {len(missing)} of {len(selected.items)} questions: {len(videos)} videos not found ({shown}); "
+            f"listed in {out / 'missing.txt'}")
+    if not runnable:
+        where = ", ".join(str(v) for v in config.videos) or str(dataset.source.parent)
+        raise EvalError(f"none of the videos of {dataset.source.name} was found under {where} (use --videos DIR)")
+
+    identity = _identity(dataset, config, settings)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_folder(out, identity)
+    meta = {**identity, "dataset_name": dataset.name, "limit": config.limit, "missing": len(missing),
+            "question_ids": [item.id for item in runnable], "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    (out / RUN_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    (out / "missing.txt").write_text("".join(f"{qid}\t{video}\n" for qid, video in missing), encoding="utf-8")
+
+    results = ResultsFile(out / RESULTS)
+    done = results.load()
+    selected_ids = {item.id for item in runnable}
+    pending = [item for item in runnable if item.id not in done]
+    rows = {qid: row for qid, row in done.items() if qid in selected_ids}
+    worker = WorkerConfig(settings=settings, planner=config.planner, judge=config.judge,
+                          clips_dir=str(settings.home / "eval-clips") if config.cut_clips else None)
+    scored = [r["correct"] for r in rows.values() if r.get("correct") is not None]
+    bar = tqdm(total=len(runnable), initial=len(rows), desc=f"{config.planner} on {dataset.name}", unit="q",
+               disable=not config.progress, dynamic_ncols=True)
+    if scored:
+        bar.set_postfix(acc=f"{sum(scored) / len(scored):.3f}")
+    answered = 0
+    try:
+        if pending:
+            for row in make_backend(config, worker).run(group_by_video(pending)):
+                results.append(row)
+                rows[str(row["id"])] = row
+                answered += 1
+                if row.get("correct") is not None:
+                    scored.append(bool(row["correct"]))
+                bar.update(1)
+                if scored:
+                    bar.set_postfix(acc=f"{sum(scored) / len(scored):.3f}")
+    finally:
+        bar.close()
+        results.close()
+    reports = write_run_report(out)
+    ordered = [rows[item.id] for item in runnable if item.id in rows]
+    return RunResult(out=out, rows=ordered, missing=missing, reports=reports, answered_now=answered)

@@ -1,0 +1,85 @@
+"""Answering one question and turning the answer into a result row; the same code runs in the
+serial runner, in local worker processes and in Ray actors."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from vidagent.agent.answer import Answer
+from vidagent.config import Settings
+from vidagent.errors import VidagentError
+from vidagent.eval.clips import cut_clip
+from vidagent.eval.dataset import OPEN_ENDED, EvalItem
+from vidagent.eval.judge import judge_answer
+from vidagent.eval.planners import get_planner
+from vidagent.eval.scoring import score_answer
+from vidagent.session import Session
+
+# Keys of a row that measure time and so differ between otherwise identical runs.
+TIMING_KEYS = ("wall_s",)
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything a worker needs to answer questions (picklable, sent to processes and Ray actors)."""
+
+    settings: Settings
+    planner: str
+    judge: bool = False
+    clips_dir: str | None = None  # where the parts of videos that questions are about are cut to
+
+
+class QuestionWorker:
+    """Holds a ``Session`` (models stay loaded) and answers questions one at a time."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self.planner = get_planner(config.planner)
+        self.session = Session(config.settings)
+
+    def answer(self, item: EvalItem) -> dict[str, Any]:
+        started = time.perf_counter()
+        row = base_row(item, self.config.planner)
+        try:
+            asked = item
+            if item.clip is not None and self.config.clips_dir and item.video_path:
+                clip = cut_clip(Path(item.video_path), item.clip[0], item.clip[1], Path(self.config.clips_dir))
+                asked = replace(item, video_path=str(clip))
+            answer = self.planner(self.session, asked)
+            row.update(answer_fields(answer))
+            row.update(score_answer(item, answer))
+            if self.config.judge and item.task == OPEN_ENDED and item.has_key:
+                verdict = judge_answer(self.session.llm, item, answer.text)
+                row["correct"] = verdict.correct
+                row["judge"] = {"correct": verdict.correct, "reply": verdict.reply}
+                row["judge_usage"] = verdict.usage.to_dict()
+        except VidagentError as error:
+            row["error"] = str(error)
+            row["correct"] = False if item.has_key else None
+        except Exception as error:  # noqa: BLE001 - one broken question must not end a long run
+            row["error"] = f"internal error: {error.__class__.__name__}: {error}"
+            row["correct"] = False if item.has_key else None
+        row["wall_s"] = round(time.perf_counter() - started, 3)
+        return row
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def base_row(item: EvalItem, planner: str) -> dict[str, Any]:
+    return {
+        "id": item.id, "video": item.video, "video_path": item.video_path, "type": item.type, "group": item.group,
+        "task": item.task, "question": item.question, "choices": list(item.choices) if item.choices else None,
+        "gold": item.gold(), "dataset_grounded": bool(item.extra.get("grounded")), "planner": planner,
+        "prediction": "", "choice_index": None, "correct": None, "match": None, "windows": [], "iou": None,
+        "judge": None, "usage": {}, "judge_usage": {}, "evidence": [], "trace": [], "error": None, "wall_s": 0.0,
+    }
+
+
+def answer_fields(answer: Answer) -> dict[str, Any]:
+    data = answer.to_dict()
+    return {"prediction": data["answer"], "choice_index": data["choice_index"], "usage": data["usage"],
+            "evidence": data["evidence"], "trace": data["trace"]}
