@@ -3,6 +3,7 @@
 vidagent ask VIDEO QUESTION [--choice TEXT ...] [--json] [--trace]
 vidagent index VIDEO
 vidagent models install [NAME ...] | vidagent models list
+vidagent eval DATASET_FILE [--videos DIR] [--planner NAME] ... | vidagent eval --compare RUN_DIR ...
 
 Errors print one line on stderr and exit non-zero; ``--debug`` shows the traceback.
 """
@@ -142,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     models_sub.add_parser("list", help="list installed models")
     models.set_defaults(run=_cmd_models)
+
+    from vidagent.eval.cli import add_eval_parser
+    add_eval_parser(sub)
     return parser
 
 
