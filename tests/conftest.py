@@ -72,3 +72,33 @@ def set_mp4_rotation(path: Path, clockwise_quarter_turns: int) -> None:
     a, b, c, d = {0: (one, 0, 0, one), 1: (0, one, -one, 0), 2: (-one, 0, 0, -one), 3: (0, -one, one, 0)}[turns]
     data[box + 48 : box + 84] = struct.pack(">9i", a, b, 0, c, d, 0, 0, 0, 1 << 30)
     path.write_bytes(bytes(data))
+
+
+TEMPORAL_TOY = "github_LLaMA-Factory/4.mp4"  # 5 s: 3 segments, no audio
+TEMPORAL_TEXT = "github_LLaMA-Factory/3.mp4"  # 6 s, clideo watermark read by OCR
+
+
+@pytest.fixture(scope="session")
+def temporal_library(tmp_path_factory, models_dir: Path) -> Path:
+    """A vidagent home whose library holds the temporal memory of two short clips."""
+    from dataclasses import replace
+
+    from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
+    from vidagent.memory.store import Library
+    from vidagent.perception.detector import detector_assets_installed
+    from vidagent.perception.suite import Perception
+    from vidagent.video.video import Video
+
+    if not detector_assets_installed(models_dir):
+        pytest.skip("offline models are not installed (run `vidagent models install`)")
+    home = tmp_path_factory.mktemp("temporal-home")
+    settings = replace(Settings.from_env(), home=home, models=models_dir)
+    perception = Perception.offline(settings)
+    try:
+        with Library(settings.library_path) as library:
+            builder = MemoryBuilder(library, perception, settings)
+            for clip in (TEMPORAL_TOY, TEMPORAL_TEXT):
+                builder.build(Video(video_path(clip)), TEMPORAL_STAGES, progress=False)
+    finally:
+        perception.close()
+    return home

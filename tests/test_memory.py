@@ -77,32 +77,35 @@ def test_speech_is_stored_with_times(tmp_path, models_dir, perception):
     library.close()
 
 
-def test_killed_index_leaves_nothing_and_a_rerun_equals_an_uninterrupted_build(tmp_path, models_dir):
+def test_a_killed_index_resumes_from_its_checkpoints_and_equals_an_uninterrupted_build(tmp_path, models_dir):
     if not detector_assets_installed(models_dir):
         pytest.skip("offline models are not installed")
-    source = video_path("github_Video-LLaVA/sample_demo_22.mp4")  # 36 s: long enough to kill mid-way
+    source = video_path("github_Video-LLaVA/sample_demo_22.mp4")  # 36 s, 18 segments: long enough to kill mid-way
     env = {**os.environ, "VIDAGENT_HOME": str(tmp_path / "home"), "VIDAGENT_MODELS": str(models_dir)}
-    process = subprocess.Popen([sys.executable, "-m", "vidagent.cli", "index", str(source)], env=env,
-                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    index = [sys.executable, "-m", "vidagent.cli", "index", "--stage", "segments", str(source)]
+    process = subprocess.Popen(index, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     seen = ""
-    while not re.search(r"describing frames.*?\b([3-9]|1[0-7])/18", seen):
+    while not re.search(r"\b(9|1[0-7])/18\b", seen):  # past two checkpoints of 4 frames
         chunk = process.stderr.read(32)
         assert chunk, f"the index run ended before it could be killed mid-way: {seen[-500:]}"
         seen += chunk
     process.send_signal(signal.SIGKILL)
     process.wait()
-    library_path = tmp_path / "home" / "library.sqlite"
     video_id = Video(source).content_hash
-    with Library(library_path) as library:
-        for table in ("frames", "text_in_frame", "speech", "segments", "stages"):
-            assert library.count_rows(table, video_id) == 0, table
-    finished = subprocess.run([sys.executable, "-m", "vidagent.cli", "index", "-q", str(source)], env=env,
-                              capture_output=True, text=True, timeout=600)
-    assert finished.returncode == 0, finished.stderr
+    with Library(tmp_path / "home" / "library.sqlite") as library:
+        for table in ("frames", "text_in_frame", "segments", "stages"):
+            assert library.count_rows(table, video_id) == 0, table  # nothing half-written
+        assert library.count_rows("stage_checkpoints", video_id) >= 2
+
+    resumed = subprocess.run(index, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    first_progress = re.search(r"\b(\d+)/18\b", resumed.stderr)
+    assert first_progress and int(first_progress.group(1)) >= 8  # it started from the checkpoints
     reference_env = {**env, "VIDAGENT_HOME": str(tmp_path / "reference")}
-    subprocess.run([sys.executable, "-m", "vidagent.cli", "index", "-q", str(source)], env=reference_env,
-                   check=True, capture_output=True, timeout=600)
-    with Library(library_path) as resumed, Library(tmp_path / "reference" / "library.sqlite") as reference:
-        assert [(s.segment_id, s.description, s.speech) for s in resumed.segments(video_id)] == \
-               [(s.segment_id, s.description, s.speech) for s in reference.segments(video_id)]
-        assert resumed.speech(video_id) == reference.speech(video_id)
+    subprocess.run([*index[:-1], "-q", str(source)], env=reference_env, check=True, capture_output=True, timeout=600)
+    with Library(tmp_path / "home" / "library.sqlite") as again, \
+            Library(tmp_path / "reference" / "library.sqlite") as reference:
+        for table in ("frames", "text_in_frame", "speech", "segments", "clips"):
+            query = f"SELECT * FROM {table} WHERE video_id=? ORDER BY 2, 3"
+            assert again.rows(query, (video_id,)) == reference.rows(query, (video_id,)), table
+        assert again.count_rows("stage_checkpoints", video_id) == 0

@@ -6,39 +6,23 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from vidagent.config import Settings
 from vidagent.errors import MemoryStoreError, QueryRefusedError
-from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
 from vidagent.memory.sql import ReadOnlyQueries
 from vidagent.memory.store import Library
-from vidagent.perception.detector import detector_assets_installed
-from vidagent.perception.suite import Perception
 from vidagent.video.video import Video
 
+from conftest import TEMPORAL_TEXT as TEXT
+from conftest import TEMPORAL_TOY as TOY
 from conftest import video_path
-
-TOY = "github_LLaMA-Factory/4.mp4"  # 5 s: 3 segments, no audio
-TEXT = "github_LLaMA-Factory/3.mp4"  # 6 s, clideo watermark read by OCR
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory, models_dir: Path) -> Path:
-    if not detector_assets_installed(models_dir):
-        pytest.skip("offline models are not installed (run `vidagent models install`)")
-    home = tmp_path_factory.mktemp("sql-home")
-    settings = replace(Settings.from_env(), home=home, models=models_dir)
-    perception = Perception.offline(settings)
-    with Library(settings.library_path) as library:
-        builder = MemoryBuilder(library, perception, settings)
-        for clip in (TOY, TEXT):
-            builder.build(Video(video_path(clip)), TEMPORAL_STAGES, progress=False)
-    perception.close()
-    return home
+def home(temporal_library: Path) -> Path:
+    return temporal_library
 
 
 @pytest.fixture()

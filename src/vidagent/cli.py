@@ -1,7 +1,8 @@
 """The ``vidagent`` command line.
 
 vidagent ask VIDEO QUESTION [--choice TEXT ...] [--json] [--trace]
-vidagent index VIDEO
+vidagent index VIDEO [--stage NAME ...]
+vidagent sql VIDEO QUERY [--json]
 vidagent models install [NAME ...] | vidagent models list
 vidagent eval DATASET_FILE [--videos DIR] [--planner NAME] ... | vidagent eval --compare RUN_DIR ...
 
@@ -19,7 +20,7 @@ from typing import Sequence
 
 from vidagent.agent.answer import Answer
 from vidagent.config import Settings
-from vidagent.errors import VidagentError
+from vidagent.errors import MemoryStoreError, VidagentError
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -84,11 +85,35 @@ def _print_answer(answer: Answer, *, trace: bool) -> None:
 def _cmd_index(args: argparse.Namespace) -> int:
     from vidagent.session import Session
 
+    from vidagent.memory.builder import ALL_STAGES
+
+    stages = ALL_STAGES if not args.stage or "all" in args.stage else args.stage
     with Session(_settings(args)) as session:
-        memory = session.index(args.video, progress=not args.quiet)
+        memory = session.index(args.video, stages, progress=not args.quiet)
         info = memory.video.info
-        print(f"{info.path}: {memory.segment_count} segments, {len(memory.frames)} frames described, "
-              f"{info.duration_s:.1f} s, id {memory.video_id}")
+        built = ", ".join(memory.stages)
+        print(f"{info.path}: {info.duration_s:.1f} s, id {memory.video_id}; stages: {built}; "
+              f"{memory.segment_count} segments, {len(memory.frames)} frames described, {len(memory.objects)} objects")
+    return 0
+
+
+def _cmd_sql(args: argparse.Namespace) -> int:
+    from vidagent.memory.sql import ReadOnlyQueries
+    from vidagent.memory.store import Library
+    from vidagent.video.video import Video
+
+    settings = _settings(args)
+    video = Video(args.video)
+    with Library(settings.library_path) as library:
+        if not library.stage_names(video.content_hash):
+            raise MemoryStoreError(f"{args.video} is not indexed yet: run `vidagent index {args.video}`")
+    with ReadOnlyQueries(settings.library_path, video.content_hash, max_rows=args.max_rows,
+                         timeout_s=args.timeout) as queries:
+        result = queries.run(args.query)
+    if args.json:
+        print(json.dumps(result.to_json(), ensure_ascii=False))
+    else:
+        print(result.to_text(max_rows=args.max_rows, max_chars=1 << 30))
     return 0
 
 
@@ -133,8 +158,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     index = sub.add_parser("index", help="build a video's memory ahead of questions")
     index.add_argument("video")
+    index.add_argument("--stage", action="append", choices=("frames", "speech", "segments", "objects", "all"),
+                       help="build only this stage and what it needs (repeatable; default: all)")
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     index.set_defaults(run=_cmd_index)
+
+    sql = sub.add_parser("sql", help="run a read-only SQL query on a video's memory (see docs/memory-schema.md)")
+    sql.add_argument("video")
+    sql.add_argument("query", help="one SELECT statement; tables hold only this video's rows")
+    sql.add_argument("--json", action="store_true", help='print {"columns": [...], "rows": [[...], ...]}')
+    sql.add_argument("--max-rows", type=int, default=1000, help="rows to fetch at most (default 1000)")
+    sql.add_argument("--timeout", type=float, default=10.0, help="seconds before the query is stopped")
+    sql.set_defaults(run=_cmd_sql)
 
     models = sub.add_parser("models", help="install or list the offline models")
     models_sub = models.add_subparsers(dest="models_command", required=True)

@@ -14,11 +14,14 @@ from vidagent.agent.react import ReActAgent, VideoContext
 from vidagent.config import Settings
 from vidagent.llm.base import ChatModel
 from vidagent.llm.metered import MeteredChat
-from vidagent.memory.builder import MemoryBuilder
+from vidagent.agent.memory_selection import needs_object_memory
+from vidagent.memory.builder import ALL_STAGES, TEMPORAL_STAGES, MemoryBuilder
+from vidagent.memory.sql import ReadOnlyQueries
 from vidagent.memory.store import Library
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
 from vidagent.perception.vqa import DescribedFramesVQA, VisionChatVQA, VisualQA
+from vidagent.tools.sql_agent import SQLTools
 from vidagent.tools.temporal import TemporalTools
 from vidagent.video.video import Video
 
@@ -74,10 +77,14 @@ class Session:
         return self._vqa
 
     # -- work --------------------------------------------------------------------------------
-    def index(self, video: str | Path | Video, *, progress: bool = True) -> VideoMemory:
-        """Build (or reuse) the memory of a video."""
+    def builder(self) -> MemoryBuilder:
+        return MemoryBuilder(self.library, self.perception, self.settings)
+
+    def index(self, video: str | Path | Video, stages: Sequence[str] = ALL_STAGES, *,
+              progress: bool = True) -> VideoMemory:
+        """Build (or reuse) the given memory stages of a video (default: all of them)."""
         handle = video if isinstance(video, Video) else Video(video)
-        return MemoryBuilder(self.library, self.perception, self.settings).build(handle, progress=progress)
+        return self.builder().build(handle, stages, progress=progress)
 
     def ask(
         self,
@@ -90,19 +97,37 @@ class Session:
         """Answer a question about a video (indexing it first if needed)."""
         if not question.strip():
             raise ValueError("the question is empty")
-        memory = self.index(video, progress=progress)
+        handle = video if isinstance(video, Video) else Video(video)
         llm = MeteredChat(self.llm)
-        tools = TemporalTools(memory, self.perception.embedder, self.vqa, llm).tools()
+        builder = self.builder()
+        stages = list(TEMPORAL_STAGES)
+        if self._wants_objects(builder, handle, llm, question):
+            stages.append("objects")
+        memory = builder.build(handle, stages, progress=progress)
+        with ReadOnlyQueries(self.settings.library_path, memory.video_id) as queries:
+            sql_tools = SQLTools(memory, self.perception.embedder, llm, queries,
+                                 build_objects=lambda: builder.build(handle, ["objects"], progress=progress))
+            tools = TemporalTools(memory, self.perception.embedder, self.vqa, llm).tools() + sql_tools.tools()
+            answer = self._react(memory, llm, tools, question, choices)
+        answer.video = str(memory.video.path)
+        answer.video_id = memory.video_id
+        return answer
+
+    def _wants_objects(self, builder: MemoryBuilder, video: Video, llm: ChatModel, question: str) -> bool:
+        """DoraemonGPT's task-related memory: build the object memory ahead only when it is needed."""
+        if self.settings.memory_selection == "all" or not builder.missing_stages(video, ["objects"]):
+            return True
+        return needs_object_memory(llm, question)
+
+    def _react(self, memory: VideoMemory, llm: MeteredChat, tools: list, question: str,
+               choices: Sequence[str] | None) -> Answer:
         context = VideoContext(
             duration_s=memory.video.duration_s,
             segment_count=memory.segment_count,
             segment_seconds=self.settings.segment_seconds,
             memory_note=OFFLINE_MEMORY_NOTE if isinstance(self.vqa, DescribedFramesVQA) else "",
         )
-        answer = ReActAgent(llm, tools, max_steps=self.settings.max_react_steps).run(question, context, choices)
-        answer.video = str(memory.video.path)
-        answer.video_id = memory.video_id
-        return answer
+        return ReActAgent(llm, tools, max_steps=self.settings.max_react_steps).run(question, context, choices)
 
     def close(self) -> None:
         if self._perception is not None:

@@ -3,36 +3,51 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from vidagent.config import Settings
-from vidagent.perception.base import FrameDescriber, SpeechToText, TextEmbedder
+from vidagent.perception.base import (AppearanceModel, FrameDescriber, ObjectDetector, SpeechToText,
+                                      TextEmbedder, Tracker)
 
 
 @dataclass
 class Perception:
-    """Models that turn pixels and sound into text and vectors. Each loads on first use."""
+    """Models that turn pixels and sound into text and vectors. Each loads on first use.
+
+    ``new_tracker(fps)`` makes a fresh tracker for one video sampled at ``fps`` frames per second;
+    ``tracker_name`` identifies its kind and parameters (part of the objects stage's config).
+    """
 
     describer: FrameDescriber
     speech: SpeechToText
     embedder: TextEmbedder
+    detector: ObjectDetector
+    appearance: AppearanceModel
+    new_tracker: Callable[[float], Tracker]
+    tracker_name: str
 
     @classmethod
     def offline(cls, settings: Settings) -> "Perception":
         """The defaults whose weights ship inside installed packages (no network needed)."""
+        from vidagent.perception.appearance import ColourAppearance
         from vidagent.perception.describer import DetectorDescriber
         from vidagent.perception.detector import CenterNetDetector
         from vidagent.perception.ocr import RapidTextReader
         from vidagent.perception.speech import WhisperSpeechToText
         from vidagent.perception.text_embedding import E5TextEmbedder
+        from vidagent.perception.tracking import ByteTracker
 
-        describer = DetectorDescriber(
-            CenterNetDetector(settings.models_dir), RapidTextReader(cache_dir=settings.models_dir / "ocr")
-        )
-        return cls(describer=describer, speech=WhisperSpeechToText(), embedder=E5TextEmbedder())
+        detector = CenterNetDetector(settings.models_dir)
+        describer = DetectorDescriber(detector, RapidTextReader(cache_dir=settings.models_dir / "ocr"))
+        return cls(describer=describer, speech=WhisperSpeechToText(), embedder=E5TextEmbedder(),
+                   detector=detector, appearance=ColourAppearance(), new_tracker=ByteTracker,
+                   tracker_name=ByteTracker.NAME)
 
     def close(self) -> None:
         """Stop worker processes held by the models (the detector's Node worker)."""
-        for model in (self.describer, self.speech, self.embedder):
+        seen: set[int] = set()
+        for model in (self.describer, self.detector, self.speech, self.embedder, self.appearance):
             close = getattr(model, "close", None)
-            if callable(close):
+            if callable(close) and id(model) not in seen:
+                seen.add(id(model))
                 close()

@@ -32,7 +32,9 @@ MAX_SQL_TOKENS = 160
 MAX_ANSWER_TOKENS = 60
 ROWS_IN_PROMPT = 20
 CANDIDATE_OBJECTS = 5
-_SQL_START = re.compile(r"\b(SELECT|WITH)\b", re.IGNORECASE)
+# Statements start with one of these; writing ones are extracted too so the read-only guard refuses
+# them with a precise message for the retry.
+_SQL_START = re.compile(r"\b(SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|DROP|CREATE|ALTER|ATTACH|PRAGMA)\b")
 
 
 @cache
@@ -43,10 +45,10 @@ def tool_descriptions() -> dict[str, str]:
 
 
 def extract_sql(reply: str) -> str | None:
-    """The first SELECT/WITH statement in a model reply (code fences, 'SQL:' labels and prose removed)."""
+    """The first SQL statement in a model reply (code fences, 'SQL:' labels and prose removed)."""
     fenced = re.search(r"```(?:sql|sqlite)?\s*(.*?)```", reply, re.DOTALL | re.IGNORECASE)
     text = fenced.group(1) if fenced else reply
-    match = _SQL_START.search(text)
+    match = _SQL_START.search(text) or re.search(r"\b(SELECT|WITH)\b", text, re.IGNORECASE)
     if not match:
         return None
     statement = text[match.start():].split(";")[0]

@@ -1,0 +1,85 @@
+"""The SQL sub-agents (object_memory_querying, When/Why/What/How/Count/Other) over a real stored
+memory, with a scripted LLM so every step is deterministic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vidagent.memory.sql import ReadOnlyQueries
+from vidagent.memory.store import Library
+from vidagent.memory.video_memory import VideoMemory
+from vidagent.prompts import load_prompt
+from vidagent.tools.sql_agent import SUBTASK_KINDS, SQLSubAgent, SQLTools, extract_sql, tool_descriptions
+from vidagent.video.video import Video
+
+from conftest import TEMPORAL_TEXT, video_path
+from scripted_llm import ScriptedLLM
+
+
+@pytest.fixture()
+def queries(temporal_library: Path):
+    with ReadOnlyQueries(temporal_library / "library.sqlite", Video(video_path(TEMPORAL_TEXT)).content_hash) as q:
+        yield q
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("SELECT COUNT(*) FROM objects", "SELECT COUNT(*) FROM objects"),
+    ("```sql\nSELECT text\nFROM text_in_frame;\n```\nThis finds the text.", "SELECT text FROM text_in_frame"),
+    ("SQL: select * from speech where text like '%hi%';", "select * from speech where text like '%hi%'"),
+    ("WITH a AS (SELECT 1 AS x) SELECT x FROM a\n\nThis query ...", "WITH a AS (SELECT 1 AS x) SELECT x FROM a"),
+    ("I cannot write SQL for that.", None),
+])
+def test_extract_sql(reply, expected):
+    assert extract_sql(reply) == expected
+
+
+def test_every_kind_has_examples_and_a_description():
+    descriptions = tool_descriptions()
+    for kind in SUBTASK_KINDS:
+        assert descriptions[kind].startswith("Useful")
+        assert load_prompt("vidagent.tools", f"sql_examples_{kind}").count("SQL: SELECT") >= 2
+    assert "object_memory_querying" in descriptions
+
+
+def test_sub_agent_writes_sql_runs_it_and_answers_from_the_rows(queries):
+    llm = ScriptedLLM(["SELECT time_s, text FROM text_in_frame ORDER BY time_s LIMIT 3",
+                       "The screen shows the clideo.com watermark."])
+    observation = SQLSubAgent("what", llm, queries).answer("What is written on the screen?")
+    assert not observation.is_error
+    assert "clideo" in observation.text.lower()  # the stored OCR rows are in the observation
+    assert observation.text.endswith("Answer: The screen shows the clideo.com watermark.")
+    assert observation.evidence and all(e.start_s == e.end_s for e in observation.evidence)  # time_s spans
+    assert observation.artifacts["sql"].startswith("SELECT time_s")
+    request = llm.requests[0][0].content
+    assert "text_in_frame(time_s" in request and "What is written on the sign?" in request  # schema + examples
+    assert "Question: What is written on the screen?" in llm.requests[1][0].content
+
+
+def test_a_failed_or_writing_query_is_retried_once_with_the_error(queries):
+    llm = ScriptedLLM(["DELETE FROM segments", "SELECT COUNT(*) AS n FROM segments", "There are 3 segments."])
+    observation = SQLSubAgent("count", llm, queries).answer("How many segments are there?")
+    assert not observation.is_error
+    assert observation.text.startswith("SQL: SELECT COUNT(*) AS n FROM segments\nResult:\nn\n3\n")
+    retry = llm.requests[1][-1].content
+    assert "SQL refused" in retry or "read-only" in retry
+
+
+def test_two_failures_give_an_error_observation_not_an_exception(queries):
+    llm = ScriptedLLM(["no idea", "SELECT * FROM missing_table"])
+    observation = SQLSubAgent("other", llm, queries).answer("Who slides farther?")
+    assert observation.is_error and "missing_table" in observation.text
+
+
+def test_object_querying_without_objects_says_so(temporal_library: Path, queries):
+    video = Video(video_path(TEMPORAL_TEXT))
+    with Library(temporal_library / "library.sqlite") as library:
+        memory = VideoMemory(video, library)
+        llm = ScriptedLLM(["SELECT COUNT(*) AS n FROM objects WHERE category = 'teddy bear'", "None were found."])
+        from vidagent.perception.text_embedding import E5TextEmbedder
+
+        tools = SQLTools(memory, E5TextEmbedder(), llm, queries)
+        observation = tools.tools()[0].function("How many teddy bears are there?")
+    assert "holds no objects" in llm.requests[0][0].content
+    assert "n\n0" in observation.text
