@@ -1,0 +1,170 @@
+"""Image embeddings from Hugging Face models, and VideoAgent's re-ID appearance model built on them.
+
+* ``ClipEmbedder`` (``ImageTextEmbedder``): CLIP ``openai/clip-vit-base-patch32`` (default) or SigLIP
+  / SigLIP 2 (``google/siglip-base-patch16-224``): images and texts in one space, L2-normalised rows.
+  SigLIP's text tower was trained on texts padded to 64 tokens, so its texts are padded that way.
+* ``DinoEmbedder``: DINOv2 ``facebook/dinov2-small`` (default) image features: the pooled output (the
+  final layer-normed CLS token), L2-normalised.
+* ``ClipDinoAppearance`` (``AppearanceModel``): the features of an object crop are its CLIP and DINOv2
+  embeddings side by side; ``similarity`` is VideoAgent's calibrated ensemble
+  (``vidagent.memory.reid.sigmoid_ensemble_similarity``): 0.15 sigmoid(20 (cos_clip - 0.925)) +
+  0.85 sigmoid(4.1 (cos_dino - 0.5)), in [0, 1].
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from vidagent.perception.hf.images import batches, to_pil
+from vidagent.perception.hf.loading import LazyModel, LoadedModel, LoadOptions, inference, load_config, load_model
+from vidagent.perception.hf.spec import format_spec
+
+DEFAULT_CLIP = "openai/clip-vit-base-patch32"
+DEFAULT_DINO = "facebook/dinov2-small"
+_SIGLIP_TEXT_LENGTH = 64
+
+
+class ClipEmbedder:
+    """``ImageTextEmbedder`` over CLIP or SigLIP; loads on first use."""
+
+    def __init__(self, model: str = DEFAULT_CLIP, *, batch_size: int = 16, options: LoadOptions | None = None) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.model = model
+        self.batch_size = batch_size
+        self.options = options or LoadOptions()
+        self.name = format_spec(model)
+        self._dim: int | None = None
+        self._loaded: LazyModel[LoadedModel] = LazyModel(
+            lambda: load_model(model, ("AutoModel",), role="image-text embedder", options=self.options)
+        )
+
+    def load(self) -> None:
+        """Load the model now instead of on first use (``ModelUnavailableError`` if it cannot be)."""
+        self._loaded.get()
+
+    @property
+    def dim(self) -> int:
+        """Width of the embeddings (read from the checkpoint's config; the weights need not load)."""
+        if self._dim is None:
+            config = _config(self._loaded, self.model, "image-text embedder", self.options)
+            projection = getattr(config, "projection_dim", None)
+            self._dim = int(projection if projection else config.text_config.hidden_size)
+        return self._dim
+
+    def embed_images(self, images: Sequence[np.ndarray]) -> np.ndarray:
+        """``(N, dim)`` float32 unit rows, one per RGB image."""
+        loaded = self._loaded.get()
+        rows = []
+        for batch in batches(list(images), self.batch_size):
+            inputs = loaded.to_device(loaded.processor(images=[to_pil(image) for image in batch], return_tensors="pt"))
+            with inference():
+                rows.append(_normalised(_pooled(loaded.model.get_image_features(**inputs))))
+        return np.concatenate(rows) if rows else np.zeros((0, self.dim), np.float32)
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """``(N, dim)`` float32 unit rows, one per text (truncated to the model's text length)."""
+        loaded = self._loaded.get()
+        siglip = loaded.model.config.model_type.startswith("siglip")
+        padding: dict[str, Any] = (
+            {"padding": "max_length", "max_length": _SIGLIP_TEXT_LENGTH} if siglip else {"padding": True}
+        )
+        rows = []
+        for batch in batches(list(texts), self.batch_size):
+            inputs = loaded.to_device(
+                loaded.processor(text=list(batch), return_tensors="pt", truncation=True, **padding)
+            )
+            with inference():
+                rows.append(_normalised(_pooled(loaded.model.get_text_features(**inputs))))
+        return np.concatenate(rows) if rows else np.zeros((0, self.dim), np.float32)
+
+
+class DinoEmbedder:
+    """DINOv2 image features (pooled CLS token), L2-normalised; loads on first use."""
+
+    def __init__(self, model: str = DEFAULT_DINO, *, batch_size: int = 16, options: LoadOptions | None = None) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.model = model
+        self.batch_size = batch_size
+        self.options = options or LoadOptions()
+        self.name = format_spec(model)
+        self._dim: int | None = None
+        self._loaded: LazyModel[LoadedModel] = LazyModel(
+            lambda: load_model(model, ("AutoModel",), processor_class="AutoImageProcessor",
+                               role="image embedder", options=self.options)
+        )
+
+    def load(self) -> None:
+        """Load the model now instead of on first use (``ModelUnavailableError`` if it cannot be)."""
+        self._loaded.get()
+
+    @property
+    def dim(self) -> int:
+        """Width of the features (read from the checkpoint's config; the weights need not load)."""
+        if self._dim is None:
+            self._dim = int(_config(self._loaded, self.model, "image embedder", self.options).hidden_size)
+        return self._dim
+
+    def embed_images(self, images: Sequence[np.ndarray]) -> np.ndarray:
+        """``(N, dim)`` float32 unit rows, one per RGB image."""
+        loaded = self._loaded.get()
+        rows = []
+        for batch in batches(list(images), self.batch_size):
+            inputs = loaded.to_device(loaded.processor(images=[to_pil(image) for image in batch], return_tensors="pt"))
+            with inference():
+                rows.append(_normalised(loaded.model(**inputs).pooler_output))
+        return np.concatenate(rows) if rows else np.zeros((0, self.dim), np.float32)
+
+
+class ClipDinoAppearance:
+    """``AppearanceModel``: CLIP + DINOv2 crop features with VideoAgent's calibrated similarity."""
+
+    def __init__(self, clip: ClipEmbedder | None = None, dino: DinoEmbedder | None = None) -> None:
+        self.clip = clip or ClipEmbedder()
+        self.dino = dino or DinoEmbedder()
+        self.name = f"hf:{self.clip.model}+{self.dino.model}"
+
+    def load(self) -> None:
+        self.clip.load()
+        self.dino.load()
+
+    @property
+    def dim(self) -> int:
+        """CLIP's width plus DINOv2's."""
+        return self.clip.dim + self.dino.dim
+
+    def features(self, crops: Sequence[np.ndarray]) -> np.ndarray:
+        """``(N, clip.dim + dino.dim)`` float32: each crop's unit CLIP row, then its unit DINOv2 row."""
+        return np.concatenate([self.clip.embed_images(crops), self.dino.embed_images(crops)], axis=1)
+
+    def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``(len(a), len(b))`` calibrated similarities in [0, 1] between rows of two feature matrices."""
+        # Imported here: vidagent.memory builds on perception, so perception must not import memory at load.
+        from vidagent.memory.reid import sigmoid_ensemble_similarity
+
+        a, b = np.atleast_2d(np.asarray(a, np.float32)), np.atleast_2d(np.asarray(b, np.float32))
+        split = self.clip.dim
+        if a.shape[1] != self.dim or b.shape[1] != self.dim:
+            raise ValueError(f"features must have {self.dim} columns (CLIP {split} + DINOv2 {self.dim - split})")
+        similarity = sigmoid_ensemble_similarity(a[:, :split], b[:, :split], a[:, split:], b[:, split:])
+        return np.clip(similarity, 0.0, 1.0).astype(np.float32)
+
+
+def _config(loaded: LazyModel[LoadedModel], model: str, role: str, options: LoadOptions) -> Any:
+    """The model's config: from the loaded model, else read alone (similarities of stored features
+    need the widths without loading the weights)."""
+    return loaded.get().model.config if loaded.loaded else load_config(model, role=role, options=options)
+
+
+def _pooled(output: Any) -> Any:
+    """transformers 5 returns a model output whose pooler_output holds the projected features; 4.x a tensor."""
+    return getattr(output, "pooler_output", output)
+
+
+def _normalised(tensor: Any) -> np.ndarray:
+    rows = tensor.float().cpu().numpy().astype(np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.maximum(norms, 1e-12)
