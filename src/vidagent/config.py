@@ -35,11 +35,24 @@ class LLMSettings:
 
 
 @dataclass(frozen=True)
+class BackendSettings:
+    """Which perception backends replace the offline defaults: ``None`` keeps the default, a spec
+    such as ``hf:Salesforce/blip-image-captioning-base`` or ``hf:PekingU/rtdetr_r50vd?threshold=0.4``
+    selects a Hugging Face model (see ``vidagent.perception.hf``)."""
+
+    captioner: str | None = None  # frame descriptions (default: detector + OCR describer)
+    vqa: str | None = None  # visual_question_answering (default: a vision endpoint, else described frames)
+    detector: str | None = None  # objects stage and describer (default: CenterNet COCO)
+    appearance: str | None = None  # re-ID features (default: colour histograms); e.g. "hf" = CLIP+DINOv2
+
+
+@dataclass(frozen=True)
 class Settings:
     """Top-level configuration."""
 
     home: Path = field(default_factory=lambda: Path(platformdirs.user_cache_dir("vidagent")))
     llm: LLMSettings = field(default_factory=LLMSettings)
+    backends: BackendSettings = field(default_factory=BackendSettings)
     segment_seconds: float = 2.0
     frames_per_segment: int = 1
     object_fps: float = 2.0  # frames per second the objects stage detects and tracks in
@@ -71,6 +84,7 @@ class Settings:
         models folder and the library database file. ``VIDAGENT_LLM_BASE_URL`` (selects the OpenAI-compatible
         backend), ``VIDAGENT_LLM_MODEL``, ``VIDAGENT_LLM_API_KEY`` (falls back to ``OPENAI_API_KEY``),
         ``VIDAGENT_LLM_TIMEOUT``, ``VIDAGENT_LLM_CACHE`` (``0`` disables the response cache).
+        ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``: backend specs.
         """
         env = os.environ if environ is None else environ
         settings = cls()
@@ -91,4 +105,7 @@ class Settings:
             llm = replace(llm, timeout_s=float(env["VIDAGENT_LLM_TIMEOUT"]))
         if env.get("VIDAGENT_LLM_CACHE") == "0":
             llm = replace(llm, cache=False)
-        return replace(settings, llm=llm)
+        backends = BackendSettings(**{
+            role: env.get(f"VIDAGENT_{role.upper()}") or None for role in ("captioner", "vqa", "detector", "appearance")
+        })
+        return replace(settings, llm=llm, backends=backends)

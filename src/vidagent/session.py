@@ -61,7 +61,7 @@ class Session:
     @property
     def perception(self) -> Perception:
         if self._perception is None:
-            self._perception = Perception.offline(self.settings)
+            self._perception = Perception.from_settings(self.settings)
         return self._perception
 
     @property
@@ -73,7 +73,14 @@ class Session:
     @property
     def vqa(self) -> VisualQA:
         if self._vqa is None:
-            self._vqa = VisionChatVQA() if self.llm.supports_images else DescribedFramesVQA(self.perception.describer)
+            if self.settings.backends.vqa:
+                from vidagent.perception.hf import build_backend
+
+                self._vqa = build_backend("vqa", self.settings.backends.vqa)
+            elif self.llm.supports_images:
+                self._vqa = VisionChatVQA()
+            else:
+                self._vqa = DescribedFramesVQA(self.perception.describer)
         return self._vqa
 
     # -- work --------------------------------------------------------------------------------

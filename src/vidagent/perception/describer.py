@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from vidagent.perception.base import (Detections, FrameDescription, ObjectDetector, TextBox,
+from vidagent.perception.base import (Detections, FrameDescriber, FrameDescription, ObjectDetector, TextBox,
                                       TextReader)
 from vidagent.perception.colour import MIN_COLOUR_PIXELS, central_region, colour_name
 
@@ -205,4 +205,32 @@ class DetectorDescriber:
             out.append(FrameDescription(text=describe_detections(image, detections, texts, prefix=self.prefix),
                                         objects=tuple(detections.labels), on_screen_text=texts,
                                         text_boxes=boxes))
+        return out
+
+
+class CaptionWithText:
+    """``FrameDescriber`` from a real captioner plus OCR: the caption, then the on-screen text.
+
+    Used when a captioning model (BLIP, a VLM) is configured: the caption says what happens, the
+    reader keeps the text-in-frame memory that captioners tend to miss.
+    """
+
+    def __init__(self, captioner: FrameDescriber, text_reader: TextReader) -> None:
+        self.captioner = captioner
+        self.text_reader = text_reader
+        self.name = f"caption+text({captioner.name}+{text_reader.name})"
+
+    def close(self) -> None:
+        close = getattr(self.captioner, "close", None)
+        if callable(close):
+            close()
+
+    def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]:
+        images = list(images)
+        captions = self.captioner.describe(images)
+        out = []
+        for image, caption in zip(images, captions):
+            boxes, texts = _confident_text(self.text_reader.read(image))
+            text = f"{caption.text} {_text_phrase(texts)}" if texts else caption.text
+            out.append(FrameDescription(text=text, objects=caption.objects, on_screen_text=texts, text_boxes=boxes))
         return out

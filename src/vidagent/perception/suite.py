@@ -27,6 +27,30 @@ class Perception:
     tracker_name: str
 
     @classmethod
+    def from_settings(cls, settings: Settings) -> "Perception":
+        """The offline defaults, with the backends named in ``settings.backends`` swapped in."""
+        wanted = settings.backends
+        if not (wanted.captioner or wanted.detector or wanted.appearance):
+            return cls.offline(settings)
+        from vidagent.perception.describer import CaptionWithText
+        from vidagent.perception.hf import build_backend
+        from vidagent.perception.ocr import RapidTextReader
+
+        suite = cls.offline(settings)
+        reader = RapidTextReader(cache_dir=settings.models_dir / "ocr")
+        if wanted.detector:
+            suite.detector.close()  # type: ignore[attr-defined]
+            suite.detector = build_backend("detector", wanted.detector)
+            from vidagent.perception.describer import DetectorDescriber
+
+            suite.describer = DetectorDescriber(suite.detector, reader)
+        if wanted.captioner:
+            suite.describer = CaptionWithText(build_backend("captioner", wanted.captioner), reader)
+        if wanted.appearance:
+            suite.appearance = build_backend("appearance", wanted.appearance)
+        return suite
+
+    @classmethod
     def offline(cls, settings: Settings) -> "Perception":
         """The defaults whose weights ship inside installed packages (no network needed)."""
         from vidagent.perception.appearance import ColourAppearance

@@ -1,0 +1,63 @@
+"""Settings select Hugging Face backends in place of the offline defaults, and the memory stages
+run on them (tiny randomly initialised checkpoints built in the test: no network)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import hf_tiny_models as tiny  # noqa: E402
+from conftest import video_path  # noqa: E402
+
+from vidagent.config import BackendSettings, Settings  # noqa: E402
+from vidagent.memory.builder import MemoryBuilder  # noqa: E402
+from vidagent.memory.store import Library  # noqa: E402
+from vidagent.perception.detector import detector_assets_installed  # noqa: E402
+from vidagent.perception.suite import Perception  # noqa: E402
+from vidagent.video.video import Video  # noqa: E402
+
+
+def test_backend_specs_come_from_the_environment():
+    settings = Settings.from_env({"VIDAGENT_CAPTIONER": "hf:Salesforce/blip-image-captioning-base",
+                                  "VIDAGENT_APPEARANCE": "hf"})
+    assert settings.backends == BackendSettings(captioner="hf:Salesforce/blip-image-captioning-base", appearance="hf")
+    assert Settings.from_env({}).backends == BackendSettings()
+
+
+def test_frames_and_objects_stages_run_on_configured_hf_backends(tmp_path: Path, models_dir: Path):
+    if not detector_assets_installed(models_dir):
+        pytest.skip("offline models are not installed (run `vidagent models install`)")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        blip = tiny.save_blip(tmp_path / "blip", head="caption")
+        clip, dino = tiny.save_clip(tmp_path / "clip"), tiny.save_dinov2(tmp_path / "dino")
+        settings = replace(Settings.from_env({}), home=tmp_path / "home", models=models_dir,
+                           backends=BackendSettings(captioner=f"hf:{blip}", appearance=f"hf:{clip}+{dino}"))
+        perception = Perception.from_settings(settings)
+        try:
+            video = Video(video_path("github_LLaMA-Factory/3.mp4"))  # 6 s: a child, a teddy bear, a watermark
+            with Library(settings.library_path) as library:
+                memory = MemoryBuilder(library, perception, settings).build(video, ["frames", "objects"], progress=False)
+                frames, objects = memory.frames, memory.objects
+                configs = dict(library.rows("SELECT stage, config FROM stages WHERE video_id=?", (video.content_hash,)))
+                texts = library.text_in_frames(video.content_hash)
+        finally:
+            perception.close()
+    finally:
+        torch.set_num_threads(threads)
+    assert len(frames) == 3
+    assert not any(f.description.startswith("[detector") for f in frames)  # captions, not detector sentences
+    assert any("clideo" in text.lower() for _, _, text in texts)  # OCR still feeds the text memory
+    assert any("clideo" in f.description.lower() for f in frames)
+    assert "caption+text(hf:" in configs["frames"] and "hf:" in configs["objects"]
+    assert objects  # re-identified with CLIP+DINOv2 features
+    feature_dim = perception.appearance.dim
+    with Library(settings.library_path) as library:
+        blob = library.rows("SELECT feature FROM objects WHERE video_id=? LIMIT 1", (video.content_hash,))[0][0]
+    assert len(blob) == 4 * feature_dim
