@@ -173,3 +173,21 @@ def test_a_one_frame_rotated_video_gets_boxes_in_display_pixels(settings, percep
     for _, x1, y1, x2, y2, _ in boxes:
         assert 0 <= x1 < x2 <= image.shape[1] + 1 and 0 <= y1 < y2 <= image.shape[0] + 1
     assert objects and all(o.first_s == 0.0 for o in objects)
+
+
+def test_an_hour_long_video_is_sampled_within_bounded_frame_counts(settings, perception, tmp_path):
+    import numpy as np
+
+    from vidagent.memory.stages.objects import MAX_OBJECT_FRAMES
+    from conftest import write_test_video
+
+    frames = [np.full((32, 32, 3), i % 250, np.uint8) for i in range(3600)]  # one frame per second
+    video = Video(write_test_video(tmp_path / "hour.mp4", frames, fps=1))
+    assert video.duration_s == pytest.approx(3600, abs=1)
+    with Library(settings.library_path) as library:
+        builder = MemoryBuilder(library, perception, settings)
+        object_times = builder.stage("objects").frame_times(video)
+        frame_times = builder.stage("frames").frame_times(video)
+    assert len(object_times) == MAX_OBJECT_FRAMES and object_times == sorted(set(object_times))
+    assert object_times[0] == 0 and object_times[-1] < video.duration_s
+    assert len(frame_times) == 1800  # one per 2 s segment
