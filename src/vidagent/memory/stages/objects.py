@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -30,6 +30,9 @@ from vidagent.video.video import SampledFrame, Video
 MAX_OBJECT_FRAMES = 1800  # longer videos are sampled more sparsely (an hour: one frame per 2 s)
 OBJECT_MAX_SIDE = 768
 MIN_CROP_PIXELS = 8  # crops thinner than this get no features (their row is zeros)
+# A track seen in one sampled frame only is mostly a false detection (e.g. the skateboarding dog
+# labelled "person" for one frame): it becomes an object only when the detector was this sure.
+MIN_SINGLE_SIGHTING_SCORE = 0.6
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class ObjectsStage:
             "tracker": self.perception.tracker_name,
             "fps": self.settings.object_fps,
             "max_frames": MAX_OBJECT_FRAMES,
+            "min_single_sighting_score": MIN_SINGLE_SIGHTING_SCORE,
             "embedder": self.perception.embedder.name,
             "segment_seconds": self.settings.segment_seconds,
         }
@@ -173,7 +177,7 @@ class ObjectsStage:
                     float(result["scores"][i]), result["labels"][i], result["colours"][i], features[i],
                     track if track >= 0 else None,
                 ))
-        return detections
+        return _drop_unsure_single_sightings(detections)
 
     def _reidentify(self, detections: list[_Detection]) -> list[list[int]]:
         by_track: dict[int, list[_Detection]] = defaultdict(list)
@@ -190,6 +194,15 @@ class ObjectsStage:
             for track_id, members in sorted(by_track.items())
         ]
         return group_tracks(summaries, self.perception.appearance.similarity)
+
+
+def _drop_unsure_single_sightings(detections: list[_Detection]) -> list[_Detection]:
+    sightings = Counter(d.track_id for d in detections if d.track_id is not None)
+    return [
+        replace(d, track_id=None)
+        if d.track_id is not None and sightings[d.track_id] == 1 and d.score < MIN_SINGLE_SIGHTING_SCORE else d
+        for d in detections
+    ]
 
 
 def _crop(image: np.ndarray, box: Sequence[float]) -> np.ndarray:
