@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
     parser.add_argument("--api-key", help="API key for the endpoint")
     parser.add_argument("--no-cache", action="store_true", help="do not reuse cached LLM responses")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="CPU threads per local LLM (default: all CPUs; with several workers, CPUs / workers)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=_cmd_eval)
     return parser
@@ -78,7 +81,15 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         out=Path(args.out) if args.out else None, judge=args.judge, cut_clips=not args.no_clips,
         progress=not args.quiet,
     )
-    result = run_eval(config, _settings(args))
+    settings = _settings(args)
+    threads = args.threads
+    if threads is None and (args.workers or 1) > 1 and args.ray is None:
+        threads = max(1, (os.cpu_count() or 1) // args.workers)  # local workers share this machine's CPUs
+    if threads is not None:
+        if threads < 1:
+            raise EvalError("--threads must be at least 1")
+        settings = settings.with_llm(threads=threads)
+    result = run_eval(config, settings)
     print(result.reports["markdown"].read_text(encoding="utf-8"))
     print(" ".join(f"{kind}: {path}" for kind, path in result.reports.items()) + f" results: {result.out / 'results.jsonl'}")
     return 0

@@ -22,6 +22,7 @@ from vidagent.eval.dataset import LOCALIZATION, MULTIPLE_CHOICE, EvalItem
 from vidagent.eval.errors import EvalError
 from vidagent.llm.base import Message
 from vidagent.llm.metered import MeteredChat
+from vidagent.memory.video_memory import VideoMemory
 from vidagent.prompts import load_prompt, render
 from vidagent.session import Session
 from vidagent.video.video import Video
@@ -125,7 +126,7 @@ def _memory_note(session: Session) -> str:
 def caption_only(session: Session, item: EvalItem) -> Answer:
     """All segment descriptions in one prompt, one LLM call (uniformly thinned to fit the context)."""
     started = time.perf_counter()
-    memory = session.index(_video(item), progress=False)
+    memory = _temporal_memory(session, _video(item))
     lines = [f"[{s.start_s:.1f}-{s.end_s:.1f} s] {s.as_text()}" for s in memory.segments]
     budget = int((session.settings.llm.context_tokens - PROMPT_RESERVE_TOKENS - CAPTION_ANSWER_TOKENS) * CHARS_PER_TOKEN)
     kept = _fit(lines, budget)
@@ -152,6 +153,15 @@ def caption_only(session: Session, item: EvalItem) -> Answer:
         choices=list(item.choices) if item.choices else None, choice_index=choice_index, trace=[step],
         usage=llm.usage, video=str(memory.video.path), video_id=memory.video_id, planner="caption_only",
     )
+
+
+def _temporal_memory(session: Session, video: str) -> VideoMemory:
+    """The video's segments; with a staged memory, only the stages segments need (no object memory)."""
+    try:
+        from vidagent.memory.builder import TEMPORAL_STAGES
+    except ImportError:  # a memory without stages
+        return session.index(video, progress=False)
+    return session.index(video, TEMPORAL_STAGES, progress=False)  # type: ignore[call-arg]
 
 
 def _fit(lines: list[str], budget_chars: int) -> list[str]:

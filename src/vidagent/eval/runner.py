@@ -147,15 +147,15 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
     selected = Dataset(dataset.source, dataset.format, dataset.items[: config.limit] if config.limit else dataset.items)
     runnable, missing = resolve_videos(selected, config)
     out = Path(config.out) if config.out else default_out(dataset, config.planner)
+    if not runnable:
+        where = ", ".join(str(v) for v in config.videos) or str(dataset.source.parent)
+        raise EvalError(f"none of the videos of {dataset.source.name} was found under {where} (use --videos DIR)")
+
     if missing:
         videos = sorted({video for _, video in missing})
         shown = ", ".join(videos[:3]) + (f" and {len(videos) - 3} more" if len(videos) > 3 else "")
         say(f"skipping {len(missing)} of {len(selected.items)} questions: {len(videos)} videos not found ({shown}); "
             f"listed in {out / 'missing.txt'}")
-    if not runnable:
-        where = ", ".join(str(v) for v in config.videos) or str(dataset.source.parent)
-        raise EvalError(f"none of the videos of {dataset.source.name} was found under {where} (use --videos DIR)")
-
     identity = _identity(dataset, config, settings)
     out.mkdir(parents=True, exist_ok=True)
     _check_folder(out, identity)

@@ -1,0 +1,281 @@
+"""The eval runner: rows and reports, skipped videos, resume after a kill, local workers and Ray.
+
+Runs use deterministic planners: ``random`` (seeded by question id, no model) and ``caption_only`` with
+the real local LLM (SmolLM2-135M, temperature 0, response cache off) on two short clips.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vidagent.config import Settings
+from vidagent.eval.dataset import MULTIPLE_CHOICE, OPEN_ENDED, EvalItem
+from vidagent.eval.errors import EvalError
+from vidagent.eval.judge import judge_answer
+from vidagent.eval.planners import caption_only, get_planner, register_planner
+from vidagent.eval.report import write_comparison
+from vidagent.eval.runner import RunConfig, run_eval
+from vidagent.session import Session
+
+from conftest import video_path
+from scripted_llm import ScriptedLLM
+
+SMALL_MODEL = "smollm2-135m"
+DRAWING = "github_LLaMA-Factory/4.mp4"  # 5 s, a hand draws a guitar on a tablet
+BOAT = "github_Video-LLaMA/boat.mp4"    # 6 s, a tour boat on a river
+
+
+def _questions() -> list[dict]:
+    drawing, boat = str(video_path(DRAWING)), str(video_path(BOAT))
+    options = ["a guitar", "a car", "a house", "a cat", "a tree"]
+    return [
+        {"id": "draw_1", "video": drawing, "type": "descriptive", "question": "What is being drawn?",
+         "choices": options, "answer_index": 0},
+        {"id": "draw_2", "video": drawing, "type": "descriptive", "question": "What is used to draw?",
+         "choices": ["a pencil", "a brush", "a finger", "chalk", "a crayon"], "answer_index": 0},
+        {"id": "boat_1", "video": boat, "type": "descriptive", "question": "What moves along the river?",
+         "choices": ["a boat", "a swimmer", "a car", "a train", "a duck"], "answer_index": 0},
+        {"id": "boat_2", "video": boat, "type": "temporal", "question": "What is on the river banks?",
+         "choices": ["trees in blossom", "snow", "sand dunes", "cars", "cows"], "answer_index": 0},
+        {"id": "draw_3", "video": drawing, "type": "causal", "question": "Why does the hand move?",
+         "choices": ["to draw", "to wave", "to clean", "to point", "to eat"], "answer_index": 0},
+        {"id": "boat_3", "video": boat, "type": "descriptive", "question": "What colour are the blossoms?",
+         "choices": None, "answer": "pink", "accept": ["pink", "white"]},
+    ]
+
+
+def write_questions(path: Path, extra: list[dict] = ()) -> Path:
+    path.write_text("".join(json.dumps(q) + "\n" for q in [*_questions(), *extra]))
+    return path
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    """One library for the module, so each clip is indexed once."""
+    return tmp_path_factory.mktemp("eval-home")
+
+
+@pytest.fixture(scope="module")
+def settings(home, models_dir) -> Settings:
+    # One LLM thread: on a shared 2-core machine, llama.cpp with every core is several times slower.
+    return Settings(home=home, models=models_dir).with_llm(model=SMALL_MODEL, cache=False, threads=1)
+
+
+def comparable(rows: list[dict]) -> dict[str, dict]:
+    """Rows by id without the fields that measure time."""
+    out = {}
+    for row in rows:
+        row = json.loads(json.dumps(row))
+        row.pop("wall_s")
+        for usage in (row["usage"], row["judge_usage"]):
+            usage.pop("seconds", None)
+        for step in row["trace"]:
+            step.pop("seconds", None)
+        out[row["id"]] = row
+    return out
+
+
+def read_rows(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+# -- random planner: fast, no models ---------------------------------------------------------------
+def test_random_run_writes_rows_and_report_and_skips_a_missing_video(tmp_path, settings):
+    missing = {"id": "gone_1", "video": "nowhere/absent.mp4", "type": "descriptive", "question": "What?",
+               "choices": ["a", "b", "c", "d", "e"], "answer_index": 1}
+    qa = write_questions(tmp_path / "qa.jsonl", [missing])
+    messages: list[str] = []
+    result = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False), settings,
+                      log=messages.append)
+    assert [r["id"] for r in result.rows] == [q["id"] for q in _questions()]
+    assert result.missing == [("gone_1", "nowhere/absent.mp4")]
+    assert len(messages) == 1 and "skipping 1 of 7 questions" in messages[0] and "absent.mp4" in messages[0]
+    assert (tmp_path / "run" / "missing.txt").read_text() == "gone_1\tnowhere/absent.mp4\n"
+    for name in ("summary.md", "summary.json", "accuracy.png", "run.json"):
+        assert (tmp_path / "run" / name).stat().st_size > 0
+    summary = (tmp_path / "run" / "summary.md").read_text()
+    assert "| all (Acc_A) | 6 |" in summary and "1 skipped (video not found)" in summary
+    mc = [r for r in result.rows if r["task"] == MULTIPLE_CHOICE]
+    assert all(r["correct"] == (r["choice_index"] == 0) for r in mc)
+    assert all(r["usage"]["llm_calls"] == 0 for r in result.rows)
+    again = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False), settings,
+                     log=messages.append)
+    assert again.answered_now == 0 and comparable(again.rows) == comparable(result.rows)
+
+
+def test_a_cut_off_results_file_resumes_to_the_uninterrupted_rows(tmp_path, settings):
+    qa = write_questions(tmp_path / "qa.jsonl")
+    whole = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "whole", progress=False), settings)
+    cut = tmp_path / "cut"
+    run_eval(RunConfig(dataset=qa, planner="random", out=cut, progress=False), settings)
+    lines = (cut / "results.jsonl").read_text().splitlines(keepends=True)
+    # What a kill in the middle of a write leaves: two whole rows and half of the third.
+    (cut / "results.jsonl").write_text("".join(lines[:2]) + lines[2][: len(lines[2]) // 2])
+    resumed = run_eval(RunConfig(dataset=qa, planner="random", out=cut, progress=False), settings)
+    assert resumed.answered_now == len(lines) - 2
+    assert comparable(resumed.rows) == comparable(whole.rows)
+    assert len(read_rows(cut)) == len(whole.rows)  # the half row was dropped, not kept beside its redo
+
+
+def test_two_local_worker_processes_equal_the_serial_run(tmp_path, settings):
+    qa = write_questions(tmp_path / "qa.jsonl")
+    serial = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "serial", progress=False), settings)
+    parallel = run_eval(RunConfig(dataset=qa, planner="random", workers=2, out=tmp_path / "parallel",
+                                  progress=False), settings)
+    assert comparable(parallel.rows) == comparable(serial.rows)
+
+
+def test_a_folder_holding_another_planner_is_refused(tmp_path, settings):
+    qa = write_questions(tmp_path / "qa.jsonl")
+    run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False), settings)
+    with pytest.raises(EvalError, match="holds a run with planner 'random'"):
+        run_eval(RunConfig(dataset=qa, planner="caption_only", out=tmp_path / "run", progress=False), settings)
+
+
+def test_planner_registry_plugs_in_new_planners(tmp_path, settings):
+    from vidagent.agent.answer import Answer
+
+    @register_planner("always_first")
+    def always_first(session: Session, item: EvalItem) -> Answer:
+        return Answer(question=item.question, text=item.choices[0] if item.choices else "",
+                      choices=list(item.choices) if item.choices else None,
+                      choice_index=0 if item.choices else None, planner="always_first")
+
+    qa = write_questions(tmp_path / "qa.jsonl")
+    result = run_eval(RunConfig(dataset=qa, planner="always_first", out=tmp_path / "run", progress=False), settings)
+    assert all(r["correct"] for r in result.rows if r["task"] == MULTIPLE_CHOICE)
+    assert get_planner("vidagent.eval.planners:random_choice") is get_planner("random")
+    with pytest.raises(EvalError, match="unknown planner 'nope'"):
+        get_planner("nope")
+    with pytest.raises(EvalError, match="cannot load planner"):
+        get_planner("vidagent.eval.planners:missing")
+
+
+# -- the command line ----------------------------------------------------------------------------
+def run_cli(*args: str, home: Path, models_dir: Path, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "VIDAGENT_HOME": str(home), "VIDAGENT_MODELS": str(models_dir)}
+    return subprocess.run([sys.executable, "-m", "vidagent.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=600, **kwargs)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, fragment: str) -> None:
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vidagent: error:") and fragment in lines[0], result.stderr
+
+
+def test_cli_errors_are_one_line(tmp_path, home, models_dir):
+    qa = write_questions(tmp_path / "qa.jsonl")
+    assert_one_line_error(run_cli("eval", str(qa), "--planner", "nope", home=home, models_dir=models_dir),
+                          "unknown planner 'nope'")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "video": "v.mp4", "question": "q"}\n{"id": \n')
+    assert_one_line_error(run_cli("eval", str(bad), home=home, models_dir=models_dir), "line 2: not valid JSON")
+    assert_one_line_error(run_cli("eval", str(qa), "--videos", str(tmp_path / "none"), home=home,
+                                  models_dir=models_dir), "does not exist")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    relative = tmp_path / "relative.jsonl"
+    relative.write_text(json.dumps({"id": "r", "video": "clips/4.mp4", "question": "What?"}) + "\n")
+    assert_one_line_error(run_cli("eval", str(relative), "--videos", str(empty), home=home, models_dir=models_dir),
+                          "none of the videos")
+    assert_one_line_error(run_cli("eval", "--compare", str(empty), home=home, models_dir=models_dir),
+                          "not an eval run folder")
+
+
+def test_cli_compare_puts_runs_side_by_side(tmp_path, settings, home, models_dir):
+    qa = write_questions(tmp_path / "qa.jsonl")
+    first = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "random", progress=False), settings)
+
+    @register_planner("always_first_cli")
+    def always_first(session, item):
+        from vidagent.agent.answer import Answer
+        return Answer(question=item.question, text="", choices=list(item.choices) if item.choices else None,
+                      choice_index=0 if item.choices else None)
+
+    second = run_eval(RunConfig(dataset=qa, planner="always_first_cli", out=tmp_path / "first", progress=False),
+                      settings)
+    result = run_cli("eval", "--compare", str(first.out), str(second.out), "--out", str(tmp_path / "cmp"),
+                     home=home, models_dir=models_dir)
+    assert result.returncode == 0, result.stderr
+    assert "| group | n | random acc % | always_first_cli acc % |" in result.stdout
+    assert "| all (Acc_A) | 6 |" in result.stdout
+    assert (tmp_path / "cmp" / "compare.png").stat().st_size > 0
+    paths = write_comparison([first.out, second.out], tmp_path / "cmp2")
+    assert paths["markdown"].read_text() == (tmp_path / "cmp" / "compare.md").read_text()
+
+
+# -- the real local LLM ------------------------------------------------------------------------------
+def test_caption_only_puts_every_segment_description_in_one_prompt(settings):
+    llm = ScriptedLLM(["Answer: a guitar"])
+    item = EvalItem(id="x", video=DRAWING, question="What is being drawn?", task=MULTIPLE_CHOICE,
+                    choices=("a car", "a guitar", "a tree"), answer_index=1, video_path=str(video_path(DRAWING)))
+    with Session(settings, llm=llm) as session:
+        answer = caption_only(session, item)
+        segments = session.index(item.video_path, progress=False).segments
+    assert len(llm.requests) == 1 and answer.usage.llm_calls == 1
+    prompt = llm.requests[0][-1].content
+    assert all(segment.as_text() in prompt for segment in segments) and len(segments) >= 2
+    assert "1. a guitar" in prompt and "What is being drawn?" in prompt
+    assert (answer.choice_index, answer.text, answer.planner) == (1, "a guitar", "caption_only")
+    assert answer.trace[0].model_output == "Answer: a guitar"
+
+
+def test_judge_reads_yes_or_no():
+    item = EvalItem(id="j", video="v", question="What is thrown?", task=OPEN_ENDED, answer="a ball", accept=("toy",))
+    llm = ScriptedLLM(["Yes.", "no"])
+    assert judge_answer(llm, item, "an orange ball").correct is True
+    verdict = judge_answer(llm, item, "a stick")
+    assert verdict.correct is False and verdict.usage.llm_calls == 1
+    assert "a ball / toy" in llm.requests[0][-1].content
+    assert judge_answer(ScriptedLLM([]), item, "").correct is False  # nothing to judge, no call
+
+
+def test_killed_run_resumes_to_exactly_the_uninterrupted_results(tmp_path, settings, home, models_dir):
+    qa = write_questions(tmp_path / "qa.jsonl")
+    whole = run_eval(RunConfig(dataset=qa, planner="caption_only", out=tmp_path / "whole", progress=False), settings)
+    assert len(whole.rows) == 6 and all(r["error"] is None for r in whole.rows)
+    assert all(r["usage"]["llm_calls"] == 1 for r in whole.rows)
+    out = tmp_path / "killed"
+    args = ["eval", str(qa), "--planner", "caption_only", "--model", SMALL_MODEL, "--no-cache", "--threads", "1",
+            "--out", str(out), "-q"]
+    env = {**os.environ, "VIDAGENT_HOME": str(home), "VIDAGENT_MODELS": str(models_dir)}
+    process = subprocess.Popen([sys.executable, "-m", "vidagent.cli", *args], env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if results.exists() and results.read_text().count("\n") >= 2:
+            break
+        time.sleep(0.02)
+    assert process.poll() is None, "the run finished before it could be killed"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    answered_before = len(read_rows(out))
+    assert 2 <= answered_before < 6
+    resumed = run_cli(*args, home=home, models_dir=models_dir)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(read_rows(out)) == 6
+    assert comparable(read_rows(out)) == comparable(whole.rows)
+
+
+def test_two_ray_workers_equal_the_serial_run(tmp_path, settings):
+    pytest.importorskip("ray")
+    qa = write_questions(tmp_path / "qa.jsonl")
+    serial = run_eval(RunConfig(dataset=qa, planner="caption_only", out=tmp_path / "serial", progress=False),
+                      settings)
+    distributed = run_eval(RunConfig(dataset=qa, planner="caption_only", ray=True, workers=2,
+                                     out=tmp_path / "ray", progress=False), settings)
+    assert len(distributed.rows) == 6
+    assert comparable(distributed.rows) == comparable(serial.rows)
+    import ray
+
+    assert not ray.is_initialized()  # the runner shut down the local instance it started
