@@ -72,7 +72,9 @@ class TextEmbedder(Protocol):
 class SpeechToText(Protocol):
     name: str
 
-    def transcribe(self, audio: np.ndarray, sample_rate: int = 16000) -> list[SpeechSegment]: ...
+    def transcribe(self, audio: np.ndarray, sample_rate: int = 16000, *, offset_s: float = 0.0) -> list[SpeechSegment]:
+        """Timed speech in ``audio``; times are seconds from its start plus ``offset_s``."""
+        ...
 
 
 class TextReader(Protocol):
