@@ -12,6 +12,7 @@ Every node must have vidagent (with its models) installed, and see the videos at
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 from typing import Any, Iterator, Sequence
 
 from vidagent.eval.backends import Group
@@ -35,7 +36,7 @@ class _RayWorker:
 
 
 class RayBackend:
-    """Answers questions on ``workers`` Ray actors (one CPU each).
+    """Answers questions on ``workers`` Ray actors (one CPU each, so one LLM thread unless set).
 
     ``address`` is a cluster address (``ray://host:10001``, ``host:6379``, ``auto``); ``None`` connects to
     ``$RAY_ADDRESS`` if set, else starts a local Ray instance with ``workers`` CPUs for this run.
@@ -45,6 +46,8 @@ class RayBackend:
     def __init__(self, config: WorkerConfig, *, workers: int | None = None, address: str | None = None) -> None:
         if workers is not None and workers < 1:
             raise EvalError("--workers must be at least 1")
+        if config.settings.llm.threads is None:  # an actor holds one CPU: its LLM uses one thread
+            config = replace(config, settings=config.settings.with_llm(threads=1))
         self.config = config
         self.workers = workers
         self.address = address or None
