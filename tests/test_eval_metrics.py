@@ -21,7 +21,6 @@ from vidagent.eval.metrics import (
 )
 from vidagent.eval.report import compare_markdown, markdown_report, Run
 from vidagent.eval.scoring import score_answer
-from vidagent.llm.base import Usage
 from vidagent.tools.base import Evidence
 
 
@@ -137,4 +136,3 @@ def test_scoring_one_answer_per_task():
     assert by_evidence["correct"] is True and by_evidence["iou"] == pytest.approx(0.8)
     hidden = EvalItem(id="d", video="v", question="q", task=MULTIPLE_CHOICE, choices=("x", "y"))
     assert score_answer(hidden, Answer(question="q", text="x", choices=["x", "y"], choice_index=0))["correct"] is None
-    assert Usage().llm_calls == 0

@@ -159,6 +159,29 @@ def test_planner_registry_plugs_in_new_planners(tmp_path, settings):
         get_planner("vidagent.eval.planners:missing")
 
 
+def test_a_question_about_part_of_a_video_is_asked_about_that_clip(tmp_path, settings):
+    from vidagent.agent.answer import Answer
+    from vidagent.video.video import Video
+
+    @register_planner("report_duration")
+    def report_duration(session: Session, item: EvalItem) -> Answer:
+        return Answer(question=item.question, text=f"{Video(item.video_path).duration_s:.2f}")
+
+    star = tmp_path / "STAR_val.json"
+    star.write_text(json.dumps([{
+        "question_id": "Interaction_T1_1", "question": "Which object was touched?", "video_id": "4",
+        "start": 1.0, "end": 3.5, "answer": "b", "choices": [{"choice_id": i, "choice": c} for i, c in enumerate("abcd")],
+    }]))
+    folder = video_path(DRAWING).parent
+    clipped = run_eval(RunConfig(dataset=star, videos=(folder,), planner="report_duration", out=tmp_path / "clip",
+                                 progress=False), settings)
+    assert float(clipped.rows[0]["prediction"]) == pytest.approx(2.5, abs=0.15)
+    assert len(list((settings.home / "eval-clips").glob("4_*.mp4"))) == 1
+    whole = run_eval(RunConfig(dataset=star, videos=(folder,), planner="report_duration", out=tmp_path / "whole",
+                               cut_clips=False, progress=False), settings)
+    assert float(whole.rows[0]["prediction"]) == pytest.approx(Video(video_path(DRAWING)).duration_s, abs=0.01)
+
+
 # -- the command line ----------------------------------------------------------------------------
 def run_cli(*args: str, home: Path, models_dir: Path, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "VIDAGENT_HOME": str(home), "VIDAGENT_MODELS": str(models_dir)}
@@ -237,6 +260,24 @@ def test_judge_reads_yes_or_no():
     assert verdict.correct is False and verdict.usage.llm_calls == 1
     assert "a ball / toy" in llm.requests[0][-1].content
     assert judge_answer(ScriptedLLM([]), item, "").correct is False  # nothing to judge, no call
+
+
+def test_judged_run_grades_open_ended_answers_with_the_llm_and_counts_its_cost(tmp_path, settings):
+    from vidagent.agent.answer import Answer
+
+    @register_planner("says_pink")
+    def says_pink(session: Session, item: EvalItem) -> Answer:
+        return Answer(question=item.question, text="pink blossoms", choices=list(item.choices) if item.choices else None,
+                      choice_index=0 if item.choices else None)
+
+    qa = write_questions(tmp_path / "qa.jsonl")
+    result = run_eval(RunConfig(dataset=qa, planner="says_pink", judge=True, out=tmp_path / "run", progress=False),
+                      settings)
+    judged = [r for r in result.rows if r["judge"]]
+    assert [r["id"] for r in judged] == ["boat_3"]  # only the open-ended question
+    row = judged[0]
+    assert row["match"] is True and row["correct"] is row["judge"]["correct"] and row["judge_usage"]["llm_calls"] == 1
+    assert "text matching alone: 100.0 %" in (tmp_path / "run" / "summary.md").read_text()
 
 
 def test_killed_run_resumes_to_exactly_the_uninterrupted_results(tmp_path, settings, home, models_dir):
