@@ -76,7 +76,7 @@ class ProcessBackend:
         count = min(self.workers, len(groups))
         for _ in range(count):
             tasks.put(None)
-        processes = [context.Process(target=_process_main, args=(self.config, tasks, results), daemon=True)
+        processes = [context.Process(target=_process_main, args=(self.config, tasks, results))
                      for _ in range(count)]
         for process in processes:
             process.start()
