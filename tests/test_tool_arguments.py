@@ -37,6 +37,7 @@ def test_single_text_argument(raw, expected):
 @pytest.mark.parametrize("raw", [
     '("what is he holding?", 3)', "what is he holding?, 3", "(what is he holding?, 3)",
     '{"question": "what is he holding?", "segment_id": "3"}', '["what is he holding?", 3]',
+    "what is he holding? 3",  # seen from the 1.5B model: no comma between the two
 ])
 def test_text_then_integer(raw):
     assert VQA.parse_arguments(raw) == {"question": "what is he holding?", "segment_id": 3}

@@ -136,6 +136,12 @@ def _split_positional(text: str, parameters: Sequence[Parameter]) -> list[str]:
         parts = text.rsplit(",", count - 1)
     if len(parts) < count and all(p.type is not str for p in parameters):
         parts = text.split()
+    if len(parts) < count and count == 2 and {p.type for p in parameters} == {str, int}:
+        # "What is the boy wearing? 0": the number sits at the far end from the text, no comma
+        number_last = parameters[1].type is int
+        match = re.fullmatch(r"(.*\D)\s+(-?\d+)" if number_last else r"(-?\d+)\s+(\D.*)", text.strip(), re.DOTALL)
+        if match:
+            parts = [match.group(1), match.group(2)]
     return [part.strip().strip("\"'") for part in parts]
 
 
