@@ -25,7 +25,7 @@ CHOICES = ["a black leash", "a rope toy", "a long scarf", "a garden hose", "noth
 def test_action_then_final_answer():
     llm = ScriptedLLM([
         "Thought: read everything\nAction: caption_retrieval\nAction Input: 0, 2\nObservation: (invented)",
-        "Thought: I now know the final answer\nFinal Answer: 0",
+        "Thought: I now know the final answer\nFinal Answer: a black leash",
     ])
     answer = ReActAgent(llm, TOOLS, overview_segments=0).run("What is attached to the dog?", CONTEXT, CHOICES)
     assert answer.choice_index == 0 and answer.text == "a black leash"
@@ -57,7 +57,7 @@ def test_malformed_steps_are_told_to_the_model_and_the_loop_continues():
 
 def test_step_limit_forces_a_final_answer():
     looping = "Thought: more\nAction: caption_retrieval\nAction Input: 0, 0"
-    llm = ScriptedLLM([looping] * 3 + ["Final Answer: 3"])
+    llm = ScriptedLLM([looping] * 3 + ["Final Answer: a garden hose"])
     answer = ReActAgent(llm, TOOLS, max_steps=3, overview_segments=0).run("Which object?", CONTEXT, CHOICES)
     assert answer.choice_index == 3
     assert len(answer.trace) == 4 and answer.trace[-1].thought == "(step limit reached)"
@@ -100,7 +100,7 @@ def test_overview_step_reads_the_first_segments_before_the_model_speaks():
 
 def test_a_repeated_call_is_not_run_again_and_repetition_forces_the_answer():
     looping = "Thought: more\nAction: caption_retrieval\nAction Input: 0, 2"
-    llm = ScriptedLLM([looping] * 4 + ["Final Answer: 0"])
+    llm = ScriptedLLM([looping] * 4 + ["Final Answer: a black leash"])
     answer = ReActAgent(llm, TOOLS, max_steps=8, overview_segments=0).run("Which object?", CONTEXT, CHOICES)
     assert answer.choice_index == 0
     observations = [step.observation for step in answer.trace[:4]]
@@ -110,6 +110,14 @@ def test_a_repeated_call_is_not_run_again_and_repetition_forces_the_answer():
 
 
 def test_repeating_the_overview_call_is_caught_too():
-    llm = ScriptedLLM(["Thought: read\nAction: caption_retrieval\nAction Input: (0, 2)", "Final Answer: 0"])
+    llm = ScriptedLLM(["Thought: read\nAction: caption_retrieval\nAction Input: (0, 2)", "Final Answer: a black leash"])
     answer = ReActAgent(llm, TOOLS, overview_segments=15).run("Which object?", CONTEXT, CHOICES)
     assert answer.trace[1].observation.startswith("You already made this exact call")
+
+
+def test_a_bare_number_as_the_final_answer_is_mapped_by_the_which_option_call():
+    # Seen on the dev set: asked for the option's text, the 1.5B model answered "4" (a segment id it read).
+    llm = ScriptedLLM(["Final Answer: 4", "1"])
+    answer = ReActAgent(llm, TOOLS, overview_segments=0).run("What is attached to the dog?", CONTEXT, CHOICES)
+    assert answer.choice_index == 1 and len(llm.requests) == 2
+    assert answer.trace[-1].thought == "(mapping the answer to an option)"

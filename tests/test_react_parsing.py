@@ -84,3 +84,15 @@ def test_choice_extraction_fuzz_never_raises():
         text = "".join(rng.choice(string.printable) for _ in range(rng.randint(0, 40)))
         index = extract_choice(text, CHOICES)
         assert index is None or 0 <= index < len(CHOICES)
+
+
+@pytest.mark.parametrize("answer", ["4", " 4.0-9.6 s", "2, 3", "(1)", "12 seconds"])
+def test_bare_numbers_name_no_option_when_text_was_asked_for(answer):
+    choices = ["a ball", "a stick", "a frisbee", "a shoe", "nothing"]
+    assert extract_choice(answer, choices, bare_numbers=False) is None
+    assert extract_choice("a stick", choices, bare_numbers=False) == 1
+    assert extract_choice("Option 3", choices, bare_numbers=False) == 3
+
+
+def test_a_numeric_option_is_still_chosen_by_its_text():
+    assert extract_choice("2", ["1", "2", "3", "4", "5"], bare_numbers=False) == 1

@@ -100,15 +100,21 @@ def _find_call(text: str, tool_names: Sequence[str]) -> tuple[str, str] | None:
 _LETTERS = string.ascii_uppercase
 
 
-def extract_choice(answer: str, choices: Sequence[str]) -> int | None:
+def extract_choice(answer: str, choices: Sequence[str], *, bare_numbers: bool = True) -> int | None:
     """The index of the option ``answer`` names (letter, number or the option's text), else None.
 
-    Numbers are read as 0-based indices, as the prompt labels options 0..n-1.
+    Numbers are read as 0-based indices, as the prompt labels options 0..n-1. With
+    ``bare_numbers=False`` an answer that is only numbers ("4", "4.0-9.6 s") names no option:
+    asked for an option's text, small models write such answers by echoing a segment id or a
+    time they read, not by choosing.
     """
     if not choices:
         return None
     text = answer.strip()
     if not text:
+        return None
+    if not bare_numbers and re.fullmatch(r"[\s\d.,:;\-–—~()\[\]]*(?:s|sec|secs|seconds?)?[\s.]*", text, re.IGNORECASE) \
+            and not any(_normalise(text) == _normalise(c) for c in choices):
         return None
     normalised = [_normalise(c) for c in choices]
     plain = _normalise(text)

@@ -95,7 +95,7 @@ class ReActAgent:
                 break
         if final is None:
             final = self._force_final(messages, answer_format, trace)
-        choice_index = extract_choice(final, choices) if choices else None
+        choice_index = extract_choice(final, choices, bare_numbers=False) if choices else None
         if choices and choice_index is None:
             choice_index = self._ask_for_choice(messages, final, choices, trace)
         return Answer(
