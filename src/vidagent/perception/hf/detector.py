@@ -24,7 +24,7 @@ from vidagent.errors import ToolInputError
 from vidagent.perception.base import Detections
 from vidagent.perception.detector import nms
 from vidagent.perception.hf.images import batches, to_pil
-from vidagent.perception.hf.loading import LazyModel, LoadedModel, LoadOptions, inference, load_model
+from vidagent.perception.hf.loading import LazyBackend, LoadedModel, LoadOptions, inference
 from vidagent.perception.hf.spec import format_spec
 
 DEFAULT_DETECTOR = "PekingU/rtdetr_r50vd"
@@ -32,7 +32,7 @@ DEFAULT_GROUNDING_DETECTOR = "IDEA-Research/grounding-dino-tiny"
 MIN_BOX_SIDE = 1.0  # pixels: boxes thinner than this after clipping are dropped
 
 
-class HFDetector:
+class HFDetector(LazyBackend):
     """Closed-vocabulary detection with a Hugging Face model; loads on first use."""
 
     def __init__(
@@ -45,21 +45,11 @@ class HFDetector:
     ) -> None:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], not {threshold}")
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        self.model = model
+        super().__init__(model, batch_size=batch_size, options=options,
+                         name=format_spec(model, {"threshold": threshold}),
+                         model_classes=("AutoModelForObjectDetection",), processor_class="AutoImageProcessor",
+                         role="object detector")
         self.threshold = threshold
-        self.batch_size = batch_size
-        self.options = options or LoadOptions()
-        self.name = format_spec(model, {"threshold": threshold})
-        self._loaded: LazyModel[LoadedModel] = LazyModel(
-            lambda: load_model(model, ("AutoModelForObjectDetection",), processor_class="AutoImageProcessor",
-                               role="object detector", options=self.options)
-        )
-
-    def load(self) -> None:
-        """Load the model now instead of on first use (``ModelUnavailableError`` if it cannot be)."""
-        self._loaded.get()
 
     @property
     def labels(self) -> dict[int, str]:
@@ -90,7 +80,7 @@ class HFDetector:
         return results
 
 
-class GroundingDinoDetector:
+class GroundingDinoDetector(LazyBackend):
     """Open-vocabulary detection with Grounding DINO; labels are the queries. Loads on first use."""
 
     def __init__(
@@ -104,22 +94,11 @@ class GroundingDinoDetector:
     ) -> None:
         if not 0.0 <= threshold <= 1.0 or not 0.0 < nms_iou <= 1.0:
             raise ValueError("threshold must be in [0, 1] and nms_iou in (0, 1]")
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        self.model = model
+        super().__init__(model, batch_size=batch_size, options=options,
+                         name=format_spec(model, {"threshold": threshold, "nms_iou": nms_iou}),
+                         model_classes=("AutoModelForZeroShotObjectDetection",), role="open-vocabulary detector")
         self.threshold = threshold
         self.nms_iou = nms_iou
-        self.batch_size = batch_size
-        self.options = options or LoadOptions()
-        self.name = format_spec(model, {"threshold": threshold, "nms_iou": nms_iou})
-        self._loaded: LazyModel[LoadedModel] = LazyModel(
-            lambda: load_model(model, ("AutoModelForZeroShotObjectDetection",), role="open-vocabulary detector",
-                               options=self.options)
-        )
-
-    def load(self) -> None:
-        """Load the model now instead of on first use (``ModelUnavailableError`` if it cannot be)."""
-        self._loaded.get()
 
     def detect(self, images: Sequence[np.ndarray], queries: Sequence[str]) -> list[Detections]:
         names = [" ".join(query.split()) for query in queries]

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vidagent.perception.hf.images import batches, to_pil
-from vidagent.perception.hf.loading import LazyModel, LoadedModel, LoadOptions, inference, load_config, load_model
+from vidagent.perception.hf.loading import LazyBackend, LazyModel, LoadedModel, LoadOptions, inference, load_config
 from vidagent.perception.hf.spec import format_spec
 
 DEFAULT_CLIP = "openai/clip-vit-base-patch32"
@@ -26,24 +26,13 @@ DEFAULT_DINO = "facebook/dinov2-small"
 _SIGLIP_TEXT_LENGTH = 64
 
 
-class ClipEmbedder:
+class ClipEmbedder(LazyBackend):
     """``ImageTextEmbedder`` over CLIP or SigLIP; loads on first use."""
 
     def __init__(self, model: str = DEFAULT_CLIP, *, batch_size: int = 16, options: LoadOptions | None = None) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        self.model = model
-        self.batch_size = batch_size
-        self.options = options or LoadOptions()
-        self.name = format_spec(model)
+        super().__init__(model, batch_size=batch_size, options=options, name=format_spec(model),
+                         model_classes=("AutoModel",), role="image-text embedder")
         self._dim: int | None = None
-        self._loaded: LazyModel[LoadedModel] = LazyModel(
-            lambda: load_model(model, ("AutoModel",), role="image-text embedder", options=self.options)
-        )
-
-    def load(self) -> None:
-        """Load the model now instead of on first use (``ModelUnavailableError`` if it cannot be)."""
-        self._loaded.get()
 
     @property
     def dim(self) -> int:
@@ -81,25 +70,13 @@ class ClipEmbedder:
         return np.concatenate(rows) if rows else np.zeros((0, self.dim), np.float32)
 
 
-class DinoEmbedder:
+class DinoEmbedder(LazyBackend):
     """DINOv2 image features (pooled CLS token), L2-normalised; loads on first use."""
 
     def __init__(self, model: str = DEFAULT_DINO, *, batch_size: int = 16, options: LoadOptions | None = None) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        self.model = model
-        self.batch_size = batch_size
-        self.options = options or LoadOptions()
-        self.name = format_spec(model)
+        super().__init__(model, batch_size=batch_size, options=options, name=format_spec(model),
+                         model_classes=("AutoModel",), processor_class="AutoImageProcessor", role="image embedder")
         self._dim: int | None = None
-        self._loaded: LazyModel[LoadedModel] = LazyModel(
-            lambda: load_model(model, ("AutoModel",), processor_class="AutoImageProcessor",
-                               role="image embedder", options=self.options)
-        )
-
-    def load(self) -> None:
-        """Load the model now instead of on first use (``ModelUnavailableError`` if it cannot be)."""
-        self._loaded.get()
 
     @property
     def dim(self) -> int:

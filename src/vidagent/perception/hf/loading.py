@@ -202,6 +202,28 @@ class LazyModel(Generic[T]):
         return self._value is not None
 
 
+class LazyBackend:
+    """What every Hugging Face backend starts with: the model, load options, a batch size, its name
+    (the spec string memory caches key on) and a model loaded on first use."""
+
+    def __init__(self, model: str, *, batch_size: int, options: LoadOptions | None, name: str,
+                 model_classes: Sequence[str], role: str, processor_class: str = "AutoProcessor") -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.model = model
+        self.batch_size = batch_size
+        self.options = options or LoadOptions()
+        self.name = name
+        self._loaded: LazyModel[LoadedModel] = LazyModel(
+            lambda: load_model(model, tuple(model_classes), processor_class=processor_class, role=role,
+                               options=self.options)
+        )
+
+    def load(self) -> None:
+        """Load the model now instead of on first use (``ModelUnavailableError`` if it cannot be)."""
+        self._loaded.get()
+
+
 # -- internals ------------------------------------------------------------------------------------
 
 
