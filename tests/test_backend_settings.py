@@ -61,3 +61,8 @@ def test_frames_and_objects_stages_run_on_configured_hf_backends(tmp_path: Path,
     with Library(settings.library_path) as library:
         blob = library.rows("SELECT feature FROM objects WHERE video_id=? LIMIT 1", (video.content_hash,))[0][0]
     assert len(blob) == 4 * feature_dim
+
+
+def test_llm_threads_come_from_the_environment():
+    assert Settings.from_env({"VIDAGENT_LLM_THREADS": "1"}).llm.threads == 1
+    assert Settings.from_env({}).llm.threads is None  # all CPUs

@@ -83,7 +83,8 @@ class Settings:
         ``VIDAGENT_HOME``: cache/library folder; ``VIDAGENT_MODELS``, ``VIDAGENT_LIBRARY``: override the
         models folder and the library database file. ``VIDAGENT_LLM_BASE_URL`` (selects the OpenAI-compatible
         backend), ``VIDAGENT_LLM_MODEL``, ``VIDAGENT_LLM_API_KEY`` (falls back to ``OPENAI_API_KEY``),
-        ``VIDAGENT_LLM_TIMEOUT``, ``VIDAGENT_LLM_CACHE`` (``0`` disables the response cache).
+        ``VIDAGENT_LLM_TIMEOUT``, ``VIDAGENT_LLM_CACHE`` (``0`` disables the response cache),
+        ``VIDAGENT_LLM_THREADS`` (CPU threads of the embedded model; default all CPUs).
         ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``: backend specs.
         """
         env = os.environ if environ is None else environ
@@ -103,6 +104,8 @@ class Settings:
             llm = replace(llm, model=env["VIDAGENT_LLM_MODEL"])
         if env.get("VIDAGENT_LLM_TIMEOUT"):
             llm = replace(llm, timeout_s=float(env["VIDAGENT_LLM_TIMEOUT"]))
+        if env.get("VIDAGENT_LLM_THREADS"):
+            llm = replace(llm, threads=max(1, int(env["VIDAGENT_LLM_THREADS"])))
         if env.get("VIDAGENT_LLM_CACHE") == "0":
             llm = replace(llm, cache=False)
         backends = BackendSettings(**{
