@@ -191,3 +191,24 @@ def test_an_hour_long_video_is_sampled_within_bounded_frame_counts(settings, per
     assert len(object_times) == MAX_OBJECT_FRAMES and object_times == sorted(set(object_times))
     assert object_times[0] == 0 and object_times[-1] < video.duration_s
     assert len(frame_times) == 1800  # one per 2 s segment
+
+
+def test_frames_and_objects_built_together_run_the_detector_once_per_frame(settings, perception, built, tmp_path):
+    from vidagent.perception.caching import CachingDetector
+
+    detector = perception.detector
+    assert isinstance(detector, CachingDetector) and perception.describer.detector is detector
+    together = replace(settings, home=tmp_path)
+    video = Video(video_path(SNOW))  # 8 s: frames at 1, 3, 5, 7 s are also objects-stage frames
+    detector.clear()  # earlier tests decoded the same frames
+    hits, misses = detector.hits, detector.misses
+    with Library(together.library_path) as library:
+        builder = MemoryBuilder(library, perception, together)
+        builder.build(video, ["frames", "objects"], progress=False)
+        object_times = builder.stage("objects").frame_times(video)
+        frame_times = builder.stage("frames").frame_times(video)
+    assert set(frame_times) <= set(object_times)
+    assert detector.misses - misses == len(object_times)  # each distinct frame once
+    assert detector.hits - hits == len(frame_times)
+    for table in TABLES:  # and the stored objects are the same as when built alone
+        assert _rows(together.library_path, SNOW, table) == _rows(built, SNOW, table)

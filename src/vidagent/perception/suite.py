@@ -40,7 +40,9 @@ class Perception:
         reader = RapidTextReader(cache_dir=settings.models_dir / "ocr")
         if wanted.detector:
             suite.detector.close()  # type: ignore[attr-defined]
-            suite.detector = build_backend("detector", wanted.detector)
+            from vidagent.perception.caching import CachingDetector
+
+            suite.detector = CachingDetector(build_backend("detector", wanted.detector))
             from vidagent.perception.describer import DetectorDescriber
 
             suite.describer = DetectorDescriber(suite.detector, reader)
@@ -54,6 +56,7 @@ class Perception:
     def offline(cls, settings: Settings) -> "Perception":
         """The defaults whose weights ship inside installed packages (no network needed)."""
         from vidagent.perception.appearance import ColourAppearance
+        from vidagent.perception.caching import CachingDetector
         from vidagent.perception.describer import DetectorDescriber
         from vidagent.perception.detector import CenterNetDetector
         from vidagent.perception.ocr import RapidTextReader
@@ -61,7 +64,7 @@ class Perception:
         from vidagent.perception.text_embedding import E5TextEmbedder
         from vidagent.perception.tracking import ByteTracker
 
-        detector = CenterNetDetector(settings.models_dir)
+        detector = CachingDetector(CenterNetDetector(settings.models_dir))  # frames and objects share results
         describer = DetectorDescriber(detector, RapidTextReader(cache_dir=settings.models_dir / "ocr"))
         return cls(describer=describer, speech=WhisperSpeechToText(), embedder=E5TextEmbedder(),
                    detector=detector, appearance=ColourAppearance(), new_tracker=ByteTracker,
