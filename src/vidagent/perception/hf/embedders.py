@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -45,13 +45,7 @@ class ClipEmbedder(LazyBackend):
 
     def embed_images(self, images: Sequence[np.ndarray]) -> np.ndarray:
         """``(N, dim)`` float32 unit rows, one per RGB image."""
-        loaded = self._loaded.get()
-        rows = []
-        for batch in batches(list(images), self.batch_size):
-            inputs = loaded.to_device(loaded.processor(images=[to_pil(image) for image in batch], return_tensors="pt"))
-            with inference():
-                rows.append(_normalised(_pooled(loaded.model.get_image_features(**inputs))))
-        return np.concatenate(rows) if rows else np.zeros((0, self.dim), np.float32)
+        return _embed(self, images, _image_inputs, lambda model, inputs: _pooled(model.get_image_features(**inputs)))
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """``(N, dim)`` float32 unit rows, one per text (truncated to the model's text length)."""
@@ -60,14 +54,10 @@ class ClipEmbedder(LazyBackend):
         padding: dict[str, Any] = (
             {"padding": "max_length", "max_length": _SIGLIP_TEXT_LENGTH} if siglip else {"padding": True}
         )
-        rows = []
-        for batch in batches(list(texts), self.batch_size):
-            inputs = loaded.to_device(
-                loaded.processor(text=list(batch), return_tensors="pt", truncation=True, **padding)
-            )
-            with inference():
-                rows.append(_normalised(_pooled(loaded.model.get_text_features(**inputs))))
-        return np.concatenate(rows) if rows else np.zeros((0, self.dim), np.float32)
+        return _embed(self, texts,
+                      lambda processor, batch: processor(text=list(batch), return_tensors="pt", truncation=True,
+                                                         **padding),
+                      lambda model, inputs: _pooled(model.get_text_features(**inputs)))
 
 
 class DinoEmbedder(LazyBackend):
@@ -87,13 +77,7 @@ class DinoEmbedder(LazyBackend):
 
     def embed_images(self, images: Sequence[np.ndarray]) -> np.ndarray:
         """``(N, dim)`` float32 unit rows, one per RGB image."""
-        loaded = self._loaded.get()
-        rows = []
-        for batch in batches(list(images), self.batch_size):
-            inputs = loaded.to_device(loaded.processor(images=[to_pil(image) for image in batch], return_tensors="pt"))
-            with inference():
-                rows.append(_normalised(loaded.model(**inputs).pooler_output))
-        return np.concatenate(rows) if rows else np.zeros((0, self.dim), np.float32)
+        return _embed(self, images, _image_inputs, lambda model, inputs: model(**inputs).pooler_output)
 
 
 class ClipDinoAppearance:
@@ -134,6 +118,23 @@ def _config(loaded: LazyModel[LoadedModel], model: str, role: str, options: Load
     """The model's config: from the loaded model, else read alone (similarities of stored features
     need the widths without loading the weights)."""
     return loaded.get().model.config if loaded.loaded else load_config(model, role=role, options=options)
+
+
+def _embed(backend: ClipEmbedder | DinoEmbedder, items: Sequence[Any], prepare: Callable[[Any, Sequence[Any]], Any],
+           forward: Callable[[Any, Any], Any]) -> np.ndarray:
+    """Unit rows for ``items`` in batches: ``prepare(processor, batch)`` makes the model inputs and
+    ``forward(model, inputs)`` returns one vector per item."""
+    loaded = backend._loaded.get()
+    rows = []
+    for batch in batches(list(items), backend.batch_size):
+        inputs = loaded.to_device(prepare(loaded.processor, batch))
+        with inference():
+            rows.append(_normalised(forward(loaded.model, inputs)))
+    return np.concatenate(rows) if rows else np.zeros((0, backend.dim), np.float32)
+
+
+def _image_inputs(processor: Any, images: Sequence[np.ndarray]) -> Any:
+    return processor(images=[to_pil(image) for image in images], return_tensors="pt")
 
 
 def _pooled(output: Any) -> Any:
