@@ -92,19 +92,26 @@ def check_unique_ids(items: Sequence[EvalItem], source: Path) -> None:
 ID_MAP_NAMES = ("map_vid_vidorID.json", "video_id_map.json", "id_map.json", "id_map.csv")
 
 
+def read_json(path: Path) -> Any:
+    """A JSON file's value; a malformed or non-UTF-8 file is a one-line ``DatasetError``."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise DatasetError(f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
+    except UnicodeDecodeError:
+        raise DatasetError(f"{path}: not a UTF-8 text file") from None
+
+
 def load_id_map(path: Path) -> dict[str, str]:
     """A dataset's map from video id to a path (JSON object, or a CSV/TSV of two columns)."""
     if not path.is_file():
         raise DatasetError(f"no such id map file: {path}")
-    text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise DatasetError(f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
+        data = read_json(path)
         if not isinstance(data, dict):
             raise DatasetError(f"{path}: an id map must be a JSON object of video id -> path")
         return {str(k): str(v) for k, v in data.items()}
+    text = path.read_text(encoding="utf-8")
     first_line = text.splitlines()[0] if text.strip() else ""
     delimiter = "\t" if "\t" in first_line else ","
     mapping: dict[str, str] = {}

@@ -22,6 +22,7 @@ from vidagent.eval.dataset import (
     Dataset,
     EvalItem,
     check_unique_ids,
+    read_json,
 )
 from vidagent.eval.errors import DatasetError
 from vidagent.prompts import load_prompt, render
@@ -46,15 +47,6 @@ class Loader:
 
 
 # -- reading helpers -------------------------------------------------------------------------
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise DatasetError(f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
-    except UnicodeDecodeError:
-        raise DatasetError(f"{path}: not a UTF-8 text file") from None
-
-
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -207,7 +199,7 @@ def load_nextgqa(path: Path) -> list[EvalItem]:
     spans_file = _sibling(path, (f"gsub_{split}.json", "gsub.json"))
     if spans_file is None:
         return items
-    spans = _read_json(spans_file)
+    spans = read_json(spans_file)
     if not isinstance(spans, dict):
         raise DatasetError(f"{spans_file}: expected an object of video id -> {{duration, location}}")
     grounded = []
@@ -241,13 +233,13 @@ def load_nextoe(path: Path) -> list[EvalItem]:
 def load_egoschema(path: Path) -> list[EvalItem]:
     """EgoSchema ``questions.json`` (``q_uid, question, option 0..4``); answers from a sibling
     ``subset_answers.json`` (or an ``answer`` field). Questions without an answer are kept unscored."""
-    data = _read_json(path)
+    data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of questions")
     answers: dict[str, Any] = {}
     answers_file = _sibling(path, ("subset_answers.json", "answers.json"))
     if answers_file is not None:
-        loaded = _read_json(answers_file)
+        loaded = read_json(answers_file)
         if not isinstance(loaded, dict):
             raise DatasetError(f"{answers_file}: expected an object of q_uid -> answer index")
         answers = loaded
@@ -274,7 +266,7 @@ def load_egoschema(path: Path) -> list[EvalItem]:
 def load_star(path: Path) -> list[EvalItem]:
     """STAR ``STAR_<split>.json``: ``question_id, question, video_id, start, end, answer,
     choices [{choice_id, choice}]``; grouped Interaction / Sequence / Prediction / Feasibility."""
-    data = _read_json(path)
+    data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of questions")
     items = []
@@ -306,7 +298,7 @@ def load_star(path: Path) -> list[EvalItem]:
 def load_perception_test(path: Path) -> list[EvalItem]:
     """Perception Test multiple choice (``mc_question_<split>.json``): ``{video_id: {mc_question:
     [{id, question, options, answer_id, area, reasoning}]}}``; grouped by area."""
-    data = _read_json(path)
+    data = read_json(path)
     if not isinstance(data, dict):
         raise DatasetError(f"{path}: expected an object of video id -> annotations")
     items = []
@@ -362,7 +354,7 @@ def load_tvqa(path: Path) -> list[EvalItem]:
     vid_name, ts`` (the question is asked about the ``ts`` part of the clip); grouped by question word."""
     if path.suffix.lower() == ".jsonl":
         return [_tvqa_item(record, f"{path}: line {number}") for number, record in _read_jsonl(path)]
-    data = _read_json(path)
+    data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of questions")
     return [_tvqa_item(record if isinstance(record, dict) else {}, f"{path}: question {n}") for n, record in enumerate(data)]
@@ -372,7 +364,7 @@ def load_tvqa(path: Path) -> list[EvalItem]:
 def load_activitynet_qa(path: Path) -> list[EvalItem]:
     """ActivityNet-QA ``<split>_q.json`` (``video_name, question, question_id``) with its sibling
     ``<split>_a.json`` (``answer, type, question_id``); open-ended, grouped by type."""
-    questions = _read_json(path)
+    questions = read_json(path)
     if not isinstance(questions, list):
         raise DatasetError(f"{path}: expected a list of questions")
     if questions and isinstance(questions[0], dict) and "question" not in questions[0] and "answer" in questions[0]:
@@ -380,7 +372,7 @@ def load_activitynet_qa(path: Path) -> list[EvalItem]:
     answers_file = path.with_name(path.name.replace("_q.json", "_a.json")) if path.name.endswith("_q.json") else None
     answers: dict[str, Mapping[str, Any]] = {}
     if answers_file is not None and answers_file.is_file():
-        loaded = _read_json(answers_file)
+        loaded = read_json(answers_file)
         if not isinstance(loaded, list):
             raise DatasetError(f"{answers_file}: expected a list of answers")
         answers = {str(a.get("question_id")): a for a in loaded if isinstance(a, dict)}
@@ -409,7 +401,7 @@ def load_ego4d_nlq(path: Path) -> list[EvalItem]:
     """Ego4D NLQ ``nlq_<split>.json``: videos -> clips -> annotations -> language_queries; one
     localization question per query, asked about the canonical clip (``<clip_uid>.mp4``), with the
     target window in clip seconds. Grouped by template family (objects / place / people)."""
-    data = _read_json(path)
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("videos"), list):
         raise DatasetError(f"{path}: expected an object with a 'videos' list")
     template = load_prompt("vidagent.eval", "nlq_question")
@@ -479,7 +471,7 @@ def detect_format(path: Path) -> str:
             return "vidagent"
         raise unknown
     if suffix == ".json":
-        data = _read_json(path)
+        data = read_json(path)
         if isinstance(data, dict):
             if isinstance(data.get("videos"), list):
                 return "ego4d_nlq"
