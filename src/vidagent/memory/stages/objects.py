@@ -10,6 +10,7 @@ and a motion description, and a text embedding of those for open-vocabulary retr
 from __future__ import annotations
 
 import base64
+import bisect
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
@@ -102,9 +103,14 @@ class ObjectsStage:
     # -- all frames -----------------------------------------------------------------------
     def finish(self, video: Video, library: Library, results: Mapping[float, Any]) -> Rows:
         detections = self._track(video, results)
-        groups = self._reidentify(detections)
+        by_track: dict[int, list[_Detection]] = defaultdict(list)
+        for d in detections:
+            if d.track_id is not None:
+                by_track[d.track_id].append(d)
+        track_category = {track_id: _majority(d.category for d in members) for track_id, members in by_track.items()}
+        groups = self._reidentify(by_track, track_category)
         object_of_track = {track: object_id for object_id, group in enumerate(groups) for track in group}
-        segments = video.segments(self.settings.segment_seconds)
+        segment_ends = [segment.end_s for segment in video.segments(self.settings.segment_seconds)]
         width, height = video.info.width, video.info.height
 
         detection_rows = []
@@ -112,19 +118,15 @@ class ObjectsStage:
             x1, y1, x2, y2 = d.box
             object_id = object_of_track.get(d.track_id) if d.track_id is not None else None
             detection_rows.append((
-                d.detection_id, d.time_s, _segment_at(segments, d.time_s), d.category, d.score, x1, y1, x2, y2,
+                d.detection_id, d.time_s, _segment_at(segment_ends, d.time_s), d.category, d.score, x1, y1, x2, y2,
                 round((x1 + x2) / 2 / width, 4), round((y1 + y2) / 2 / height, 4),
                 round((x2 - x1) * (y2 - y1) / (width * height), 5), d.track_id, object_id, None,
             ))
 
-        by_track: dict[int, list[_Detection]] = defaultdict(list)
-        for d in detections:
-            if d.track_id is not None:
-                by_track[d.track_id].append(d)
         track_rows = []
         for track_id, members in sorted(by_track.items()):
             times = sorted({d.time_s for d in members})
-            track_rows.append((track_id, object_of_track[track_id], _majority(d.category for d in members),
+            track_rows.append((track_id, object_of_track[track_id], track_category[track_id],
                                times[0], times[-1], len(times)))
 
         object_rows, segment_rows, documents = [], [], []
@@ -144,7 +146,7 @@ class ObjectsStage:
             documents.append(description)
             per_segment: dict[int, list[float]] = defaultdict(list)
             for time_s in times:
-                per_segment[_segment_at(segments, time_s)].append(time_s)
+                per_segment[_segment_at(segment_ends, time_s)].append(time_s)
             for segment_id, seen in sorted(per_segment.items()):
                 segment_rows.append((object_id, segment_id, seen[0], seen[-1], len(seen)))
         embeddings = self.perception.embedder.embed_passages(documents) if documents else []
@@ -179,15 +181,11 @@ class ObjectsStage:
                 ))
         return _drop_unsure_single_sightings(detections)
 
-    def _reidentify(self, detections: list[_Detection]) -> list[list[int]]:
-        by_track: dict[int, list[_Detection]] = defaultdict(list)
-        for d in detections:
-            if d.track_id is not None:
-                by_track[d.track_id].append(d)
+    def _reidentify(self, by_track: Mapping[int, list[_Detection]], track_category: Mapping[int, str]) -> list[list[int]]:
         summaries = [
             TrackSummary(
                 track_id=track_id,
-                category=_majority(d.category for d in members),
+                category=track_category[track_id],
                 times=tuple(sorted({d.time_s for d in members})),
                 features=np.stack([d.feature for d in members]),
             )
@@ -213,11 +211,9 @@ def _crop(image: np.ndarray, box: Sequence[float]) -> np.ndarray:
     return image[top:bottom, left:right]
 
 
-def _segment_at(segments: Sequence[Any], time_s: float) -> int:
-    for segment in segments:
-        if time_s < segment.end_s:
-            return segment.segment_id
-    return segments[-1].segment_id
+def _segment_at(segment_ends: Sequence[float], time_s: float) -> int:
+    """Id of the segment holding ``time_s`` (segments run from 0 and ``segment_ends`` ascend)."""
+    return min(bisect.bisect_right(segment_ends, time_s), len(segment_ends) - 1)
 
 
 def _majority(items: Any) -> str:
