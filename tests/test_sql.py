@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vidagent.errors import MemoryStoreError, QueryRefusedError
-from vidagent.memory.sql import ReadOnlyQueries
+from vidagent.memory.sql import QueryResult, ReadOnlyQueries
 from vidagent.memory.store import Library
 from vidagent.video.video import Video
 
@@ -112,3 +112,24 @@ def test_cli_explains_an_unindexed_video(tmp_path, home):
     other = str(video_path("github_sam2/01_dog.mp4"))
     done = _cli(home, other, "SELECT 1")
     assert done.returncode == 5 and "not indexed yet" in done.stderr
+
+
+def test_infinities_nan_and_blobs_format_as_text_and_valid_json():
+    result = QueryResult("SELECT ...", ["a", "b", "c", "d", "e", "f"],
+                         [(float("inf"), float("-inf"), float("nan"), b"\x00\xff\x01", 2.5, 1e300)], False, 0.0)
+    assert result.to_text().splitlines()[1] == "inf | -inf | nan | <3-byte blob> | 2.5 | 1e+300"
+    payload = json.dumps(result.to_json(), allow_nan=False)  # raises on a bare Infinity or NaN
+    assert json.loads(payload)["rows"] == [["inf", "-inf", "nan", "<3-byte blob>", 2.5, 1e300]]
+
+
+def test_cli_formats_an_overflowing_float_instead_of_crashing(home, capsys):
+    from vidagent.cli import main
+
+    clip = str(video_path(TOY))
+    query = "SELECT 1e999 AS big, -1e999 AS small, x'00ff' AS raw"
+    assert main(["--home", str(home), "sql", clip, query]) == 0
+    assert capsys.readouterr().out.splitlines() == ["big | small | raw", "inf | -inf | <2-byte blob>"]
+    assert main(["--home", str(home), "sql", clip, query, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "Infinity" not in out
+    assert json.loads(out)["rows"] == [["inf", "-inf", "<2-byte blob>"]]

@@ -14,6 +14,7 @@ so queries need no ``video_id`` filter (``SELECT COUNT(*) FROM objects WHERE cat
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import time
@@ -162,9 +163,15 @@ class ReadOnlyQueries:
 
 def _text_value(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:.2f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
-    if isinstance(value, bytes):
-        return f"<{len(value)}-byte blob>"
+        if not math.isfinite(value):
+            return _non_finite(value)
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        if abs(value) >= 1e15:
+            return f"{value:.6g}"
+        return f"{value:.2f}".rstrip("0").rstrip(".")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _blob(value)
     if value is None:
         return "NULL"
     text = str(value)
@@ -172,6 +179,17 @@ def _text_value(value: Any) -> str:
 
 
 def _json_value(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return f"<{len(value)}-byte blob>"
+    """A value ``json.dumps`` writes as standard JSON: no bare Infinity/NaN, no bytes."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _non_finite(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _blob(value)
     return value
+
+
+def _non_finite(value: float) -> str:
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def _blob(value: bytes | bytearray | memoryview) -> str:
+    return f"<{memoryview(value).nbytes}-byte blob>"
