@@ -19,7 +19,7 @@ import pytest
 
 from vidagent.config import Settings
 from vidagent.errors import LLMError, ModelUnavailableError
-from vidagent.llm.base import Message, Usage
+from vidagent.llm.base import Completion, Message, Sampling, Usage
 from vidagent.llm.cache import ResponseCache, cache_key
 from vidagent.llm.client import LLM, build_llm
 from vidagent.llm.local import LocalGGUFBackend
@@ -123,14 +123,50 @@ def test_cache_key_covers_images_stop_and_sampling() -> None:
     img = np.zeros((4, 4, 3), np.uint8)
     other = img.copy()
     other[0, 0, 0] = 1
-    base = dict(stop=("x",), max_tokens=10, temperature=0.0)
+    base = dict(stop=("x",), max_tokens=10, sampling=Sampling(0.0))
     k = cache_key("m", [Message("user", "hi", images=(img,))], **base)
     assert k == cache_key("m", [Message("user", "hi", images=(img.copy(),))], **base)
     assert k != cache_key("m", [Message("user", "hi", images=(other,))], **base)
     assert k != cache_key("m", [Message("user", "hi")], **base)
     assert k != cache_key("m2", [Message("user", "hi", images=(img,))], **base)
     assert k != cache_key("m", [Message("user", "hi", images=(img,))], **{**base, "stop": ()})
-    assert k != cache_key("m", [Message("user", "hi", images=(img,))], **{**base, "temperature": 0.5})
+    for sampling in (Sampling(0.5), Sampling(0.0, seed=1), Sampling(0.0, n=2), Sampling(0.7, seed=1)):
+        assert k != cache_key("m", [Message("user", "hi", images=(img,))], **{**base, "sampling": sampling})
+    assert cache_key("m", [Message("user", "hi")], stop=(), max_tokens=1, sampling=Sampling(0.7, seed=1)) != \
+        cache_key("m", [Message("user", "hi")], stop=(), max_tokens=1, sampling=Sampling(0.7, seed=2))
+
+
+def test_sampling_seeds_draw_distinct_completions_and_each_is_cached(smol: LocalGGUFBackend, tmp_path: Path) -> None:
+    llm = LLM(smol, ResponseCache(tmp_path / "cache.sqlite"))
+    ask = [Message("user", "Write one short sentence about a dog in a park.")]
+    draws = {seed: llm.chat(ask, max_tokens=24, temperature=1.2, seed=seed) for seed in range(4)}
+    assert not any(c.cached for c in draws.values())
+    assert len({c.text for c in draws.values()}) >= 3  # new seeds, new draws (not one cached reply)
+    for seed, first in draws.items():
+        again = llm.chat(ask, max_tokens=24, temperature=1.2, seed=seed)
+        assert again.cached and again.text == first.text
+    several = llm.chat(ask, max_tokens=24, temperature=1.2, seed=10, n=3)
+    assert len(several.texts) == 3 and len(set(several.texts)) >= 2
+    assert several.texts[0] == llm.chat(ask, max_tokens=24, temperature=1.2, seed=10).text  # draw i uses seed + i
+    again = llm.chat(ask, max_tokens=24, temperature=1.2, seed=10, n=3)
+    assert again.cached and again.texts == several.texts
+    with pytest.raises(LLMError, match="n must be at least 1"):
+        llm.chat(ask, n=0)
+
+
+def test_cache_written_before_several_completions_is_upgraded(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "old.sqlite"
+    with sqlite3.connect(db) as old:
+        old.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, prompt_tokens INTEGER NOT "
+                    "NULL, completion_tokens INTEGER NOT NULL, created REAL NOT NULL)")
+        old.execute("INSERT INTO responses VALUES ('k', 'old reply', 3, 4, 0)")
+    cache = ResponseCache(db)
+    hit = cache.get("k")
+    assert hit is not None and hit.texts == ("old reply",) and (hit.prompt_tokens, hit.completion_tokens) == (3, 4)
+    cache.put("k2", Completion("a", 1, 2, 0.1, others=("b", "c")))
+    assert cache.get("k2").texts == ("a", "b", "c")
 
 
 def test_cache_is_shared_by_concurrent_processes(tmp_path: Path) -> None:
@@ -146,7 +182,7 @@ def test_cache_is_shared_by_concurrent_processes(tmp_path: Path) -> None:
     cache = ResponseCache(db)
     assert len(cache) == 200
     hit = cache.get("b-99")
-    assert hit is not None and (hit.text, hit.prompt_tokens, hit.completion_tokens) == ("t", 1, 2)
+    assert hit is not None and (hit.texts, hit.prompt_tokens, hit.completion_tokens) == (("t",), 1, 2)
 
 
 def test_build_llm_resolves_local_models(tmp_path: Path) -> None:
@@ -198,9 +234,9 @@ class _Handler(BaseHTTPRequestHandler):
         messages = [Message(m["role"], m["content"] if isinstance(m["content"], str) else
                             " ".join(p.get("text", "") for p in m["content"])) for m in body["messages"]]
         c = self.backend.complete(messages, stop=body.get("stop", ()), max_tokens=body["max_tokens"],
-                                  temperature=body["temperature"])
-        answer = {"role": "assistant", "content": c.text}
-        reply: dict[str, Any] = {"choices": [{"index": 0, "message": answer}]}
+                                  sampling=Sampling(body["temperature"], body.get("seed"), body.get("n", 1)))
+        reply: dict[str, Any] = {"choices": [{"index": i, "message": {"role": "assistant", "content": text}}
+                                             for i, text in enumerate(c.texts)]}
         if mode != "nousage":
             reply["usage"] = {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
         self._send(200, json.dumps(reply).encode(), "application/json")
@@ -299,3 +335,16 @@ def test_malformed_json_and_http_errors(server: tuple[str, type[_Handler]]) -> N
         OpenAICompatibleBackend(f"{url}/bad/v1", "m").complete([Message("user", "hi")])
     with pytest.raises(LLMError, match=r"answered HTTP 401: invalid api key$"):
         OpenAICompatibleBackend(f"{url}/denied/v1", "m").complete([Message("user", "hi")])
+
+
+def test_openai_backend_sends_seed_and_n_and_returns_every_choice(server: tuple[str, type[_Handler]]) -> None:
+    url, handler = server
+    backend = OpenAICompatibleBackend(f"{url}/ok/v1", "smollm2", timeout_s=60)
+    c = backend.complete([Message("user", "Name a colour.")], max_tokens=6,
+                         sampling=Sampling(temperature=1.0, seed=7, n=2))
+    sent = handler.requests[-1]["body"]
+    assert (sent["seed"], sent["n"], sent["temperature"]) == (7, 2, 1.0)
+    assert len(c.texts) == 2
+    plain = backend.complete([Message("user", "Name a colour.")], max_tokens=6)
+    assert "seed" not in handler.requests[-1]["body"] and "n" not in handler.requests[-1]["body"]
+    assert plain.others == ()

@@ -18,14 +18,39 @@ class Message:
 
 
 @dataclass(frozen=True)
+class Sampling:
+    """How a reply is drawn: part of every request and of its cache key.
+
+    ``temperature`` 0 is greedy decoding; ``seed`` makes sampling at a higher temperature
+    repeatable (two seeds, two draws); ``n`` asks for that many completions of one prompt.
+    """
+
+    temperature: float = 0.0
+    seed: int | None = None
+    n: int = 1
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"n must be at least 1, got {self.n}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must not be negative, got {self.temperature}")
+
+
+@dataclass(frozen=True)
 class Completion:
-    """What one chat call returned, with its cost."""
+    """What one chat call returned, with its cost. ``text`` is the first completion; a request
+    for ``n`` completions keeps the others in ``others`` (``texts`` has them all)."""
 
     text: str
     prompt_tokens: int
     completion_tokens: int
     seconds: float
     cached: bool = False
+    others: tuple[str, ...] = ()
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return (self.text,) + self.others
 
 
 @dataclass
@@ -69,7 +94,7 @@ class ChatBackend(Protocol):
         *,
         stop: Sequence[str] = (),
         max_tokens: int = 512,
-        temperature: float = 0.0,
+        sampling: Sampling = Sampling(),
     ) -> Completion: ...
 
 
@@ -86,4 +111,6 @@ class ChatModel(Protocol):
         stop: Sequence[str] = (),
         max_tokens: int = 512,
         temperature: float | None = None,
+        seed: int | None = None,
+        n: int = 1,
     ) -> Completion: ...

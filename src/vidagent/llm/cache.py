@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from vidagent.errors import LLMError
-from vidagent.llm.base import Completion, Message
+from vidagent.llm.base import Completion, Message, Sampling
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS responses (
     text TEXT NOT NULL,
     prompt_tokens INTEGER NOT NULL,
     completion_tokens INTEGER NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    others TEXT NOT NULL DEFAULT '[]'
 )
 """
 
@@ -40,7 +41,7 @@ def image_digest(image: np.ndarray) -> str:
 
 
 def cache_key(backend: str, messages: Sequence[Message], *, stop: Sequence[str],
-              max_tokens: int, temperature: float) -> str:
+              max_tokens: int, sampling: Sampling) -> str:
     """sha256 of a canonical JSON of a chat request."""
     request = {
         "backend": backend,
@@ -50,7 +51,9 @@ def cache_key(backend: str, messages: Sequence[Message], *, stop: Sequence[str],
         ],
         "stop": list(stop),
         "max_tokens": int(max_tokens),
-        "temperature": float(temperature),
+        "temperature": float(sampling.temperature),
+        "seed": sampling.seed,
+        "n": int(sampling.n),
     }
     canonical = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
@@ -60,7 +63,7 @@ def cache_key(backend: str, messages: Sequence[Message], *, stop: Sequence[str],
 class CachedResponse:
     """What the cache keeps of a completion."""
 
-    text: str
+    texts: tuple[str, ...]
     prompt_tokens: int
     completion_tokens: int
 
@@ -78,6 +81,9 @@ class ResponseCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+            if "others" not in columns:  # a cache written before completions could hold several texts
+                self._db.execute("ALTER TABLE responses ADD COLUMN others TEXT NOT NULL DEFAULT '[]'")
         except (OSError, sqlite3.Error) as exc:
             raise LLMError(f"cannot open the LLM response cache at {self.path}: {exc}") from exc
 
@@ -86,20 +92,27 @@ class ResponseCache:
         try:
             with self._lock:
                 row = self._db.execute(
-                    "SELECT text, prompt_tokens, completion_tokens FROM responses WHERE key = ?", (key,)
+                    "SELECT text, others, prompt_tokens, completion_tokens FROM responses WHERE key = ?", (key,)
                 ).fetchone()
         except sqlite3.Error:
             return None
-        return CachedResponse(*row) if row else None
+        if row is None:
+            return None
+        try:
+            others = tuple(str(t) for t in json.loads(row[1]))
+        except (ValueError, TypeError):
+            return None
+        return CachedResponse((row[0],) + others, row[2], row[3])
 
     def put(self, key: str, completion: Completion) -> None:
         """Store ``completion`` under ``key`` (a failed write is ignored: caching is best effort)."""
         try:
             with self._lock:
                 self._db.execute(
-                    "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO responses (key, text, prompt_tokens, completion_tokens, created, others)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
                     (key, completion.text, completion.prompt_tokens, completion.completion_tokens,
-                     time.time()),
+                     time.time(), json.dumps(list(completion.others), ensure_ascii=False)),
                 )
         except sqlite3.Error:
             pass

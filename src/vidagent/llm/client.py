@@ -9,7 +9,7 @@ from typing import Sequence
 
 from vidagent.config import Settings
 from vidagent.errors import LLMError, ModelUnavailableError
-from vidagent.llm.base import ChatBackend, Completion, Message
+from vidagent.llm.base import ChatBackend, Completion, Message, Sampling
 from vidagent.llm.cache import ResponseCache, cache_key
 
 
@@ -36,26 +36,41 @@ class LLM:
         return self.backend.supports_images
 
     def chat(self, messages: Sequence[Message], *, stop: Sequence[str] = (), max_tokens: int = 512,
-             temperature: float | None = None) -> Completion:
-        """Answer ``messages``, from the cache when this exact request was answered before."""
+             temperature: float | None = None, seed: int | None = None, n: int = 1) -> Completion:
+        """Answer ``messages``, from the cache when this exact request was answered before.
+
+        The sampling settings (temperature, seed, n) are part of the cache key: a new seed draws
+        a new completion, the same seed returns the stored one.
+        """
         if not messages:
             raise LLMError("no messages to send to the model")
-        temp = self.default_temperature if temperature is None else float(temperature)
+        try:
+            sampling = Sampling(self.default_temperature if temperature is None else float(temperature), seed, int(n))
+        except ValueError as error:
+            raise LLMError(f"bad sampling settings: {error}") from error
         if not self.supports_images:
             messages = [replace(m, images=()) if m.images else m for m in messages]
         stop = tuple(stop)
         key = None
         if self.cache is not None:
             started = time.perf_counter()
-            key = cache_key(self.name, messages, stop=stop, max_tokens=max_tokens, temperature=temp)
+            key = cache_key(self.name, messages, stop=stop, max_tokens=max_tokens, sampling=sampling)
             hit = self.cache.get(key)
             if hit is not None:
-                return Completion(hit.text, hit.prompt_tokens, hit.completion_tokens,
-                                  time.perf_counter() - started, cached=True)
-        completion = self.backend.complete(messages, stop=stop, max_tokens=max_tokens, temperature=temp)
+                return Completion(hit.texts[0], hit.prompt_tokens, hit.completion_tokens,
+                                  time.perf_counter() - started, cached=True, others=hit.texts[1:])
+        completion = self.backend.complete(messages, stop=stop, max_tokens=max_tokens, sampling=sampling)
         if self.cache is not None and key is not None:
             self.cache.put(key, completion)
         return completion
+
+    def close(self) -> None:
+        """Free the backend (model memory, HTTP connections) and close the response cache."""
+        close = getattr(self.backend, "close", None)
+        if callable(close):
+            close()
+        if self.cache is not None:
+            self.cache.close()
 
 
 def resolve_local_model(model: str, models_dir: Path) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from vidagent.errors import LLMError, ModelUnavailableError
-from vidagent.llm.base import Completion, Message
+from vidagent.llm.base import Completion, Message, Sampling
 
 _GGUF_MAGIC = b"GGUF"
 
@@ -59,32 +59,41 @@ class LocalGGUFBackend:
         *,
         stop: Sequence[str] = (),
         max_tokens: int = 512,
-        temperature: float = 0.0,
+        sampling: Sampling = Sampling(),
     ) -> Completion:
-        """Answer ``messages`` (their images are ignored: this model reads text only)."""
+        """Answer ``messages`` (their images are ignored: this model reads text only).
+
+        ``sampling.n`` completions are drawn one after another (the prompt is read once: the
+        later draws reuse its KV cache), the i-th with seed ``seed + i``.
+        """
         if not messages:
             raise LLMError("no messages to send to the model")
         request: dict[str, Any] = {
             "messages": [{"role": m.role, "content": m.content} for m in messages],
             "max_tokens": int(max_tokens),
-            "temperature": float(temperature),
+            "temperature": float(sampling.temperature),
             "cache_prompt": True,
         }
-        if temperature <= 0:
+        if sampling.temperature <= 0:
             request["top_k"] = 1
         if stop:
             request["stop"] = list(stop)
+        draws: list[Completion] = []
         with self._lock:
             server = self._ensure_loaded()
-            started = time.perf_counter()
-            try:
-                reply = server.handle_chat_completions(request)
-            except Exception as exc:  # the binding raises RuntimeError/ValueError
-                raise LLMError(f"local model {self.model_path.name} failed: {exc}") from exc
-            seconds = time.perf_counter() - started
-            completion = _completion(reply, seconds, self.model_path.name)
-            self.last_timings = dict(reply.get("timings") or {})
-        return completion
+            for index in range(sampling.n):
+                if sampling.seed is not None:
+                    request["seed"] = sampling.seed + index
+                started = time.perf_counter()
+                try:
+                    reply = server.handle_chat_completions(request)
+                except Exception as exc:  # the binding raises RuntimeError/ValueError
+                    raise LLMError(f"local model {self.model_path.name} failed: {exc}") from exc
+                draws.append(_completion(reply, time.perf_counter() - started, self.model_path.name))
+                self.last_timings = dict(reply.get("timings") or {})
+        first = draws[0]
+        return Completion(first.text, first.prompt_tokens, sum(d.completion_tokens for d in draws),
+                          sum(d.seconds for d in draws), others=tuple(d.text for d in draws[1:]))
 
     def _ensure_loaded(self) -> Any:
         if self._server is not None:

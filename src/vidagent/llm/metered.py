@@ -23,7 +23,10 @@ class MeteredChat:
         stop: Sequence[str] = (),
         max_tokens: int = 512,
         temperature: float | None = None,
+        seed: int | None = None,
+        n: int = 1,
     ) -> Completion:
-        completion = self.model.chat(messages, stop=stop, max_tokens=max_tokens, temperature=temperature)
+        completion = self.model.chat(messages, stop=stop, max_tokens=max_tokens, temperature=temperature,
+                                     seed=seed, n=n)
         self.usage.add(completion)
         return completion

@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 
 from vidagent.errors import LLMError
-from vidagent.llm.base import Completion, Message
+from vidagent.llm.base import Completion, Message, Sampling
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -79,31 +79,36 @@ class OpenAICompatibleBackend:
         *,
         stop: Sequence[str] = (),
         max_tokens: int = 512,
-        temperature: float = 0.0,
+        sampling: Sampling = Sampling(),
     ) -> Completion:
-        """Send ``messages`` and return the first choice's text and token counts."""
+        """Send ``messages``; the reply's choices become the completion's texts (``n`` of them)."""
         if not messages:
             raise LLMError("no messages to send to the model")
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [_message_json(m) for m in messages],
             "max_tokens": int(max_tokens),
-            "temperature": float(temperature),
+            "temperature": float(sampling.temperature),
         }
+        if sampling.seed is not None:
+            body["seed"] = int(sampling.seed)
+        if sampling.n > 1:
+            body["n"] = int(sampling.n)
         if stop:
             body["stop"] = list(stop)
         started = time.perf_counter()
         data = self._post(body)
         seconds = time.perf_counter() - started
-        text = _truncate_at_stop(_reply_text(data, self.base_url), stop)
+        texts = [_truncate_at_stop(t, stop) for t in _reply_texts(data, self.base_url)]
+        text = texts[0]
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         prompt_tokens = _int(usage.get("prompt_tokens"))
         completion_tokens = _int(usage.get("completion_tokens"))
         if prompt_tokens is None:
             prompt_tokens = sum(estimate_tokens(m.content) + 4 for m in messages)
         if completion_tokens is None:
-            completion_tokens = estimate_tokens(text)
-        return Completion(text, prompt_tokens, completion_tokens, seconds)
+            completion_tokens = sum(estimate_tokens(t) for t in texts)
+        return Completion(text, prompt_tokens, completion_tokens, seconds, others=tuple(texts[1:]))
 
     def _http(self) -> httpx.Client:
         with self._lock:
@@ -161,15 +166,23 @@ def _parse_json(response: httpx.Response, where: str) -> dict[str, Any]:
     return data
 
 
-def _reply_text(data: dict[str, Any], base_url: str) -> str:
+def _reply_texts(data: dict[str, Any], base_url: str) -> list[str]:
+    """The text of every choice, in order (at least one)."""
     if "error" in data and "choices" not in data:
         error = data["error"]
         message = error.get("message", error) if isinstance(error, dict) else error
         raise LLMError(f"LLM server at {base_url} returned an error: {message}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise LLMError(f"LLM server at {base_url} returned a response without choices[0].message")
+    return [_choice_text(choice, base_url) for choice in choices]
+
+
+def _choice_text(choice: Any, base_url: str) -> str:
     try:
-        content = data["choices"][0]["message"]["content"]
+        content = choice["message"]["content"]
     except (KeyError, IndexError, TypeError) as exc:
-        raise LLMError(f"LLM server at {base_url} returned a response without choices[0].message") from exc
+        raise LLMError(f"LLM server at {base_url} returned a choice without a message") from exc
     if content is None:
         return ""
     if isinstance(content, list):  # some servers return content parts
