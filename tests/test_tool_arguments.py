@@ -63,3 +63,27 @@ def test_signature():
 def test_numbers_where_words_are_needed_are_refused(raw):
     observation = QUERY(raw)
     assert observation.is_error and "must be text in words" in observation.text
+
+
+def _divide(question: str, segment_id: int) -> Observation:
+    return Observation(str(1 / segment_id))
+
+
+def _overflow(question: str, segment_id: int) -> Observation:
+    raise OverflowError("math range error\nwhile scaling\n  the frame")
+
+
+def test_a_tool_that_raises_any_exception_returns_a_one_line_error(caplog):
+    divide = Tool("visual_question_answering", "", VQA.parameters, _divide)
+    with caplog.at_level("DEBUG", logger="vidagent.tools.base"):
+        observation = divide("what is he holding?, 0")
+    assert observation.is_error
+    assert observation.text == "Error: visual_question_answering failed: ZeroDivisionError: division by zero"
+    assert any(r.levelname == "WARNING" and "ZeroDivisionError" in r.getMessage() for r in caplog.records)
+    assert any(r.exc_info and r.exc_info[0] is ZeroDivisionError for r in caplog.records)  # the traceback
+    assert divide("what is he holding?, 4").text == "0.25"  # the same tool still works afterwards
+
+    observation = Tool("visual_question_answering", "", VQA.parameters, _overflow)("what?, 1")
+    assert observation.is_error
+    assert observation.text == ("Error: visual_question_answering failed: "
+                                "OverflowError: math range error while scaling the frame")

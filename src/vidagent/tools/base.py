@@ -2,19 +2,24 @@
 
 Planners speak to tools in text (ReAct ``Action Input: ...``) or JSON; ``Tool.parse_arguments``
 accepts both leniently and turns anything it cannot use into a ``ToolInputError`` whose message
-tells the model how to call the tool. ``Tool.__call__`` never raises for bad input: it returns
-an error ``Observation`` instead, so a planner can always continue.
+tells the model how to call the tool. ``Tool.__call__`` never raises, neither for bad input nor
+for a tool that fails (a model error, a bug): it returns a one-line error ``Observation`` instead,
+so a planner can always continue; an unexpected failure's traceback goes to the ``logging`` module.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from vidagent.errors import ToolInputError, VidagentError
+
+_log = logging.getLogger(__name__)
+_MAX_ERROR_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -114,9 +119,21 @@ class Tool:
             arguments = self.parse_arguments(raw)
             return self.function(**arguments)
         except ToolInputError as error:
-            return Observation(f"Error: {error}", is_error=True)
+            return Observation(f"Error: {_one_line(str(error))}", is_error=True)
         except VidagentError as error:
-            return Observation(f"Error: {self.name} failed: {error}", is_error=True)
+            return Observation(f"Error: {self.name} failed: {_one_line(str(error))}", is_error=True)
+        except Exception as error:  # a failure nobody planned for still ends only this call, not the question
+            kind = type(error).__name__
+            detail = _one_line(f"{kind}: {error}" if str(error).strip() else kind)
+            _log.warning("tool %s failed: %s", self.name, detail)
+            _log.debug("tool %s failed; traceback:", self.name, exc_info=True)
+            return Observation(f"Error: {self.name} failed: {detail}", is_error=True)
+
+
+def _one_line(text: str) -> str:
+    """Collapse newlines and runs of spaces; cut very long messages."""
+    line = " ".join(text.split())
+    return line if len(line) <= _MAX_ERROR_CHARS else line[: _MAX_ERROR_CHARS - 3] + "..."
 
 
 def _strip_wrapping(text: str) -> str:
