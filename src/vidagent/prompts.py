@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from importlib import resources
 
@@ -13,8 +14,11 @@ def load_prompt(package: str, name: str) -> str:
 
 
 def render(template: str, **values: object) -> str:
-    """Fill ``{placeholders}``; other braces in the template are left alone."""
-    text = template
-    for key, value in values.items():
-        text = text.replace("{" + key + "}", str(value))
-    return text
+    """Fill ``{placeholders}`` in one pass; other braces in the template are left alone.
+
+    A value is inserted as it is: a ``{name}`` inside a value is never substituted again.
+    """
+    if not values:
+        return template
+    names = "|".join(re.escape(key) for key in sorted(values, key=len, reverse=True))
+    return re.sub(r"\{(" + names + r")\}", lambda match: str(values[match.group(1)]), template)
