@@ -66,3 +66,21 @@ def test_frames_and_objects_stages_run_on_configured_hf_backends(tmp_path: Path,
 def test_llm_threads_come_from_the_environment():
     assert Settings.from_env({"VIDAGENT_LLM_THREADS": "1"}).llm.threads == 1
     assert Settings.from_env({}).llm.threads is None  # all CPUs
+
+
+def test_an_hf_detector_needs_no_offline_detector_installed(tmp_path: Path):
+    empty = tmp_path / "models"
+    empty.mkdir()
+    rtdetr = tiny.save_rtdetr(tmp_path / "rtdetr", ("person", "dog", "teddy bear"))
+    settings = replace(Settings.from_env({}), home=tmp_path / "home", models=empty,
+                       backends=BackendSettings(detector=f"hf:{rtdetr}?threshold=0.0"))
+    assert not detector_assets_installed(empty)
+    perception = Perception.from_settings(settings)  # used to build (and fail on) the missing CenterNet first
+    try:
+        assert perception.detector.name.startswith("hf:")
+        assert perception.describer.detector is perception.detector  # frames and objects share one detector
+        image = torch.zeros(48, 64, 3, dtype=torch.uint8).numpy()
+        (found,) = perception.detector.detect([image])
+        assert len(found.boxes) == len(found.labels) > 0  # threshold 0: the random model answers every query
+    finally:
+        perception.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from vidagent.config import Settings
+from vidagent.config import BackendSettings, Settings
 from vidagent.perception.base import (AppearanceModel, FrameDescriber, ObjectDetector, SpeechToText,
                                       TextEmbedder, Tracker)
 
@@ -28,46 +28,55 @@ class Perception:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Perception":
-        """The offline defaults, with the backends named in ``settings.backends`` swapped in."""
-        wanted = settings.backends
-        if not (wanted.captioner or wanted.detector or wanted.appearance):
-            return cls.offline(settings)
-        from vidagent.perception.describer import CaptionWithText
-        from vidagent.perception.hf import build_backend
-        from vidagent.perception.ocr import RapidTextReader
+        """The offline defaults, with the backends named in ``settings.backends`` swapped in.
 
-        suite = cls.offline(settings)
-        reader = RapidTextReader(cache_dir=settings.models_dir / "ocr")
-        if wanted.detector:
-            suite.detector.close()  # type: ignore[attr-defined]
-            from vidagent.perception.caching import CachingDetector
-
-            suite.detector = CachingDetector(build_backend("detector", wanted.detector))
-            from vidagent.perception.describer import DetectorDescriber
-
-            suite.describer = DetectorDescriber(suite.detector, reader)
-        if wanted.captioner:
-            suite.describer = CaptionWithText(build_backend("captioner", wanted.captioner), reader)
-        if wanted.appearance:
-            suite.appearance = build_backend("appearance", wanted.appearance)
-        return suite
+        Each role is built from its own setting, so an offline model that a configured backend
+        replaces is neither loaded nor required (an HF detector works without CenterNet installed).
+        """
+        return cls._build(settings, settings.backends)
 
     @classmethod
     def offline(cls, settings: Settings) -> "Perception":
         """The defaults whose weights ship inside installed packages (no network needed)."""
-        from vidagent.perception.appearance import ColourAppearance
+        return cls._build(settings, BackendSettings())
+
+    @classmethod
+    def _build(cls, settings: Settings, wanted: BackendSettings) -> "Perception":
         from vidagent.perception.caching import CachingDetector
-        from vidagent.perception.describer import DetectorDescriber
-        from vidagent.perception.detector import CenterNetDetector
+        from vidagent.perception.describer import CaptionWithText, DetectorDescriber
         from vidagent.perception.ocr import RapidTextReader
         from vidagent.perception.speech import WhisperSpeechToText
         from vidagent.perception.text_embedding import E5TextEmbedder
         from vidagent.perception.tracking import ByteTracker
 
-        detector = CachingDetector(CenterNetDetector(settings.models_dir))  # frames and objects share results
-        describer = DetectorDescriber(detector, RapidTextReader(cache_dir=settings.models_dir / "ocr"))
+        # one cache in front of the detector: the frames describer and the objects stage share results
+        if wanted.detector:
+            from vidagent.perception.hf import build_backend
+
+            detector = CachingDetector(build_backend("detector", wanted.detector))
+        else:
+            from vidagent.perception.detector import CenterNetDetector
+
+            detector = CachingDetector(CenterNetDetector(settings.models_dir))
+        reader = RapidTextReader(cache_dir=settings.models_dir / "ocr")
+        describer: FrameDescriber
+        if wanted.captioner:
+            from vidagent.perception.hf import build_backend
+
+            describer = CaptionWithText(build_backend("captioner", wanted.captioner), reader)
+        else:
+            describer = DetectorDescriber(detector, reader)
+        appearance: AppearanceModel
+        if wanted.appearance:
+            from vidagent.perception.hf import build_backend
+
+            appearance = build_backend("appearance", wanted.appearance)
+        else:
+            from vidagent.perception.appearance import ColourAppearance
+
+            appearance = ColourAppearance()
         return cls(describer=describer, speech=WhisperSpeechToText(), embedder=E5TextEmbedder(),
-                   detector=detector, appearance=ColourAppearance(), new_tracker=ByteTracker,
+                   detector=detector, appearance=appearance, new_tracker=ByteTracker,
                    tracker_name=ByteTracker.NAME)
 
     def close(self) -> None:
