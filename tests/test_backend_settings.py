@@ -84,3 +84,24 @@ def test_an_hf_detector_needs_no_offline_detector_installed(tmp_path: Path):
         assert len(found.boxes) == len(found.labels) > 0  # threshold 0: the random model answers every query
     finally:
         perception.close()
+
+
+def test_the_describer_says_what_wrote_the_descriptions(tmp_path: Path):
+    empty = tmp_path / "models"
+    empty.mkdir()
+    rtdetr = tiny.save_rtdetr(tmp_path / "rtdetr", ("person", "dog"))
+    blip = tiny.save_blip(tmp_path / "blip", head="caption")
+    base = replace(Settings.from_env({}), home=tmp_path / "home", models=empty)
+    captioned = Perception.from_settings(replace(base, backends=BackendSettings(captioner=f"hf:{blip}",
+                                                                                detector=f"hf:{rtdetr}")))
+    detected = Perception.from_settings(replace(base, backends=BackendSettings(detector=f"hf:{rtdetr}")))
+    try:
+        note = captioned.describer.memory_note
+        assert "No captioning model" not in note  # a real captioner is not told it has none
+        assert "caption of one frame written by an image-captioning model" in note and "text reader" in note
+        note = detected.describer.memory_note
+        assert note.startswith("No captioning model is installed: each description lists what an object detector")
+        assert "a fixed set of object classes" in note  # not CenterNet's 80 COCO classes: RT-DETR's own labels
+    finally:
+        captioned.close()
+        detected.close()

@@ -180,3 +180,15 @@ def test_real_frames(describer):
     assert empty.text == f"{DESCRIPTION_PREFIX} no COCO objects detected." and empty.objects == ()
     for desc in (woman, skater, empty):
         assert len(desc.text.split()) <= MAX_WORDS
+
+
+def test_the_detector_describer_tells_the_llm_no_captioner_wrote_its_descriptions(describer):
+    note = describer.memory_note
+    assert note.startswith("No captioning model is installed: each description lists what an object detector "
+                           "(80 everyday object classes, with colour and position) found in a frame.")
+    assert "text reader" not in note  # this describer has no OCR
+    from vidagent.perception.ocr import RapidTextReader
+
+    with_text = DetectorDescriber(describer.detector, RapidTextReader(cache_dir=MODELS_DIR / "ocr")).memory_note
+    assert "(80 everyday object classes, with colour and position) and a text reader found in a frame" in with_text
+    assert "Descriptions do not name actions" in with_text

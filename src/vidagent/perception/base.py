@@ -92,9 +92,14 @@ class ObjectDetector(Protocol):
 
 
 class FrameDescriber(Protocol):
-    """Describes frames in words (a captioner, or the offline stand-in built from other models)."""
+    """Describes frames in words (a captioner, or the offline stand-in built from other models).
+
+    ``memory_note`` tells an LLM reading the descriptions what wrote them (e.g. that they are
+    detector lists, not captions); an empty string when there is nothing to say.
+    """
 
     name: str
+    memory_note: str
 
     def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]: ...
 

@@ -22,6 +22,7 @@ import numpy as np
 from vidagent.perception.base import (Detections, FrameDescriber, FrameDescription, ObjectDetector, TextBox,
                                       TextReader)
 from vidagent.perception.colour import MIN_COLOUR_PIXELS, central_region, colour_name
+from vidagent.prompts import load_prompt, render
 
 # ----------------------------------------------------------------------------- wording
 
@@ -170,6 +171,19 @@ def describe_detections(image: np.ndarray, detections: Detections,
     return text
 
 
+def detector_memory_note(detector: ObjectDetector, with_text: bool) -> str:
+    """What an LLM should know about ``DetectorDescriber`` descriptions: no captioner wrote them."""
+    classes = "80 everyday object classes" if "coco" in detector.name.lower() else "a fixed set of object classes"
+    sources = f"an object detector ({classes}, with colour and position)" + (" and a text reader" if with_text else "")
+    return render(load_prompt("vidagent.perception", "memory_note_detector"), sources=sources).strip()
+
+
+def caption_memory_note(*, with_text: bool) -> str:
+    """What an LLM should know about descriptions written by an image-captioning model."""
+    then = ", followed by the on-screen text a text reader found" if with_text else ""
+    return render(load_prompt("vidagent.perception", "memory_note_caption"), then=then).strip()
+
+
 class DetectorDescriber:
     """``FrameDescriber`` built from an object detector and, optionally, an OCR reader.
 
@@ -186,6 +200,7 @@ class DetectorDescriber:
         reader = f"+{text_reader.name}" if text_reader is not None else ""
         self.name = f"detector-describer({detector.name}{reader})"
         self.prefix = DESCRIPTION_PREFIX_OCR if text_reader is not None else DESCRIPTION_PREFIX
+        self.memory_note = detector_memory_note(detector, text_reader is not None)
 
     def close(self) -> None:
         """Close the detector (and reader) if they hold resources, e.g. the detector's worker."""
@@ -219,6 +234,7 @@ class CaptionWithText:
         self.captioner = captioner
         self.text_reader = text_reader
         self.name = f"caption+text({captioner.name}+{text_reader.name})"
+        self.memory_note = caption_memory_note(with_text=True)
 
     def close(self) -> None:
         close = getattr(self.captioner, "close", None)

@@ -53,6 +53,13 @@ class HFCaptioner:
         self.name = format_spec(model, {"prompt": prompt, "max_new_tokens": max_new_tokens, "num_beams": num_beams})
         self._loaded: LazyModel[LoadedModel] = LazyModel(self._load)
 
+    @property
+    def memory_note(self) -> str:
+        """``FrameDescriber``: the descriptions are this model's captions."""
+        from vidagent.perception.describer import caption_memory_note
+
+        return caption_memory_note(with_text=False)
+
     def load(self) -> None:
         """Load the model now instead of on first use (``ModelUnavailableError`` if it cannot be)."""
         self._loaded.get()
