@@ -225,3 +225,25 @@ def test_video_finder_by_name_container_prefix_and_id_map(tmp_path):
     assert VideoFinder([root], load_id_map(pairs)).find("7") == root / "deep" / "er" / "clip-1.mkv"
     with pytest.raises(DatasetError, match="does not exist"):
         VideoFinder([tmp_path / "absent"])
+
+
+def test_tsv_files_are_tab_separated(tmp_path):
+    rows = [
+        [4010069381, 840, 640, 480, "why did the boy run, then stop", 2, 6, "CW", "fell", "sat, then stood",
+         "to catch ball", "ate", "slept"],
+        [2440175990, 300, 640, 480, "how many dogs", 4, 1, "DC", "one", "two", "three", "four", "five"],
+    ]
+    path = tmp_path / "val.tsv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, delimiter="\t")
+        writer.writerow(NEXT_COLUMNS)
+        writer.writerows(rows)
+    assert detect_format(path) == "nextqa"
+    first, second = load_dataset(path).items
+    assert (first.id, first.question, first.answer_index, first.group) == (
+        "4010069381_6", "why did the boy run, then stop", 2, "causal")
+    assert first.choices == ("fell", "sat, then stood", "to catch ball", "ate", "slept")
+    assert second.id == "2440175990_1" and second.answer_index == 4
+    id_map = tmp_path / "map.tsv"
+    id_map.write_text("id\tpath\n7\tclips/a, b.mp4\n")  # a comma inside a tab-separated column
+    assert load_id_map(id_map)["7"] == "clips/a, b.mp4"

@@ -92,6 +92,11 @@ def check_unique_ids(items: Sequence[EvalItem], source: Path) -> None:
 ID_MAP_NAMES = ("map_vid_vidorID.json", "video_id_map.json", "id_map.json", "id_map.csv")
 
 
+def table_delimiter(path: Path) -> str:
+    """The column separator of a table file, from its suffix: tab for ``.tsv``, else comma."""
+    return "\t" if path.suffix.lower() == ".tsv" else ","
+
+
 def read_json(path: Path) -> Any:
     """A JSON file's value; a malformed or non-UTF-8 file is a one-line ``DatasetError``."""
     try:
@@ -112,8 +117,11 @@ def load_id_map(path: Path) -> dict[str, str]:
             raise DatasetError(f"{path}: an id map must be a JSON object of video id -> path")
         return {str(k): str(v) for k, v in data.items()}
     text = path.read_text(encoding="utf-8")
-    first_line = text.splitlines()[0] if text.strip() else ""
-    delimiter = "\t" if "\t" in first_line else ","
+    if path.suffix.lower() in (".csv", ".tsv"):
+        delimiter = table_delimiter(path)
+    else:  # another name (e.g. .txt): tab-separated when the first line holds a tab
+        first_line = text.splitlines()[0] if text.strip() else ""
+        delimiter = "\t" if "\t" in first_line else ","
     mapping: dict[str, str] = {}
     for number, row in enumerate(csv.reader(text.splitlines(), delimiter=delimiter), 1):
         if not row:

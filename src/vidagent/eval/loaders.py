@@ -23,6 +23,7 @@ from vidagent.eval.dataset import (
     EvalItem,
     check_unique_ids,
     read_json,
+    table_delimiter,
 )
 from vidagent.eval.errors import DatasetError
 from vidagent.prompts import load_prompt, render
@@ -69,9 +70,10 @@ def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise DatasetError(f"{path}: not a UTF-8 text file") from None
-    reader = csv.DictReader(text.splitlines())
+    delimiter = table_delimiter(path)
+    reader = csv.DictReader(text.splitlines(), delimiter=delimiter)
     if not reader.fieldnames:
-        raise DatasetError(f"{path}: the CSV file is empty")
+        raise DatasetError(f"{path}: the {'TSV' if delimiter == chr(9) else 'CSV'} file is empty")
     for number, row in enumerate(reader, 2):
         if None in row:
             raise DatasetError(f"{path}: line {number}: more values than columns")
@@ -453,7 +455,7 @@ def detect_format(path: Path) -> str:
     unknown = DatasetError(f"cannot tell the format of {path}: pass --format (one of {', '.join(LOADERS)})")
     if suffix in (".csv", ".tsv"):
         with path.open(encoding="utf-8-sig") as handle:
-            header = {c.strip() for c in handle.readline().split(",")}
+            header = {c.strip() for c in next(csv.reader([handle.readline()], delimiter=table_delimiter(path)), [])}
         if set(OPTION_COLUMNS) <= header and {"question", "answer"} <= header:
             if _sibling(path, (f"gsub_{path.stem}.json", "gsub.json")) is not None:
                 return "nextgqa"
