@@ -13,9 +13,9 @@ import pytest
 
 from object_clips import BASEBALL, BOATS, CLIPS, DOG01, SKATE, SNOW, clip, close_detector, tracks
 from vidagent.memory.reid import (ALL_MEMBERS_THRESHOLD, ANY_MEMBER_THRESHOLD, MAX_CROPS,
-                                  TrackSummary, evenly_spaced, group_tracks,
-                                  sigmoid_ensemble_similarity, track_crops, track_similarity)
+                                  TrackSummary, evenly_spaced, group_tracks, track_crops, track_similarity)
 from vidagent.perception.appearance import ColourAppearance
+from vidagent.perception.similarity import sigmoid_ensemble_similarity  # below memory: HF backends use it too
 
 
 @pytest.fixture(scope="module", autouse=True)

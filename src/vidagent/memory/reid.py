@@ -32,8 +32,9 @@ from 5 test clips, at the 0.62 threshold: mean merged 89% of same-object pairs a
 different-object pairs; max 100% and 2.3% (6.6% of the pairs from one clip); best 96% and 0.5%
 (1.6% from one clip). "mean" and "max" remain available.
 
-``sigmoid_ensemble_similarity`` is the paper's CLIP + DINOv2 similarity, for the backends that
-have those models; the offline backend uses ``ColourAppearance.similarity``.
+``sigmoid_ensemble_similarity`` (defined in ``vidagent.perception.similarity``, beside the backends
+that use it) is the paper's CLIP + DINOv2 similarity, for the backends that have those models; the
+offline backend uses ``ColourAppearance.similarity``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
 import numpy as np
+
+from vidagent.perception.similarity import sigmoid_ensemble_similarity  # noqa: F401  (re-ID's CLIP+DINOv2 score)
 
 SimilarityFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -159,33 +162,3 @@ def group_tracks(tracks: Sequence[TrackSummary], similarity: SimilarityFn, *,
             group_category.append(track.category)
             group_frames.append(set(frames[tid]))
     return groups
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = np.asarray(a, np.float64)
-    b = np.asarray(b, np.float64)
-    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
-    b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
-    return a @ b.T
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))  # = 1 / (1 + exp(-x)), without overflow warnings
-
-
-def sigmoid_ensemble_similarity(clip_a: np.ndarray, clip_b: np.ndarray, dino_a: np.ndarray,
-                                dino_b: np.ndarray) -> np.ndarray:
-    """VideoAgent's CLIP + DINOv2 re-ID similarity, (len(a), len(b)) in [0, 1].
-
-    ``CLIP(i, j) = 1 / (1 + exp(-20 (cos_clip - 0.925)))``,
-    ``DINOv2(i, j) = 1 / (1 + exp(-4.1 (cos_dino - 0.5)))``,
-    ``sim = 0.15 CLIP + 0.85 DINOv2``. Rows of ``clip_*``/``dino_*`` are the two models'
-    embeddings of the same crops (any scale: they are normalised here).
-    """
-    clip_a, clip_b = np.atleast_2d(clip_a), np.atleast_2d(clip_b)
-    dino_a, dino_b = np.atleast_2d(dino_a), np.atleast_2d(dino_b)
-    if len(clip_a) != len(dino_a) or len(clip_b) != len(dino_b):
-        raise ValueError("CLIP and DINOv2 features must have one row per crop each")
-    clip = _sigmoid(20.0 * (_cosine(clip_a, clip_b) - 0.925))
-    dino = _sigmoid(4.1 * (_cosine(dino_a, dino_b) - 0.5))
-    return 0.15 * clip + 0.85 * dino

@@ -7,7 +7,7 @@
   final layer-normed CLS token), L2-normalised.
 * ``ClipDinoAppearance`` (``AppearanceModel``): the features of an object crop are its CLIP and DINOv2
   embeddings side by side; ``similarity`` is VideoAgent's calibrated ensemble
-  (``vidagent.memory.reid.sigmoid_ensemble_similarity``): 0.15 sigmoid(20 (cos_clip - 0.925)) +
+  (``vidagent.perception.similarity.sigmoid_ensemble_similarity``): 0.15 sigmoid(20 (cos_clip - 0.925)) +
   0.85 sigmoid(4.1 (cos_dino - 0.5)), in [0, 1].
 """
 
@@ -20,6 +20,7 @@ import numpy as np
 from vidagent.perception.hf.images import batches, to_pil
 from vidagent.perception.hf.loading import LazyBackend, LazyModel, LoadedModel, LoadOptions, inference, load_config
 from vidagent.perception.hf.spec import format_spec
+from vidagent.perception.similarity import sigmoid_ensemble_similarity
 
 DEFAULT_CLIP = "openai/clip-vit-base-patch32"
 DEFAULT_DINO = "facebook/dinov2-small"
@@ -103,9 +104,6 @@ class ClipDinoAppearance:
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``(len(a), len(b))`` calibrated similarities in [0, 1] between rows of two feature matrices."""
-        # Imported here: vidagent.memory builds on perception, so perception must not import memory at load.
-        from vidagent.memory.reid import sigmoid_ensemble_similarity
-
         a, b = np.atleast_2d(np.asarray(a, np.float32)), np.atleast_2d(np.asarray(b, np.float32))
         split = self.clip.dim
         if a.shape[1] != self.dim or b.shape[1] != self.dim:
