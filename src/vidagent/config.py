@@ -76,6 +76,28 @@ class Settings:
     def with_llm(self, **changes: object) -> "Settings":
         return replace(self, llm=replace(self.llm, **changes))
 
+    def with_overrides(self, *, home: str | Path | None = None, base_url: str | None = None,
+                       model: str | None = None, api_key: str | None = None,
+                       cache: bool | None = None) -> "Settings":
+        """These settings with the values a user gave explicitly (e.g. command-line flags).
+
+        ``None`` (or an empty string) keeps the current value. ``home`` moves the vidagent folder
+        (``~`` is expanded); ``base_url`` selects the OpenAI-compatible backend at that address;
+        ``model`` and ``api_key`` set the chat model and its key; ``cache=False`` stops reusing
+        cached LLM responses.
+        """
+        settings = replace(self, home=Path(home).expanduser()) if home else self
+        llm_changes: dict[str, object] = {}
+        if base_url:
+            llm_changes.update(backend="openai", base_url=base_url)
+        if model:
+            llm_changes["model"] = model
+        if api_key:
+            llm_changes["api_key"] = api_key
+        if cache is not None:
+            llm_changes["cache"] = cache
+        return settings.with_llm(**llm_changes) if llm_changes else settings
+
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
         """Defaults overridden by ``VIDAGENT_*`` variables.

@@ -71,7 +71,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return 0
     if not args.dataset:
         raise EvalError("give an annotation file to evaluate, or --compare RUN_DIR ...")
-    from vidagent.cli import _settings
+    from vidagent.config import Settings
     from vidagent.eval.runner import RunConfig, run_eval
 
     config = RunConfig(
@@ -81,7 +81,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         out=Path(args.out) if args.out else None, judge=args.judge, cut_clips=not args.no_clips,
         progress=not args.quiet,
     )
-    settings = _settings(args)
+    settings = Settings.from_env().with_overrides(
+        home=getattr(args, "home", None), base_url=args.base_url, model=args.model, api_key=args.api_key,
+        cache=False if args.no_cache else None)
     threads = args.threads
     if threads is None and (args.workers or 1) > 1 and args.ray is None:
         threads = max(1, (os.cpu_count() or 1) // args.workers)  # local workers share this machine's CPUs

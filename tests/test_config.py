@@ -1,0 +1,22 @@
+"""Settings: explicit overrides (what the command-line flags set) on top of the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vidagent.config import Settings
+
+
+def test_overrides_set_only_what_was_given():
+    base = Settings.from_env({"VIDAGENT_HOME": "/data/vidagent", "VIDAGENT_LLM_MODEL": "qwen2.5-0.5b"})
+    assert base.with_overrides() == base
+    assert base.with_overrides(home=None, base_url="", model=None, api_key=None, cache=None) == base
+    changed = base.with_overrides(home="~/elsewhere", base_url="http://localhost:8000/v1", model="gpt-4o-mini",
+                                  api_key="sk-test", cache=False)
+    assert changed.home == Path("~/elsewhere").expanduser()
+    assert (changed.llm.backend, changed.llm.base_url, changed.llm.model, changed.llm.api_key, changed.llm.cache) == (
+        "openai", "http://localhost:8000/v1", "gpt-4o-mini", "sk-test", False)
+    assert changed.llm.timeout_s == base.llm.timeout_s and changed.backends == base.backends
+    assert base.with_overrides(model="smollm2-135m").llm == base.with_llm(model="smollm2-135m").llm
+    assert base.with_overrides(model="smollm2-135m").llm.backend == "local"  # a model alone keeps the backend
+
