@@ -1,7 +1,11 @@
 """Benchmark planners side by side on the checked dev question set: accuracy per type and cost per question.
 
-    .venv/bin/python bench/ask_dev.py [--planner react --planner caption_only] [--limit N] [--model NAME]
-                                      [--out bench/results/eval_dev] [--cache] [--threads N]
+    .venv/bin/python bench/ask_dev.py [--planner react --planner caption_only --planner "mcts n=4"] [--limit N]
+                                      [--model NAME] [--out bench/results/eval_dev] [--cache] [--threads N]
+
+A planner is a name followed by its options (``"mcts n=4 strategy=dfs"``). For search planners
+(answers with several candidates and a first chain), the report adds how often the final answer
+differs from the first chain's answer and how many candidates a question had.
 
 Runs ``vidagent eval`` (the resumable runner in ``vidagent.eval``) once per planner on the same questions,
 after indexing every video first so no planner pays for indexing, with the LLM response cache off so every
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from vidagent.agent.planner import parse_options
 from vidagent.config import Settings
 from vidagent.eval.loaders import load_dataset
 from vidagent.eval.report import write_comparison
@@ -43,7 +48,7 @@ def main() -> int:
         settings = settings.with_llm(model=args.model)
     if args.threads:
         settings = settings.with_llm(threads=args.threads)
-    planners = args.planner or ["react", "caption_only"]
+    planners = [_planner_spec(text) for text in args.planner or ["react", "caption_only"]]
 
     base = RunConfig(dataset=args.qa, limit=args.limit)
     dataset = load_dataset(args.qa)
@@ -54,14 +59,47 @@ def main() -> int:
             session.index(video, progress=False)
 
     folders = []
-    for planner in planners:
-        config = RunConfig(dataset=args.qa, limit=args.limit, planner=planner, out=args.out / planner)
+    for name, options in planners:
+        label = "-".join([name] + [f"{k}_{v}" for k, v in options])
+        config = RunConfig(dataset=args.qa, limit=args.limit, planner=name, planner_options=options,
+                           out=args.out / label)
         result = run_eval(config, settings)
         folders.append(result.out)
+        search = _search_summary(result.rows)
+        if search:
+            print(f"{label}: {search}")
     paths = write_comparison(folders, args.out)
     print(paths["markdown"].read_text(encoding="utf-8"))
     print(" ".join(f"{kind}: {path}" for kind, path in paths.items()))
     return 0
+
+
+def _planner_spec(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    name, *pairs = text.split()
+    return name, tuple(parse_options(pairs).items())
+
+
+def _search_summary(rows: list[dict]) -> str:
+    """For a search planner: how often the final answer is not the first chain's, and candidates per question."""
+    searched = [r for r in rows if (r.get("artifacts") or {}).get("search")]
+    if not searched:
+        return ""
+    differs = answered_first = 0
+    for row in searched:
+        first = row["artifacts"]["search"]["first_answer"]
+        if first is None:
+            continue
+        answered_first += 1
+        if row["choices"]:
+            differs += first["choice_index"] != row["choice_index"]
+        else:
+            differs += " ".join(first["text"].lower().split()) != " ".join(row["prediction"].lower().split())
+    candidates = sum(len(r["candidates"]) for r in searched) / len(searched)
+    forced = sum(1 for r in searched if r["artifacts"]["search"]["first_answer"] is None and
+                 all(it["failed"] for it in r["artifacts"]["search"]["iterations"]))
+    return (f"final answer differs from the first chain's in {differs} of {answered_first} questions whose first "
+            f"chain answered; {candidates:.2f} candidates per question; {forced} of {len(searched)} questions "
+            "had no chain answer (forced)")
 
 
 if __name__ == "__main__":

@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence, Union
 
 from vidagent.llm.base import Completion, Message
 
+Reply = Union[str, Callable[[Sequence[Message]], str]]
+
 
 class ScriptedLLM:
-    """Replies with the given texts in order, honouring stop strings like a real backend."""
+    """Replies with the given texts in order (a callable reply is called with the request),
+    honouring stop strings like a real backend, and records every request and its sampling."""
 
     name = "scripted"
     supports_images = False
 
-    def __init__(self, replies: Sequence[str]) -> None:
+    def __init__(self, replies: Sequence[Reply]) -> None:
         self.replies = list(replies)
         self.requests: list[list[Message]] = []
+        self.sampling: list[dict] = []
 
-    def chat(self, messages, *, stop=(), max_tokens=512, temperature=None) -> Completion:
+    def chat(self, messages, *, stop=(), max_tokens=512, temperature=None, seed=None, n=1) -> Completion:
         self.requests.append(list(messages))
+        self.sampling.append({"temperature": temperature, "seed": seed, "n": n})
         if not self.replies:
             raise AssertionError("the scripted LLM ran out of replies")
-        text = self.replies.pop(0)
+        reply = self.replies.pop(0)
+        text = reply(messages) if callable(reply) else reply
         for marker in stop:
             if marker in text:
                 text = text[: text.index(marker)]

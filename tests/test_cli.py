@@ -79,9 +79,9 @@ def test_models_list_names_what_is_installed(tmp_path, models_dir):
     assert empty.returncode == 0 and "no models installed" in empty.stdout
 
 
-@pytest.mark.slow
-def test_end_to_end_multiple_choice_from_the_dev_set(tmp_path, models_dir):
-    """The real stack (detector, OCR, Whisper, E5, Qwen2.5 1.5B) answers a dev-set question via the CLI."""
+@pytest.fixture(scope="module")
+def dev_question(tmp_path_factory, models_dir):
+    """A dev-set question, its video, and one vidagent home for the end-to-end runs of this module."""
     from vidagent.models.install import installed_models
 
     if "qwen2.5-1.5b" not in installed_models(models_dir) or not detector_assets_installed(models_dir):
@@ -89,10 +89,17 @@ def test_end_to_end_multiple_choice_from_the_dev_set(tmp_path, models_dir):
     item = next(json.loads(line) for line in (video_path("..") / "qa" / "dev.jsonl").read_text().splitlines()
                 if json.loads(line)["id"] == "dev_dog_2")
     video = video_path(item["video"].removeprefix("videos/"))
+    return item, video, tmp_path_factory.mktemp("e2e-home")
+
+
+@pytest.mark.slow
+def test_end_to_end_multiple_choice_from_the_dev_set(dev_question, models_dir):
+    """The real stack (detector, OCR, Whisper, E5, Qwen2.5 1.5B) answers a dev-set question via the CLI."""
+    item, video, home = dev_question
     args = ["ask", str(video), item["question"], "--json", "--trace", "-q"]
     for choice in item["choices"]:
         args += ["--choice", choice]
-    result = run_cli(*args, home=tmp_path, models_dir=models_dir, timeout=900)
+    result = run_cli(*args, home=home, models_dir=models_dir, timeout=900)
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     assert set(answer) >= {"answer", "choice_index", "evidence", "usage", "trace"}
@@ -100,8 +107,41 @@ def test_end_to_end_multiple_choice_from_the_dev_set(tmp_path, models_dir):
     assert answer["usage"]["llm_calls"] >= 1 and answer["usage"]["prompt_tokens"] > 0
     assert answer["usage"]["seconds"] > 0
     assert answer["evidence"] and all(0 <= e["start_s"] < e["end_s"] <= 9.7 for e in answer["evidence"])
-    assert answer["trace"][0]["action"] == "caption_retrieval"
-    assert answer["trace"][-1]["action"] == "final_answer"
+    trace = answer["trace"]
+    assert trace[0]["type"] == "task" and trace[0]["question"] == item["question"]
+    assert (trace[1]["type"], trace[1]["tool"]) == ("tool_call", "caption_retrieval")  # the automatic overview
+    assert [step["parent_id"] for step in trace] == [None] + list(range(len(trace) - 1))  # ReAct is a chain
+    assert any(step["type"] == "final_answer" for step in trace) and answer["planner"] == "react"
+    assert all(e["source"] == answer["video_id"] for e in answer["evidence"])
     # Asking again is answered from the response cache: no new LLM calls.
-    again = json.loads(run_cli(*args, home=tmp_path, models_dir=models_dir, timeout=900).stdout)
+    again = json.loads(run_cli(*args, home=home, models_dir=models_dir, timeout=900).stdout)
     assert again["choice_index"] == answer["choice_index"] and again["usage"]["llm_calls"] == 0
+
+
+@pytest.mark.slow
+def test_end_to_end_mcts_search_tree_on_a_dev_question(dev_question, models_dir):
+    """``--planner mcts`` with the real stack: two solutions searched, the tree in --json, a vote."""
+    item, video, home = dev_question
+    args = ["ask", str(video), item["question"], "--planner", "mcts", "--planner-option", "n=2", "--json",
+            "--trace", "-q"]
+    for choice in item["choices"]:
+        args += ["--choice", choice]
+    result = run_cli(*args, home=home, models_dir=models_dir, timeout=1200)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["planner"] == "mcts" and answer["choice_index"] in range(5)
+    trace = answer["trace"]
+    ids = [step["id"] for step in trace]
+    assert ids == list(range(len(trace))) and trace[0]["type"] == "task"
+    assert all(step["parent_id"] in ids[:i] for i, step in enumerate(trace) if i)  # a tree, parents first
+    search = answer["artifacts"]["search"]
+    assert [it["iteration"] for it in search["iterations"]] == [1, 2]
+    leaves = [it["leaf"] for it in search["iterations"]]
+    assert len(set(leaves)) == 2  # two solutions, each its own leaf
+    assert {node["step_id"] for node in search["nodes"]} <= set(ids)
+    evaluations = [step for step in trace if step["type"] == "evaluation" and step["text"].startswith("iteration")]
+    assert [step["score"] for step in evaluations] == [1.0 if not it["failed"] else -1.0 for it in search["iterations"]]
+    assert sum(c["votes"] for c in answer["candidates"]) <= 2 and answer["usage"]["llm_calls"] >= 2
+    plain = [a for a in args if a not in ("--json", "--trace")]
+    human = run_cli(*plain, home=home, models_dir=models_dir, timeout=900)  # answered from the cache
+    assert human.returncode == 0 and "Trace (mcts):" not in human.stdout and human.stdout.startswith("Answer: [")

@@ -20,7 +20,14 @@ from vidagent.config import Settings
 from vidagent.eval.dataset import MULTIPLE_CHOICE, OPEN_ENDED, EvalItem
 from vidagent.eval.errors import EvalError
 from vidagent.eval.judge import judge_answer
-from vidagent.eval.planners import caption_only, get_planner, register_planner
+from dataclasses import dataclass
+from typing import ClassVar
+
+from vidagent.agent.answer import Answer
+from vidagent.agent.baselines import RandomPlanner
+from vidagent.agent.planner import build_planner, register_planner
+from vidagent.agent.task import Task
+from vidagent.errors import PlannerError
 from vidagent.eval.report import write_comparison
 from vidagent.eval.runner import RunConfig, run_eval
 from vidagent.session import Session
@@ -140,32 +147,54 @@ def test_a_folder_holding_another_planner_is_refused(tmp_path, settings):
         run_eval(RunConfig(dataset=qa, planner="caption_only", out=tmp_path / "run", progress=False), settings)
 
 
+@dataclass
+class FixedPlanner:
+    """A planner for these tests: answers the first option, or ``text``; reads no memory."""
+
+    text: str = ""
+    name: ClassVar[str] = "fixed"
+    tools: ClassVar[tuple[str, ...]] = ()
+    reads_memory: ClassVar[bool] = False
+    uses_llm: ClassVar[bool] = False
+
+    def run(self, task: Task, toolbox, llm, trace=None) -> Answer:
+        if self.text == "{duration}":
+            return Answer(task=task, text=f"{toolbox.video.duration_s:.2f}", planner=self.name)
+        index = 0 if task.choices else None
+        return Answer(task=task, text=self.text or (task.choices[0] if task.choices else ""), planner=self.name,
+                      choice_index=index)
+
+
+register_planner("always_first")(FixedPlanner)
+
+
 def test_planner_registry_plugs_in_new_planners(tmp_path, settings):
-    from vidagent.agent.answer import Answer
-
-    @register_planner("always_first")
-    def always_first(session: Session, item: EvalItem) -> Answer:
-        return Answer(question=item.question, text=item.choices[0] if item.choices else "",
-                      choices=list(item.choices) if item.choices else None,
-                      choice_index=0 if item.choices else None, planner="always_first")
-
     qa = write_questions(tmp_path / "qa.jsonl")
     result = run_eval(RunConfig(dataset=qa, planner="always_first", out=tmp_path / "run", progress=False), settings)
     assert all(r["correct"] for r in result.rows if r["task"] == MULTIPLE_CHOICE)
-    assert get_planner("vidagent.eval.planners:random_choice") is get_planner("random")
-    with pytest.raises(EvalError, match="unknown planner 'nope'"):
-        get_planner("nope")
-    with pytest.raises(EvalError, match="cannot load planner"):
-        get_planner("vidagent.eval.planners:missing")
+    assert isinstance(build_planner("vidagent.agent.baselines:RandomPlanner"), RandomPlanner)
+    assert build_planner("test_eval_runner:FixedPlanner", {"text": "x"}).text == "x"
+    with pytest.raises(PlannerError, match="unknown planner 'nope'"):
+        build_planner("nope")
+    with pytest.raises(PlannerError, match="cannot load planner"):
+        build_planner("vidagent.agent.baselines:missing")
+    with pytest.raises(PlannerError, match="has no option 'n'"):
+        run_eval(RunConfig(dataset=qa, planner="random", planner_options=(("n", "2"),), out=tmp_path / "bad",
+                           progress=False), settings)
+
+
+def test_planner_options_are_part_of_a_runs_identity(tmp_path, settings):
+    qa = write_questions(tmp_path / "qa.jsonl")
+    first = run_eval(RunConfig(dataset=qa, planner="always_first", planner_options=(("text", "a"),),
+                               out=tmp_path / "run", progress=False), settings)
+    assert json.loads((first.out / "run.json").read_text())["planner_options"] == {"text": "a"}
+    with pytest.raises(EvalError, match="holds a run with planner_options"):
+        run_eval(RunConfig(dataset=qa, planner="always_first", planner_options=(("text", "b"),),
+                           out=tmp_path / "run", progress=False), settings)
 
 
 def test_a_question_about_part_of_a_video_is_asked_about_that_clip(tmp_path, settings):
-    from vidagent.agent.answer import Answer
     from vidagent.video.video import Video
-
-    @register_planner("report_duration")
-    def report_duration(session: Session, item: EvalItem) -> Answer:
-        return Answer(question=item.question, text=f"{Video(item.video_path).duration_s:.2f}")
 
     star = tmp_path / "STAR_val.json"
     star.write_text(json.dumps([{
@@ -173,11 +202,13 @@ def test_a_question_about_part_of_a_video_is_asked_about_that_clip(tmp_path, set
         "start": 1.0, "end": 3.5, "answer": "b", "choices": [{"choice_id": i, "choice": c} for i, c in enumerate("abcd")],
     }]))
     folder = video_path(DRAWING).parent
-    clipped = run_eval(RunConfig(dataset=star, videos=(folder,), planner="report_duration", out=tmp_path / "clip",
+    clipped = run_eval(RunConfig(dataset=star, videos=(folder,), planner="always_first",
+                                 planner_options=(("text", "{duration}"),), out=tmp_path / "clip",
                                  progress=False), settings)
     assert float(clipped.rows[0]["prediction"]) == pytest.approx(2.5, abs=0.15)
     assert len(list((settings.home / "eval-clips").glob("4_*.mp4"))) == 1
-    whole = run_eval(RunConfig(dataset=star, videos=(folder,), planner="report_duration", out=tmp_path / "whole",
+    whole = run_eval(RunConfig(dataset=star, videos=(folder,), planner="always_first",
+                               planner_options=(("text", "{duration}"),), out=tmp_path / "whole",
                                cut_clips=False, progress=False), settings)
     assert float(whole.rows[0]["prediction"]) == pytest.approx(Video(video_path(DRAWING)).duration_s, abs=0.01)
 
@@ -217,19 +248,12 @@ def test_cli_errors_are_one_line(tmp_path, home, models_dir):
 def test_cli_compare_puts_runs_side_by_side(tmp_path, settings, home, models_dir):
     qa = write_questions(tmp_path / "qa.jsonl")
     first = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "random", progress=False), settings)
-
-    @register_planner("always_first_cli")
-    def always_first(session, item):
-        from vidagent.agent.answer import Answer
-        return Answer(question=item.question, text="", choices=list(item.choices) if item.choices else None,
-                      choice_index=0 if item.choices else None)
-
-    second = run_eval(RunConfig(dataset=qa, planner="always_first_cli", out=tmp_path / "first", progress=False),
+    second = run_eval(RunConfig(dataset=qa, planner="always_first", out=tmp_path / "first", progress=False),
                       settings)
     result = run_cli("eval", "--compare", str(first.out), str(second.out), "--out", str(tmp_path / "cmp"),
                      home=home, models_dir=models_dir)
     assert result.returncode == 0, result.stderr
-    assert "| group | n | random acc % | always_first_cli acc % |" in result.stdout
+    assert "| group | n | random acc % | always_first acc % |" in result.stdout
     assert "| all (Acc_A) | 6 |" in result.stdout
     assert (tmp_path / "cmp" / "compare.png").stat().st_size > 0
     paths = write_comparison([first.out, second.out], tmp_path / "cmp2")
@@ -242,14 +266,14 @@ def test_caption_only_puts_every_segment_description_in_one_prompt(settings):
     item = EvalItem(id="x", video=DRAWING, question="What is being drawn?", task=MULTIPLE_CHOICE,
                     choices=("a car", "a guitar", "a tree"), answer_index=1, video_path=str(video_path(DRAWING)))
     with Session(settings, llm=llm) as session:
-        answer = caption_only(session, item)
+        answer = session.ask(item.video_path, item.question, item.choices, planner="caption_only")
         segments = session.index(item.video_path, progress=False).segments
     assert len(llm.requests) == 1 and answer.usage.llm_calls == 1
     prompt = llm.requests[0][-1].content
     assert all(segment.as_text() in prompt for segment in segments) and len(segments) >= 2
     assert "1. a guitar" in prompt and "What is being drawn?" in prompt
     assert (answer.choice_index, answer.text, answer.planner) == (1, "a guitar", "caption_only")
-    assert answer.trace[0].model_output == "Answer: a guitar"
+    assert answer.trace[1].model_output == "Answer: a guitar" and answer.trace[1].parent_id == 0
 
 
 def test_judge_reads_yes_or_no():
@@ -263,16 +287,9 @@ def test_judge_reads_yes_or_no():
 
 
 def test_judged_run_grades_open_ended_answers_with_the_llm_and_counts_its_cost(tmp_path, settings):
-    from vidagent.agent.answer import Answer
-
-    @register_planner("says_pink")
-    def says_pink(session: Session, item: EvalItem) -> Answer:
-        return Answer(question=item.question, text="pink blossoms", choices=list(item.choices) if item.choices else None,
-                      choice_index=0 if item.choices else None)
-
     qa = write_questions(tmp_path / "qa.jsonl")
-    result = run_eval(RunConfig(dataset=qa, planner="says_pink", judge=True, out=tmp_path / "run", progress=False),
-                      settings)
+    result = run_eval(RunConfig(dataset=qa, planner="always_first", planner_options=(("text", "pink blossoms"),),
+                                judge=True, out=tmp_path / "run", progress=False), settings)
     judged = [r for r in result.rows if r["judge"]]
     assert [r["id"] for r in judged] == ["boat_3"]  # only the open-ended question
     row = judged[0]

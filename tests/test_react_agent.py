@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from vidagent.agent.react import ReActAgent, VideoContext
+from vidagent.agent.react import ReActPlanner
+from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, ObservationStep, TaskStep, ToolCallStep
+from vidagent.agent.task import Task
+from vidagent.agent.toolbox import Toolbox, VideoContext
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
 from scripted_llm import ScriptedLLM
 
 CAPTIONS = ["a woman holds a ball", "a dog jumps", "a dog runs with a black leash"]
-CONTEXT = VideoContext(duration_s=6.0, segment_count=3, segment_seconds=2.0)
+CONTEXT = VideoContext(source_id="v1", duration_s=6.0, segment_count=3, segment_seconds=2.0)
 
 
 def _captions(start_segment: int, end_segment: int) -> Observation:
@@ -17,9 +20,30 @@ def _captions(start_segment: int, end_segment: int) -> Observation:
                        evidence=tuple(Evidence(2.0 * i, 2.0 * i + 2, CAPTIONS[i]) for i in chosen))
 
 
-TOOLS = [Tool("caption_retrieval", "captions", (Parameter("start_segment", int, ""), Parameter("end_segment", int, "")),
-              _captions)]
-CHOICES = ["a black leash", "a rope toy", "a long scarf", "a garden hose", "nothing is attached"]
+TOOLS = Toolbox.of([Tool("caption_retrieval", "captions", (Parameter("start_segment", int, ""),
+                                                            Parameter("end_segment", int, "")), _captions)],
+                   videos=(CONTEXT,))
+CHOICES = ("a black leash", "a rope toy", "a long scarf", "a garden hose", "nothing is attached")
+
+
+def ask(llm, question, choices=None, **options):
+    options.setdefault("overview_segments", 0)
+    return ReActPlanner(**options).run(Task(question, choices), TOOLS, llm)
+
+
+def actions(answer):
+    """(kind, tool or answer) of each step after the task, for a short comparison."""
+    out = []
+    for step in list(answer.trace)[1:]:
+        if isinstance(step, ToolCallStep):
+            out.append(("call", step.tool))
+        elif isinstance(step, ObservationStep):
+            out.append(("observation", step.is_error))
+        elif isinstance(step, FormatErrorStep):
+            out.append(("format_error", step.message[:20]))
+        elif isinstance(step, FinalAnswerStep):
+            out.append(("final", step.how))
+    return out
 
 
 def test_action_then_final_answer():
@@ -27,10 +51,16 @@ def test_action_then_final_answer():
         "Thought: read everything\nAction: caption_retrieval\nAction Input: 0, 2\nObservation: (invented)",
         "Thought: I now know the final answer\nFinal Answer: a black leash",
     ])
-    answer = ReActAgent(llm, TOOLS, overview_segments=0).run("What is attached to the dog?", CONTEXT, CHOICES)
-    assert answer.choice_index == 0 and answer.text == "a black leash"
-    assert [s.action for s in answer.trace] == ["caption_retrieval", "final_answer"]
-    assert "a dog runs with a black leash" in answer.trace[0].observation
+    answer = ask(llm, "What is attached to the dog?", CHOICES)
+    assert answer.choice_index == 0 and answer.text == "a black leash" and answer.planner == "react"
+    assert actions(answer) == [("call", "caption_retrieval"), ("observation", False), ("final", "model")]
+    task, call, observation, final = list(answer.trace)
+    assert isinstance(task, TaskStep) and task.parent_id is None and task.choices == list(CHOICES)
+    assert (call.parent_id, observation.parent_id, final.parent_id) == (0, 1, 2)  # a chain
+    assert call.arguments == {"start_segment": 0, "end_segment": 2} and call.raw_arguments == "0, 2"
+    assert call.prompt_tokens > 0 and observation.prompt_tokens == 0
+    assert "a dog runs with a black leash" in observation.text and len(observation.evidence) == 3
+    assert [c.text for c in answer.candidates] == ["a black leash"] and answer.candidates[0].step_id == final.id
     assert [(e.start_s, e.end_s) for e in answer.evidence] == [(0.0, 2.0), (2.0, 4.0), (4.0, 6.0)]
     assert answer.usage.llm_calls == 2 and answer.usage.prompt_tokens > 0
     # The second request carries the first step and the tool's observation, appended at the end.
@@ -46,50 +76,56 @@ def test_malformed_steps_are_told_to_the_model_and_the_loop_continues():
         "Thought: x\nAction: caption_retrieval\nAction Input: zero to two",
         "Final Answer: a black leash",
     ])
-    answer = ReActAgent(llm, TOOLS, overview_segments=0).run("What is attached to the dog?", CONTEXT, CHOICES)
+    answer = ask(llm, "What is attached to the dog?", CHOICES)
     assert answer.choice_index == 0
-    errors = [s for s in answer.trace if s.is_error]
+    errors = [s for s in answer.trace if isinstance(s, FormatErrorStep)] + \
+        [s for s in answer.trace if isinstance(s, ObservationStep) and s.is_error]
     assert len(errors) == 3
-    assert "No 'Action:'" in errors[0].observation
-    assert "Unknown tool" in errors[1].observation
-    assert "caption_retrieval(start_segment: int, end_segment: int)" in errors[2].observation
+    assert "No 'Action:'" in errors[0].message
+    assert "Unknown tool" in errors[1].message
+    assert "caption_retrieval(start_segment: int, end_segment: int)" in errors[2].text
 
 
 def test_step_limit_forces_a_final_answer():
     looping = "Thought: more\nAction: caption_retrieval\nAction Input: 0, 0"
     llm = ScriptedLLM([looping] * 3 + ["Final Answer: a garden hose"])
-    answer = ReActAgent(llm, TOOLS, max_steps=3, overview_segments=0).run("Which object?", CONTEXT, CHOICES)
+    answer = ask(llm, "Which object?", CHOICES, max_steps=3)
     assert answer.choice_index == 3
-    assert len(answer.trace) == 4 and answer.trace[-1].thought == "(step limit reached)"
+    final = answer.trace.last
+    assert isinstance(final, FinalAnswerStep) and final.how == "forced" and final.thought == "(step limit reached)"
+    assert [a for a in actions(answer) if a[0] != "observation"] == \
+        [("call", "caption_retrieval"), ("format_error", "You already made thi"), ("format_error", "You already made thi"),
+         ("final", "forced")]
     assert "used all your steps" in llm.requests[-1][-1].content
 
 
 def test_repeated_format_errors_stop_early_and_force_an_answer():
     llm = ScriptedLLM(["blah", "blah", "blah", "Final Answer: nothing is attached"])
-    answer = ReActAgent(llm, TOOLS, max_steps=8, overview_segments=0).run("Which object?", CONTEXT, CHOICES)
+    answer = ask(llm, "Which object?", CHOICES, max_steps=8)
     assert answer.choice_index == 4 and len(llm.requests) == 4
 
 
 def test_unmappable_final_answer_is_mapped_by_one_more_question():
     llm = ScriptedLLM(["Final Answer: something on its harness", "0"])
-    answer = ReActAgent(llm, TOOLS, overview_segments=0).run("What is attached?", CONTEXT, CHOICES)
+    answer = ask(llm, "What is attached?", CHOICES)
     assert answer.choice_index == 0
     assert "Which option is that?" in llm.requests[-1][-1].content
+    assert actions(answer) == [("final", "model"), ("final", "option")]
 
 
 def test_open_ended_answer_keeps_the_text():
     llm = ScriptedLLM(["Final Answer: a ball"])
-    answer = ReActAgent(llm, TOOLS, overview_segments=0).run("What does she throw?", CONTEXT)
+    answer = ask(llm, "What does she throw?")
     assert answer.text == "a ball" and answer.choice_index is None and answer.choices is None
 
 
 def test_overview_step_reads_the_first_segments_before_the_model_speaks():
     llm = ScriptedLLM(["Thought: the last segment shows it\nFinal Answer: a black leash"])
-    answer = ReActAgent(llm, TOOLS, overview_segments=2).run("What is attached to the dog?", CONTEXT, CHOICES)
+    answer = ask(llm, "What is attached to the dog?", CHOICES, overview_segments=2)
     assert answer.choice_index == 0
-    overview = answer.trace[0]
-    assert (overview.action, overview.action_input) == ("caption_retrieval", "0, 1")
-    assert overview.model_output == "(automatic overview)" and "a dog jumps" in overview.observation
+    overview, observation = answer.trace[1], answer.trace[2]
+    assert isinstance(overview, ToolCallStep) and (overview.tool, overview.raw_arguments) == ("caption_retrieval", "0, 1")
+    assert overview.prompt_tokens == 0 and "a dog jumps" in observation.text
     first_request = llm.requests[0]
     assert [m.role for m in first_request] == ["system", "user", "assistant", "user"]
     assert "Action: caption_retrieval" in first_request[2].content
@@ -101,23 +137,23 @@ def test_overview_step_reads_the_first_segments_before_the_model_speaks():
 def test_a_repeated_call_is_not_run_again_and_repetition_forces_the_answer():
     looping = "Thought: more\nAction: caption_retrieval\nAction Input: 0, 2"
     llm = ScriptedLLM([looping] * 4 + ["Final Answer: a black leash"])
-    answer = ReActAgent(llm, TOOLS, max_steps=8, overview_segments=0).run("Which object?", CONTEXT, CHOICES)
+    answer = ask(llm, "Which object?", CHOICES, max_steps=8)
     assert answer.choice_index == 0
-    observations = [step.observation for step in answer.trace[:4]]
-    assert "Segment 2: a dog runs" in observations[0]
-    assert all(o.startswith("You already made this exact call") for o in observations[1:])
+    assert "Segment 2: a dog runs" in answer.trace[2].text
+    repeats = [step for step in answer.trace if isinstance(step, FormatErrorStep)]
+    assert len(repeats) == 3 and all(r.message.startswith("You already made this exact call") for r in repeats)
     assert len(llm.requests) == 5 and "used all your steps" in llm.requests[-1][-1].content
 
 
 def test_repeating_the_overview_call_is_caught_too():
     llm = ScriptedLLM(["Thought: read\nAction: caption_retrieval\nAction Input: (0, 2)", "Final Answer: a black leash"])
-    answer = ReActAgent(llm, TOOLS, overview_segments=15).run("Which object?", CONTEXT, CHOICES)
-    assert answer.trace[1].observation.startswith("You already made this exact call")
+    answer = ask(llm, "Which object?", CHOICES, overview_segments=15)
+    assert answer.trace[3].message.startswith("You already made this exact call")
 
 
 def test_a_bare_number_as_the_final_answer_is_mapped_by_the_which_option_call():
     # Seen on the dev set: asked for the option's text, the 1.5B model answered "4" (a segment id it read).
     llm = ScriptedLLM(["Final Answer: 4", "1"])
-    answer = ReActAgent(llm, TOOLS, overview_segments=0).run("What is attached to the dog?", CONTEXT, CHOICES)
+    answer = ask(llm, "What is attached to the dog?", CHOICES)
     assert answer.choice_index == 1 and len(llm.requests) == 2
-    assert answer.trace[-1].thought == "(mapping the answer to an option)"
+    assert answer.trace.last.thought == "(mapping the answer to an option)"

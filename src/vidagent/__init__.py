@@ -1,6 +1,10 @@
 """vidagent: answer questions about videos with an LLM agent over a structured video memory."""
 
-from vidagent.agent.answer import Answer, Step
+from vidagent.agent.answer import Answer, Candidate
+from vidagent.agent.planner import Planner, build_planner, planner_names, register_planner
+from vidagent.agent.steps import Step, Trace
+from vidagent.agent.task import Source, Task
+from vidagent.agent.toolbox import Toolbox
 from vidagent.api import ask, index
 from vidagent.config import LLMSettings, Settings
 from vidagent.errors import LLMError, MemoryStoreError, ModelUnavailableError, VideoError, VidagentError
@@ -9,7 +13,8 @@ from vidagent.tools.base import Evidence
 from vidagent.video.video import Video
 
 __all__ = [
-    "Answer", "Evidence", "LLMError", "LLMSettings", "MemoryStoreError", "ModelUnavailableError",
-    "Session", "Settings", "Step", "Video", "VideoError", "VidagentError", "ask", "index",
+    "Answer", "Candidate", "Evidence", "LLMError", "LLMSettings", "MemoryStoreError", "ModelUnavailableError",
+    "Planner", "Session", "Settings", "Source", "Step", "Task", "Toolbox", "Trace", "Video", "VideoError",
+    "VidagentError", "ask", "build_planner", "index", "planner_names", "register_planner",
 ]
 __version__ = "0.1.0"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from vidagent.agent.answer import Answer
 from vidagent.config import Settings
@@ -12,14 +12,16 @@ from vidagent.session import Session
 
 
 def ask(video: str | Path, question: str, choices: Sequence[str] | None = None,
-        *, settings: Settings | None = None) -> Answer:
-    """Answer ``question`` about ``video``; with ``choices``, pick one of them.
+        *, planner: str = "react", planner_options: Mapping[str, Any] | None = None,
+        settings: Settings | None = None) -> Answer:
+    """Answer ``question`` about ``video``; with ``choices``, pick one of them. ``planner`` names
+    the planner (``react``, ``mcts``, ``caption_only``, ``random``) and ``planner_options`` its settings.
 
     Raises ``VideoError`` (unreadable video), ``LLMError`` (chat model failed),
     ``ModelUnavailableError`` (models not installed) — all subclasses of ``VidagentError``.
     """
     with Session(settings) as session:
-        return session.ask(video, question, choices)
+        return session.ask(video, question, choices, planner=planner, planner_options=planner_options)
 
 
 def index(video: str | Path, *, settings: Settings | None = None, progress: bool = True) -> int:

@@ -1,6 +1,6 @@
 """The ``vidagent`` command line.
 
-vidagent ask VIDEO QUESTION [--choice TEXT ...] [--json] [--trace]
+vidagent ask VIDEO QUESTION [--choice TEXT ...] [--planner NAME] [--planner-option K=V ...] [--json] [--trace]
 vidagent index VIDEO [--stage NAME ...]
 vidagent sql VIDEO QUERY [--json]
 vidagent models install [NAME ...] | vidagent models list
@@ -40,16 +40,18 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
+    from vidagent.agent.planner import build_planner, parse_options
     from vidagent.session import Session
 
+    planner = build_planner(args.planner, parse_options(args.planner_option))
     with Session(_settings(args)) as session:
-        answer = session.ask(args.video, args.question, args.choice or None, progress=not args.quiet)
+        answer = session.ask(args.video, args.question, args.choice or None, planner=planner,
+                             progress=not args.quiet)
     if args.json:
         payload = answer.to_dict()
         if not args.trace:
-            payload["trace"] = [
-                {k: step[k] for k in ("index", "action", "action_input", "is_error")} for step in payload["trace"]
-            ]
+            payload["trace"] = [{"id": step.id, "parent_id": step.parent_id, "type": step.kind,
+                                 "summary": step.summary().splitlines()[-1][:200]} for step in answer.trace]
         print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
         _print_answer(answer, trace=args.trace)
@@ -61,17 +63,14 @@ def _print_answer(answer: Answer, *, trace: bool) -> None:
         print(f"Answer: [{answer.choice_index}] {answer.text}")
     else:
         print(f"Answer: {answer.text}")
+    if len(answer.candidates) > 1:
+        print("Candidates:")
+        for candidate in answer.candidates:
+            reward = f", reward {candidate.reward:+.2f}" if candidate.reward is not None else ""
+            print(f"  {candidate.text}  ({candidate.votes} vote{'s' if candidate.votes != 1 else ''}{reward})")
     if trace:
-        for step in answer.trace:
-            print(f"\n--- step {step.index} ({step.seconds:.1f} s, {step.prompt_tokens}+{step.completion_tokens} tokens)")
-            if step.thought:
-                print(f"Thought: {step.thought}")
-            if step.action == "final_answer":
-                print(f"Final Answer: {step.action_input}")
-            elif step.action:
-                print(f"Action: {step.action}({step.action_input})")
-            if step.observation:
-                print(f"Observation: {step.observation}")
+        print(f"\nTrace ({answer.planner}):")
+        print(answer.trace.render())
     if answer.evidence:
         print("\nEvidence:")
         for item in answer.evidence[:8]:
@@ -140,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", help="folder for models, the library and caches (default: user cache dir)")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    from vidagent.agent.planner import planner_names
+    from vidagent.eval.cli import add_eval_parser, add_planner_options
+
     def add_llm_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--model", help="local model name (qwen2.5-1.5b, qwen2.5-0.5b) or endpoint model id")
         p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
@@ -152,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question")
     ask.add_argument("--choice", action="append", metavar="TEXT", help="an answer option (repeat for each)")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
-    ask.add_argument("--trace", action="store_true", help="include every reasoning step")
+    ask.add_argument("--trace", action="store_true", help="include every reasoning step (the planner's tree)")
+    add_planner_options(ask, planner_names())
     add_llm_options(ask)
     ask.set_defaults(run=_cmd_ask)
 
@@ -179,7 +182,6 @@ def build_parser() -> argparse.ArgumentParser:
     models_sub.add_parser("list", help="list installed models")
     models.set_defaults(run=_cmd_models)
 
-    from vidagent.eval.cli import add_eval_parser
     add_eval_parser(sub)
     return parser
 

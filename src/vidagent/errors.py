@@ -45,3 +45,9 @@ class QueryRefusedError(VidagentError):
     """A SQL statement tried to do more than read (write, attach, load an extension, ...)."""
 
     exit_code = 6
+
+
+class PlannerError(VidagentError):
+    """An unknown planner, or a planner option it does not have or cannot use."""
+
+    exit_code = 2

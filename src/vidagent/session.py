@@ -7,29 +7,29 @@ session (or use it as a context manager) to stop the detector's worker process.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.react import ReActAgent, VideoContext
+from vidagent.agent.memory_selection import needs_object_memory
+from vidagent.agent.planner import Planner, build_planner
+from vidagent.agent.steps import Step, Trace
+from vidagent.agent.task import Source, Task
+from vidagent.agent.toolbox import Toolbox, VideoContext
 from vidagent.config import Settings
 from vidagent.llm.base import ChatModel
 from vidagent.llm.metered import MeteredChat
-from vidagent.agent.memory_selection import needs_object_memory
 from vidagent.memory.builder import ALL_STAGES, TEMPORAL_STAGES, MemoryBuilder
 from vidagent.memory.sql import ReadOnlyQueries
 from vidagent.memory.store import Library
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
-from vidagent.perception.vqa import DescribedFramesVQA, VisionChatVQA, VisualQA
-from vidagent.tools.sql_agent import SQLTools
+from vidagent.tools.vqa import DescribedFramesVQA, VisionChatVQA, VisualQA
+from vidagent.tools.base import Tool
+from vidagent.tools.sql_agent import OBJECT_KIND, SUBTASK_KINDS, SQLTools
 from vidagent.tools.temporal import TemporalTools
 from vidagent.video.video import Video
 
-OFFLINE_MEMORY_NOTE = (
-    "No captioning model is installed: each description lists what an object detector (80 everyday "
-    "object classes, with colour and position) and a text reader found in a frame. Descriptions do not "
-    "name actions or uncommon objects; infer them from the objects, their positions, speech and text."
-)
+SQL_TOOLS = ("object_memory_querying",) + SUBTASK_KINDS  # the tools that read the object memory
 
 
 class Session:
@@ -45,6 +45,7 @@ class Session:
     ) -> None:
         self.settings = settings or Settings.from_env()
         self._llm = llm
+        self._owns_llm = llm is None
         self._perception = perception
         self._vqa = vqa
         self._library: Library | None = None
@@ -99,26 +100,49 @@ class Session:
         question: str,
         choices: Sequence[str] | None = None,
         *,
+        planner: str | Planner = "react",
+        planner_options: Mapping[str, Any] | None = None,
+        task_id: str = "",
+        wants_time: bool = False,
+        on_step: Callable[[Step], None] | None = None,
         progress: bool = False,
     ) -> Answer:
-        """Answer a question about a video (indexing it first if needed)."""
-        if not question.strip():
-            raise ValueError("the question is empty")
+        """Answer a question about a video (indexing it first if needed).
+
+        ``planner`` is a registered name (``react``, ``mcts``, ``caption_only``, ``random``, or
+        ``package.module:Class``) built with ``planner_options``, or a planner object.
+        ``on_step`` is called with each step of the trace as soon as it is made.
+        """
         handle = video if isinstance(video, Video) else Video(video)
+        chosen = build_planner(planner, planner_options) if isinstance(planner, str) else planner
+        task = Task(question, tuple(choices) if choices else None,
+                    (Source(handle.content_hash, "video", str(handle.path)),), id=task_id, wants_time=wants_time)
+        trace = Trace(on_step)
+        if not chosen.reads_memory:
+            context = VideoContext(handle.content_hash, handle.duration_s, 0, self.settings.segment_seconds)
+            return chosen.run(task, Toolbox({}, videos=(context,)), self.llm if chosen.uses_llm else None, trace)
         llm = MeteredChat(self.llm)
         builder = self.builder()
         stages = list(TEMPORAL_STAGES)
-        if self._wants_objects(builder, handle, llm, question):
+        reads_objects = chosen.tools is None or any(name in SQL_TOOLS for name in chosen.tools)
+        if reads_objects and self._wants_objects(builder, handle, llm, question):
             stages.append("objects")
         memory = builder.build(handle, stages, progress=progress)
+        context = VideoContext(memory.video_id, memory.video.duration_s, memory.segment_count,
+                               self.settings.segment_seconds)
         with ReadOnlyQueries(self.settings.library_path, memory.video_id) as queries:
-            sql_tools = SQLTools(memory, self.perception.embedder, llm, queries,
-                                 build_objects=lambda: builder.build(handle, ["objects"], progress=progress))
-            tools = TemporalTools(memory, self.perception.embedder, self.vqa, llm).tools() + sql_tools.tools()
-            answer = self._react(memory, llm, tools, question, choices)
-        answer.video = str(memory.video.path)
-        answer.video_id = memory.video_id
-        return answer
+            tools = self._tools(memory, llm, queries, lambda: builder.build(handle, ["objects"], progress=progress)) \
+                if chosen.tools != () else []
+            toolbox = Toolbox.of(tools, videos=(context,), memories={memory.video_id: memory},
+                                 memory_note=self.perception.describer.memory_note).select(chosen.tools)
+            return chosen.run(task, toolbox, llm, trace)
+
+    def _tools(self, memory: VideoMemory, llm: ChatModel, queries: ReadOnlyQueries,
+               build_objects: Callable[[], object]) -> list[Tool]:
+        """Every tool over one video: VideoAgent's temporal tools, object memory and sub-task tools."""
+        temporal = TemporalTools(memory, self.perception.embedder, self.vqa, llm).tools()
+        sql = SQLTools(memory, self.perception.embedder, llm, queries, build_objects=build_objects)
+        return temporal + sql.tools((OBJECT_KIND,) + SUBTASK_KINDS)
 
     def _wants_objects(self, builder: MemoryBuilder, video: Video, llm: ChatModel, question: str) -> bool:
         """DoraemonGPT's task-related memory: build the object memory ahead only when it is needed."""
@@ -126,19 +150,14 @@ class Session:
             return True
         return needs_object_memory(llm, question)
 
-    def _react(self, memory: VideoMemory, llm: MeteredChat, tools: list, question: str,
-               choices: Sequence[str] | None) -> Answer:
-        context = VideoContext(
-            duration_s=memory.video.duration_s,
-            segment_count=memory.segment_count,
-            segment_seconds=self.settings.segment_seconds,
-            memory_note=OFFLINE_MEMORY_NOTE if isinstance(self.vqa, DescribedFramesVQA) else "",
-        )
-        return ReActAgent(llm, tools, max_steps=self.settings.max_react_steps).run(question, context, choices)
-
     def close(self) -> None:
+        """Stop the detector's worker, free the chat model and its cache, close the library."""
         if self._perception is not None:
             self._perception.close()
+        close_llm = getattr(self._llm, "close", None)
+        if self._owns_llm and callable(close_llm):  # a model the caller passed in stays the caller's
+            close_llm()
+            self._llm = None
         if self._library is not None:
             self._library.close()
 

@@ -1,64 +1,78 @@
-"""The result of a question: answer, chosen option, evidence, trace and cost."""
+"""The result of a question: the answer, every candidate with its support, evidence, trace and cost."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from vidagent.agent.steps import Trace
+from vidagent.agent.task import Task
 from vidagent.llm.base import Usage
 from vidagent.tools.base import Evidence
 
 
 @dataclass(frozen=True)
-class Step:
-    """One planner step: what the model wrote, the tool it called and what came back."""
+class Candidate:
+    """One answer a planner reached, with what supports it: how many of its attempts gave it
+    (``votes``), their search reward, a likelihood where the planner has one, and the step it
+    came from in the trace."""
 
-    index: int
-    thought: str
-    action: str | None
-    action_input: str
-    observation: str
-    model_output: str
-    prompt_tokens: int
-    completion_tokens: int
-    seconds: float
-    is_error: bool = False
+    text: str
+    choice_index: int | None = None
+    votes: int = 1
+    reward: float | None = None
+    likelihood: float | None = None
+    step_id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "thought": self.thought,
-            "action": self.action,
-            "action_input": self.action_input,
-            "observation": self.observation,
-            "model_output": self.model_output,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "seconds": round(self.seconds, 3),
-            "is_error": self.is_error,
-        }
+        return {"text": self.text, "choice_index": self.choice_index, "votes": self.votes,
+                "reward": None if self.reward is None else round(self.reward, 4),
+                "likelihood": self.likelihood, "step_id": self.step_id}
 
 
 @dataclass
 class Answer:
-    """What ``vidagent.ask`` returns."""
+    """What a planner returns and ``vidagent.ask`` gives back.
 
-    question: str
+    ``candidates`` holds every distinct answer the planner considered (one for a single chain);
+    ``artifacts`` holds what the planner wants to show besides (JSON values: its search tree's
+    rewards, frame times, ...).
+    """
+
+    task: Task
     text: str
-    choices: list[str] | None = None
+    planner: str
     choice_index: int | None = None
     evidence: list[Evidence] = field(default_factory=list)
-    trace: list[Step] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    trace: Trace = field(default_factory=Trace)
     usage: Usage = field(default_factory=Usage)
-    video: str = ""
-    video_id: str = ""
-    planner: str = "react"
+
+    @property
+    def question(self) -> str:
+        return self.task.question
+
+    @property
+    def choices(self) -> list[str] | None:
+        return list(self.task.choices) if self.task.choices else None
 
     @property
     def choice(self) -> str | None:
-        if self.choices is None or self.choice_index is None:
+        if not self.task.choices or self.choice_index is None:
             return None
-        return self.choices[self.choice_index]
+        return self.task.choices[self.choice_index]
+
+    @property
+    def video(self) -> str:
+        """The path of the (first) video the question was about."""
+        videos = self.task.videos
+        return videos[0].path if videos else ""
+
+    @property
+    def video_id(self) -> str:
+        videos = self.task.videos
+        return videos[0].id if videos else ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,10 +81,21 @@ class Answer:
             "choices": self.choices,
             "choice_index": self.choice_index,
             "choice": self.choice,
+            "planner": self.planner,
             "evidence": [e.to_dict() for e in self.evidence],
+            "candidates": [c.to_dict() for c in self.candidates],
+            "artifacts": self.artifacts,
             "usage": self.usage.to_dict(),
-            "trace": [s.to_dict() for s in self.trace],
+            "trace": self.trace.to_list(),
+            "task": self.task.to_dict(),
             "video": self.video,
             "video_id": self.video_id,
-            "planner": self.planner,
         }
+
+
+def dedupe_evidence(evidence: list[Evidence]) -> list[Evidence]:
+    """One item per (source, span), in time order."""
+    seen: dict[tuple[str, float, float], Evidence] = {}
+    for item in evidence:
+        seen.setdefault((item.source, item.start_s, item.end_s), item)
+    return sorted(seen.values(), key=lambda e: (e.source, e.start_s, e.end_s))

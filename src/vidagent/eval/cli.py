@@ -1,6 +1,6 @@
 """``vidagent eval``: run a planner over a benchmark, or compare finished runs.
 
-    vidagent eval DATASET_FILE [--videos DIR] [--planner react|caption_only|random|module:function]
+    vidagent eval DATASET_FILE [--videos DIR] [--planner NAME] [--planner-option K=V ...]
                   [--limit N] [--workers N] [--ray [ADDRESS]] [--out DIR] [--judge] [--format NAME]
     vidagent eval --compare RUN_DIR RUN_DIR ... [--out DIR]
 """
@@ -10,17 +10,25 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from vidagent.eval.errors import EvalError
 
 DEFAULT_COMPARE_OUT = Path("eval-runs") / "compare"
 
 
+def add_planner_options(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    """``--planner NAME`` and ``--planner-option KEY=VALUE``, shared by ``vidagent ask`` and ``eval``."""
+    parser.add_argument("--planner", default="react",
+                        help=f"planner: {', '.join(names)} or package.module:Class (default react)")
+    parser.add_argument("--planner-option", action="append", metavar="KEY=VALUE",
+                        help="a planner setting, e.g. n=4 or strategy=dfs for mcts (repeatable)")
+
+
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``eval`` command to the ``vidagent`` parser's subcommands."""
     from vidagent.eval.loaders import LOADERS
-    from vidagent.eval.planners import planner_names
+    from vidagent.agent.planner import planner_names
 
     parser = subparsers.add_parser(
         "eval", help="evaluate a planner on a benchmark, or compare runs",
@@ -35,8 +43,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=sorted(LOADERS), help="annotation format (default: detected)")
     parser.add_argument("--id-map", metavar="FILE", help="JSON/CSV map from video id to path (e.g. NExT-QA's "
                                                         "map_vid_vidorID.json; found automatically beside the data)")
-    parser.add_argument("--planner", default="react",
-                        help=f"planner: {', '.join(planner_names())} or package.module:function (default react)")
+    add_planner_options(parser, planner_names())
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="parallel workers, each with its own models (default 1; with --ray, one per CPU)")
@@ -72,11 +79,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if not args.dataset:
         raise EvalError("give an annotation file to evaluate, or --compare RUN_DIR ...")
     from vidagent.config import Settings
+    from vidagent.agent.planner import parse_options
     from vidagent.eval.runner import RunConfig, run_eval
 
     config = RunConfig(
         dataset=Path(args.dataset), videos=tuple(Path(v) for v in args.videos or ()), format=args.format,
-        id_map=Path(args.id_map) if args.id_map else None, planner=args.planner, limit=args.limit,
+        id_map=Path(args.id_map) if args.id_map else None, planner=args.planner,
+        planner_options=tuple(parse_options(args.planner_option).items()), limit=args.limit,
         workers=args.workers, ray=args.ray is not None, ray_address=args.ray or None,
         out=Path(args.out) if args.out else None, judge=args.judge, cut_clips=not args.no_clips,
         progress=not args.quiet,

@@ -23,13 +23,13 @@ from vidagent.eval.backends import Backend, ProcessBackend, SerialBackend
 from vidagent.eval.dataset import Dataset, EvalItem, VideoFinder, find_id_map, load_id_map
 from vidagent.eval.errors import EvalError
 from vidagent.eval.loaders import load_dataset
-from vidagent.eval.planners import get_planner
+from vidagent.agent.planner import build_planner
 from vidagent.eval.report import RESULTS, RUN_FILE, write_run_report
 from vidagent.eval.results import ResultsFile
 from vidagent.eval.worker import WorkerConfig
 
 # What must match for a folder's rows to be reused by a rerun.
-IDENTITY_KEYS = ("dataset", "format", "planner", "judge", "llm")
+IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm")
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class RunConfig:
     format: str | None = None
     id_map: Path | None = None
     planner: str = "react"
+    planner_options: tuple[tuple[str, str], ...] = ()  # (key, value) pairs, as --planner-option gives them
     limit: int | None = None
     workers: int | None = None  # None: 1 locally, one per CPU on Ray
     ray: bool = False
@@ -60,8 +61,9 @@ class RunResult:
     answered_now: int = 0
 
 
-def default_out(dataset: Dataset, planner: str) -> Path:
-    safe = re.sub(r"[^\w.-]+", "_", planner)
+def default_out(dataset: Dataset, planner: str, options: Sequence[tuple[str, str]] = ()) -> Path:
+    label = planner + "".join(f"-{key}_{value}" for key, value in options)
+    safe = re.sub(r"[^\w.-]+", "_", label)
     return Path("eval-runs") / f"{dataset.name}-{safe}"
 
 
@@ -102,11 +104,11 @@ def group_by_video(items: Sequence[EvalItem]) -> list[list[EvalItem]]:
 
 
 def _identity(dataset: Dataset, config: RunConfig, settings: Settings) -> dict[str, Any]:
-    planner_free = config.planner == "random"
+    model_free = not build_planner(config.planner, dict(config.planner_options)).uses_llm
     return {
         "dataset": str(dataset.source.resolve()), "format": dataset.format, "planner": config.planner,
-        "judge": config.judge, "llm": None if planner_free and not config.judge else
-        f"{settings.llm.backend}:{settings.llm.model}",
+        "planner_options": dict(config.planner_options), "judge": config.judge,
+        "llm": None if model_free and not config.judge else f"{settings.llm.backend}:{settings.llm.model}",
     }
 
 
@@ -140,13 +142,13 @@ def make_backend(config: RunConfig, worker: WorkerConfig) -> Backend:
 def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None] | None = None) -> RunResult:
     """Run (or resume) an evaluation; returns every row of the selected questions and the report paths."""
     say = log or (lambda message: print(message, file=sys.stderr))
-    get_planner(config.planner)  # an unknown planner fails before any work
+    build_planner(config.planner, dict(config.planner_options))  # an unknown planner or option fails before any work
     if config.limit is not None and config.limit < 1:
         raise EvalError("--limit must be at least 1")
     dataset = load_dataset(config.dataset, config.format)
     selected = Dataset(dataset.source, dataset.format, dataset.items[: config.limit] if config.limit else dataset.items)
     runnable, missing = resolve_videos(selected, config)
-    out = Path(config.out) if config.out else default_out(dataset, config.planner)
+    out = Path(config.out) if config.out else default_out(dataset, config.planner, config.planner_options)
     if not runnable:
         where = ", ".join(str(v) for v in config.videos) or str(dataset.source.parent)
         raise EvalError(f"none of the videos of {dataset.source.name} was found under {where} (use --videos DIR)")
@@ -169,7 +171,8 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
     selected_ids = {item.id for item in runnable}
     pending = [item for item in runnable if item.id not in done]
     rows = {qid: row for qid, row in done.items() if qid in selected_ids}
-    worker = WorkerConfig(settings=settings, planner=config.planner, judge=config.judge,
+    worker = WorkerConfig(settings=settings, planner=config.planner, planner_options=config.planner_options,
+                          judge=config.judge,
                           clips_dir=str(settings.home / "eval-clips") if config.cut_clips else None)
     scored = [r["correct"] for r in rows.values() if r.get("correct") is not None]
     bar = tqdm(total=len(runnable), initial=len(rows), desc=f"{config.planner} on {dataset.name}", unit="q",

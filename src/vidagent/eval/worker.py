@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from vidagent.agent.answer import Answer
+from vidagent.agent.planner import build_planner
 from vidagent.config import Settings
 from vidagent.errors import VidagentError
 from vidagent.eval.clips import cut_clip
-from vidagent.eval.dataset import OPEN_ENDED, EvalItem
+from vidagent.eval.dataset import LOCALIZATION, OPEN_ENDED, EvalItem
+from vidagent.eval.errors import EvalError
 from vidagent.eval.judge import judge_answer
-from vidagent.eval.planners import get_planner
 from vidagent.eval.scoring import score_answer
 from vidagent.session import Session
 
@@ -28,6 +29,7 @@ class WorkerConfig:
 
     settings: Settings
     planner: str
+    planner_options: tuple[tuple[str, str], ...] = ()
     judge: bool = False
     clips_dir: str | None = None  # where the parts of videos that questions are about are cut to
 
@@ -37,7 +39,7 @@ class QuestionWorker:
 
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
-        self.planner = get_planner(config.planner)
+        self.planner = build_planner(config.planner, dict(config.planner_options))
         self.session = Session(config.settings)
 
     def answer(self, item: EvalItem) -> dict[str, Any]:
@@ -48,7 +50,10 @@ class QuestionWorker:
             if item.clip is not None and self.config.clips_dir and item.video_path:
                 clip = cut_clip(Path(item.video_path), item.clip[0], item.clip[1], Path(self.config.clips_dir))
                 asked = replace(item, video_path=str(clip))
-            answer = self.planner(self.session, asked)
+            if not asked.video_path:
+                raise EvalError(f"question {item.id} has no video file")
+            answer = self.session.ask(asked.video_path, item.question, list(item.choices) if item.choices else None,
+                                      planner=self.planner, task_id=item.id, wants_time=item.task == LOCALIZATION)
             row.update(answer_fields(answer))
             row.update(score_answer(item, answer))
             if self.config.judge and item.task == OPEN_ENDED and item.has_key:
@@ -75,11 +80,12 @@ def base_row(item: EvalItem, planner: str) -> dict[str, Any]:
         "task": item.task, "question": item.question, "choices": list(item.choices) if item.choices else None,
         "gold": item.gold(), "dataset_grounded": bool(item.extra.get("grounded")), "planner": planner,
         "prediction": "", "choice_index": None, "correct": None, "match": None, "windows": [], "iou": None,
-        "judge": None, "usage": {}, "judge_usage": {}, "evidence": [], "trace": [], "error": None, "wall_s": 0.0,
+        "judge": None, "usage": {}, "judge_usage": {}, "evidence": [], "candidates": [], "artifacts": {}, "trace": [], "error": None, "wall_s": 0.0,
     }
 
 
 def answer_fields(answer: Answer) -> dict[str, Any]:
     data = answer.to_dict()
     return {"prediction": data["answer"], "choice_index": data["choice_index"], "usage": data["usage"],
-            "evidence": data["evidence"], "trace": data["trace"]}
+            "evidence": data["evidence"], "candidates": data["candidates"], "artifacts": data["artifacts"],
+            "trace": data["trace"]}

@@ -88,6 +88,7 @@ class ReadOnlyQueries:
         path = Path(library_path)
         if not path.is_file():
             raise MemoryStoreError(f"no library database at {path}: index a video first")
+        self.video_id = video_id
         self.timeout_s = timeout_s
         self.max_rows = max_rows
         self._refusal: str | None = None

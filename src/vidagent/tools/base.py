@@ -31,14 +31,15 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Evidence:
-    """A stretch of the video that supports an observation."""
+    """A stretch of a video that supports an observation; ``source`` names the video (its id)."""
 
     start_s: float
     end_s: float
     text: str
+    source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"start_s": self.start_s, "end_s": self.end_s, "text": self.text}
+        return {"start_s": self.start_s, "end_s": self.end_s, "text": self.text, "source": self.source}
 
 
 @dataclass(frozen=True)

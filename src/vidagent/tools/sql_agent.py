@@ -98,7 +98,7 @@ class SQLSubAgent:
         prompt = render(load_prompt(PROMPTS, "sql_answer"), question=question, sql=result.sql, rows=rows)
         answer = self.llm.chat([Message("user", prompt)], max_tokens=MAX_ANSWER_TOKENS, stop=["\n\n"]).text.strip()
         text = f"SQL: {result.sql}\nResult:\n{rows}\nAnswer: {answer}"
-        return Observation(text, evidence=_evidence(result, answer), artifacts={"sql": result.sql})
+        return Observation(text, evidence=_evidence(result, answer, self.queries.video_id), artifacts={"sql": result.sql})
 
 
 @dataclass
@@ -146,7 +146,7 @@ class SQLTools:
         return "Objects most related to the question:\n" + "\n".join(lines) + "\n"
 
 
-def _evidence(result: QueryResult, answer: str) -> tuple[Evidence, ...]:
+def _evidence(result: QueryResult, answer: str, video_id: str) -> tuple[Evidence, ...]:
     """Time spans named by the result's rows (columns start_s/end_s, first_s/last_s or time_s)."""
     columns = [c.lower() for c in result.columns]
     pairs = [("start_s", "end_s"), ("first_s", "last_s"), ("time_s", "time_s")]
@@ -157,6 +157,6 @@ def _evidence(result: QueryResult, answer: str) -> tuple[Evidence, ...]:
             for row in result.rows[:10]:
                 start, end = row[start_i], row[end_i]
                 if isinstance(start, (int, float)) and isinstance(end, (int, float)):
-                    spans.append(Evidence(float(start), float(end), answer))
+                    spans.append(Evidence(float(start), float(end), answer, video_id))
             return tuple(spans)
     return ()

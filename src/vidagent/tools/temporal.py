@@ -9,7 +9,7 @@ from vidagent.llm.base import ChatModel
 from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import TextEmbedder
-from vidagent.perception.vqa import VisualQA
+from vidagent.tools.vqa import VisualQA
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
 MAX_CAPTIONS = 15
@@ -69,7 +69,7 @@ class TemporalTools:
             notes.append(f"(only {MAX_CAPTIONS} segments at a time: showing {start}-{end})")
         segments = self.memory.segments[start : end + 1]
         lines = notes + [_segment_line(s) for s in segments]
-        return Observation("\n".join(lines), evidence=tuple(_evidence(s) for s in segments))
+        return Observation("\n".join(lines), evidence=tuple(_evidence(s, self.memory.video_id) for s in segments))
 
     def segment_localization(self, description: str) -> Observation:
         count = self.memory.segment_count
@@ -79,7 +79,7 @@ class TemporalTools:
         ranked = self.memory.rank_segments(query, TOP_SEGMENTS)
         lines = [f"There are {count} segments in total (ids 0-{count - 1}). Most similar to '{description}':"]
         lines += [f"{_segment_line(r.segment, words=SNIPPET_WORDS)} [similarity {r.score:.2f}]" for r in ranked]
-        return Observation("\n".join(lines), evidence=tuple(_evidence(r.segment) for r in ranked))
+        return Observation("\n".join(lines), evidence=tuple(_evidence(r.segment, self.memory.video_id) for r in ranked))
 
     def visual_question_answering(self, question: str, segment_id: int) -> Observation:
         count = self.memory.segment_count
@@ -96,7 +96,7 @@ class TemporalTools:
         result = self.vqa.answer(question, frames, self.llm)
         text = f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s).\n" \
                f"Description: {result.description}\nAnswer: {result.answer}"
-        return Observation(text, evidence=(Evidence(first.start_s, last.end_s, result.answer),),
+        return Observation(text, evidence=(Evidence(first.start_s, last.end_s, result.answer, self.memory.video_id),),
                            artifacts={"frame_times": [f.time_s for f in frames]})
 
 
@@ -109,5 +109,5 @@ def _segment_line(segment: SegmentRecord, words: int | None = None) -> str:
     return f"Segment {segment.segment_id} ({segment.start_s:.1f}-{segment.end_s:.1f} s): {text}"
 
 
-def _evidence(segment: SegmentRecord) -> Evidence:
-    return Evidence(segment.start_s, segment.end_s, segment.as_text())
+def _evidence(segment: SegmentRecord, video_id: str) -> Evidence:
+    return Evidence(segment.start_s, segment.end_s, segment.as_text(), video_id)

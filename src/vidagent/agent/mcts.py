@@ -1,0 +1,345 @@
+"""DoraemonGPT's Monte Carlo Tree Search planner (§2.3, appendix A.1).
+
+The root is the question (with the automatic overview of the first segments, when the toolbox
+can read them); every other node is one ReAct step, and a leaf holds a final answer or a failure.
+Each of ``n`` iterations:
+
+1. **Node selection**: a non-leaf node drawn with probability softmax(R) over the nodes'
+   rewards (the first iteration can only take the root). The paper's ablation strategies are
+   options: ``dfs`` (the deepest open node of the latest chain), ``root`` and ``uniform``.
+2. **Branch expansion**: one new ReAct step from that node; the prompt lists the actions its
+   children already took and asks for a different one (that request is not kept in the
+   conversation the chain continues with). A step that repeats a child is drawn again.
+3. **Chain execution**: ReAct steps until a final answer (a non-failure) or a failure: an
+   unusable reply, a failed or repeated tool call, or ``max_depth`` steps without an answer.
+4. **Reward back-propagation**: ``R_i += R_leaf * exp(beta * (1 - d(i, leaf)))`` for the leaf
+   and each ancestor, with ``R_leaf = +alpha`` for an answer and ``-alpha`` for a failure.
+
+The answer: a vote over the options the answers name (ties go to the earliest answer), or for an
+open question an LLM summary of the distinct answers. Every answer is a ``Candidate`` with its
+votes and reward; the trace is the search tree; ``artifacts["search"]`` has each node's reward
+and each iteration's selection.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
+from vidagent.agent.baselines import task_seed
+from vidagent.agent.parsing import parse_react
+from vidagent.agent.planner import metered, register_planner, start
+from vidagent.agent.react import VIDEOAGENT_TOOLS
+from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
+from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace
+from vidagent.agent.task import Task
+from vidagent.agent.toolbox import Toolbox
+from vidagent.errors import PlannerError
+from vidagent.llm.base import ChatModel, Message
+from vidagent.prompts import load_prompt, render
+
+PROMPTS = "vidagent.agent"
+STRATEGIES = ("mcts", "dfs", "root", "uniform")
+SUBTASK_TOOLS = ("when", "why", "what", "how", "count", "other")
+SUMMARY_TOKENS = 80
+
+
+@dataclass(eq=False)
+class Node:
+    """A node of the search tree. ``step_id`` is the trace step its children hang from."""
+
+    parent: "Node | None"
+    depth: int
+    step_id: int
+    outcome: StepOutcome | None = None  # None for the root
+    children: list["Node"] = field(default_factory=list)
+    reward: float = 0.0
+    answer: str | None = None
+    failure: str | None = None
+    choice_index: int | None = None
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.answer is not None or self.failure is not None
+
+    def path(self) -> list["Node"]:
+        """The nodes from the root down to this one."""
+        nodes: list[Node] = []
+        node: Node | None = self
+        while node is not None:
+            nodes.append(node)
+            node = node.parent
+        return nodes[::-1]
+
+
+@register_planner("mcts")
+@dataclass
+class MCTSPlanner:
+    """Options: ``n`` (iterations, so at most n answers), ``alpha`` (base reward), ``beta``
+    (reward decay), ``strategy`` (mcts, dfs, root, uniform), ``max_depth`` (steps in one chain),
+    ``expansion_temperature`` and ``chain_temperature``, ``expansion_tries`` (redraws when an
+    expansion repeats a child), ``errors_fail`` (an error ends a chain as a failure, as in the
+    paper), ``overview_segments``, ``seed`` (default: from the task)."""
+
+    n: int = 2
+    alpha: float = 1.0
+    beta: float = 0.5
+    strategy: str = "mcts"
+    max_depth: int = 8
+    expansion_temperature: float = 0.7
+    chain_temperature: float = 0.0
+    expansion_tries: int = 2
+    errors_fail: bool = True
+    overview_segments: int = 15
+    seed: int | None = None
+    name: ClassVar[str] = "mcts"
+    tools: tuple[str, ...] | None = SUBTASK_TOOLS + VIDEOAGENT_TOOLS
+    reads_memory: ClassVar[bool] = True
+    uses_llm: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError("n must be at least 1")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
+        if self.alpha <= 0 or self.beta < 0:
+            raise ValueError("alpha must be positive and beta not negative")
+        if self.max_depth < 1:
+            raise ValueError("max_depth must be at least 1")
+
+    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
+        if not toolbox.tools:
+            raise PlannerError("the MCTS planner needs at least one tool")
+        if llm is None:
+            raise PlannerError("the MCTS planner needs a chat model")
+        return _Search(self, task, toolbox, metered(llm), trace).run()
+
+    # -- the pieces a test can check on their own -------------------------------------------
+    def backpropagate(self, leaf: Node) -> float:
+        """Add the leaf's reward, decayed by distance, to it and to every ancestor; returns R_leaf."""
+        reward = -self.alpha if leaf.failure is not None else self.alpha
+        for node in leaf.path():
+            distance = leaf.depth - node.depth
+            node.reward += reward * math.exp(self.beta * (1 - distance))
+        return reward
+
+    def selection_probabilities(self, nodes: Sequence[Node], last_leaf: Node | None) -> list[tuple[Node, float]]:
+        """The open (non-leaf) nodes with the probability each is selected under the strategy."""
+        open_nodes = [node for node in nodes if not node.is_leaf]
+        if not open_nodes:
+            return []
+        if self.strategy == "root":
+            return [(open_nodes[0], 1.0)]
+        if self.strategy == "dfs":
+            deepest = last_leaf.parent if last_leaf is not None and last_leaf.parent is not None else open_nodes[0]
+            return [(deepest, 1.0)]
+        if self.strategy == "uniform":
+            return [(node, 1.0 / len(open_nodes)) for node in open_nodes]
+        top = max(node.reward for node in open_nodes)
+        weights = [math.exp(node.reward - top) for node in open_nodes]
+        total = sum(weights)
+        return [(node, weight / total) for node, weight in zip(open_nodes, weights)]
+
+
+class _Search:
+    """One run of the planner over one question."""
+
+    def __init__(self, planner: MCTSPlanner, task: Task, toolbox: Toolbox, llm: Any, trace: Trace | None) -> None:
+        self.planner = planner
+        self.task = task
+        self.llm = llm
+        self.trace, root_step = start(task, trace)
+        self.steps = ReActSteps(llm, toolbox, self.trace)
+        self.opening = self.steps.opening(task)
+        self.root = Node(parent=None, depth=0, step_id=root_step.id)
+        self.root_step_id = root_step.id
+        self.nodes = [self.root]
+        self.leaves: list[Node] = []
+        self.evidence: list[Any] = []
+        self.iterations: list[dict[str, Any]] = []
+        self.rng = random.Random(planner.seed if planner.seed is not None else task_seed(task))
+        self.seed_base = self.rng.randrange(1 << 30)
+        overview = self.steps.overview(root_step.id, planner.overview_segments)
+        self.root_messages: list[Message] = []
+        self.root_calls: set[CallKey] = set()
+        if overview is not None:
+            self.root_messages = overview.messages
+            self.root_calls.add(overview.call)  # type: ignore[arg-type]
+            self.root.step_id = overview.step_id
+            self.evidence.extend(overview.evidence)
+
+    def run(self) -> Answer:
+        for iteration in range(self.planner.n):
+            choices = self.planner.selection_probabilities(self.nodes, self.leaves[-1] if self.leaves else None)
+            if not choices:
+                break
+            node, probability = self._draw(choices)
+            child = self._expand(node, iteration)
+            leaf = self._execute(child, iteration)
+            self.leaves.append(leaf)
+            reward = self.planner.backpropagate(leaf)
+            verdict = f"failure ({leaf.failure})" if leaf.failure is not None else "answer"
+            self.trace.add(EvaluationStep(parent_id=leaf.step_id, text=f"iteration {iteration + 1}: {verdict}",
+                                          score=reward))
+            self.iterations.append({"iteration": iteration + 1, "selected": node.step_id,
+                                    "probability": round(probability, 4), "leaf": leaf.step_id,
+                                    "failed": leaf.failure is not None})
+        return self._answer()
+
+    # -- the four phases ---------------------------------------------------------------------
+    def _draw(self, choices: list[tuple[Node, float]]) -> tuple[Node, float]:
+        if len(choices) == 1:
+            return choices[0]
+        index = self.rng.choices(range(len(choices)), weights=[p for _, p in choices])[0]
+        return choices[index]
+
+    def _expand(self, node: Node, iteration: int) -> Node:
+        messages = self._messages(node)
+        temperature = self.planner.chain_temperature
+        if node.children:
+            actions = "\n".join(f"- {child.outcome.label()}" for child in node.children if child.outcome)
+            request = render(load_prompt(PROMPTS, "mcts_expand"), actions=actions)
+            messages = messages[:-1] + [Message(messages[-1].role, messages[-1].content.rstrip() + request.rstrip())]
+            temperature = self.planner.expansion_temperature
+        outcome = None
+        for attempt in range(self.planner.expansion_tries + 1):
+            seed = self.seed_base + 1000 * iteration + attempt
+            outcome = self.steps.step(messages, node.step_id, seen=self._calls(node), temperature=temperature,
+                                      seed=seed if temperature > 0 else None)
+            if not any(_same_action(outcome, child.outcome) for child in node.children if child.outcome):
+                break
+            self.trace.add(EvaluationStep(parent_id=outcome.step_id, text="repeats an existing branch: drawn again"))
+            temperature = max(temperature, self.planner.expansion_temperature)
+        assert outcome is not None
+        return self._add(node, outcome)
+
+    def _execute(self, node: Node, iteration: int) -> Node:
+        while not node.is_leaf:
+            if node.depth >= self.planner.max_depth:
+                node.failure = f"no answer after {self.planner.max_depth} steps"
+                break
+            temperature = self.planner.chain_temperature
+            seed = self.seed_base + 1000 * iteration + 100 + node.depth if temperature > 0 else None
+            outcome = self.steps.step(self._messages(node), node.step_id, seen=self._calls(node),
+                                      temperature=temperature, seed=seed)
+            node = self._add(node, outcome)
+        return node
+
+    def _add(self, parent: Node, outcome: StepOutcome) -> Node:
+        child = Node(parent=parent, depth=parent.depth + 1, step_id=outcome.step_id, outcome=outcome)
+        if outcome.final_answer is not None:
+            child.answer = outcome.final_answer
+        elif outcome.is_error and self.planner.errors_fail:
+            child.failure = f"{outcome.tool} failed" if outcome.tool else "unusable reply"
+        parent.children.append(child)
+        self.nodes.append(child)
+        self.evidence.extend(outcome.evidence)
+        return child
+
+    # -- the answer --------------------------------------------------------------------------
+    def _answer(self) -> Answer:
+        answered = [leaf for leaf in self.leaves if leaf.answer is not None]
+        if not answered:
+            return self._forced()
+        if self.task.choices:
+            for leaf in answered:
+                leaf.choice_index = self.steps.choose_option(self._messages(leaf.parent), leaf.answer or "",
+                                                             self.task, leaf.step_id)
+            candidates = self._candidates(answered, key=lambda leaf: leaf.choice_index)
+            voted = [c for c in candidates if c.choice_index is not None]
+            best = max(voted, key=lambda c: c.votes) if voted else candidates[0]  # max keeps the earliest of a tie
+            text = self.task.choices[best.choice_index] if best.choice_index is not None else best.text
+            final = self.trace.add(FinalAnswerStep(
+                parent_id=self.root_step_id, answer=text, how="vote",
+                thought=f"{best.votes} of {len(answered)} answers name this"))
+            return self._result(text, best.choice_index, candidates, final.id)
+        candidates = self._candidates(answered, key=lambda leaf: _normalise(leaf.answer or ""))
+        if len(candidates) == 1:
+            final = self.trace.add(FinalAnswerStep(parent_id=self.root_step_id, answer=candidates[0].text, how="vote",
+                                                   thought=f"all {len(answered)} answers agree"))
+            return self._result(candidates[0].text, None, candidates, final.id)
+        text, final_id = self._summarise(candidates)
+        return self._result(text, None, candidates, final_id)
+
+    def _candidates(self, answered: list[Node], key: Any) -> list[Candidate]:
+        groups: dict[Any, list[Node]] = {}
+        for leaf in answered:
+            groups.setdefault(key(leaf), []).append(leaf)
+        out = []
+        for leaves in groups.values():
+            first = leaves[0]
+            text = self.task.choices[first.choice_index] if self.task.choices and first.choice_index is not None \
+                else first.answer or ""
+            out.append(Candidate(text, first.choice_index, votes=len(leaves), reward=max(l.reward for l in leaves),
+                                 step_id=first.step_id))
+        return out
+
+    def _summarise(self, candidates: list[Candidate]) -> tuple[str, int]:
+        started = time.perf_counter()
+        answers = "\n".join(f"{i}. {c.text}" for i, c in enumerate(candidates, 1))
+        prompt = render(load_prompt(PROMPTS, "mcts_summary"), question=self.task.question, answers=answers,
+                        answer_format=answer_format(self.task)).strip()
+        completion = self.llm.chat([Message("user", prompt)], max_tokens=SUMMARY_TOKENS, stop=("\n\n",))
+        parsed = parse_react(completion.text, [])
+        text = (parsed.final_answer or completion.text).strip() or candidates[0].text
+        step = self.trace.add(FinalAnswerStep(
+            parent_id=self.root_step_id, answer=text, how="summary", model_output=completion.text,
+            thought=f"summary of {len(candidates)} different answers",
+            prompt_tokens=0 if completion.cached else completion.prompt_tokens,
+            completion_tokens=0 if completion.cached else completion.completion_tokens,
+            seconds=time.perf_counter() - started))
+        return text, step.id
+
+    def _forced(self) -> Answer:
+        """No chain reached an answer: ask for the best answer at the end of the latest chain."""
+        leaf = self.leaves[-1] if self.leaves else self.root
+        final = self.steps.force_final(self._messages(leaf), leaf.step_id, self.task)
+        choice_index = self.steps.choose_option(self._messages(leaf), final.answer, self.task, final.id)
+        text = self.task.choices[choice_index] if self.task.choices and choice_index is not None else final.answer
+        return self._result(text, choice_index, [Candidate(text, choice_index, votes=0, step_id=final.id)], final.id)
+
+    def _result(self, text: str, choice_index: int | None, candidates: list[Candidate], final_id: int) -> Answer:
+        first = self.leaves[0] if self.leaves else None
+        search = {
+            "strategy": self.planner.strategy, "n": self.planner.n, "alpha": self.planner.alpha,
+            "beta": self.planner.beta, "final_step": final_id, "iterations": self.iterations,
+            "nodes": [{"step_id": node.step_id, "parent": node.parent.step_id if node.parent else None,
+                       "depth": node.depth, "reward": round(node.reward, 4), "answer": node.answer,
+                       "choice_index": node.choice_index, "failure": node.failure} for node in self.nodes],
+            "first_answer": None if first is None or first.answer is None else
+            {"text": first.answer, "choice_index": first.choice_index},
+        }
+        return Answer(task=self.task, text=text, planner=self.planner.name, choice_index=choice_index,
+                      evidence=dedupe_evidence(self.evidence), candidates=candidates, artifacts={"search": search},
+                      trace=self.trace, usage=self.llm.usage)
+
+    # -- paths -------------------------------------------------------------------------------
+    def _messages(self, node: Node | None) -> list[Message]:
+        """The conversation that leads to ``node``: the opening, the overview, each step on the path."""
+        messages = list(self.opening) + list(self.root_messages)
+        for step in (node.path() if node is not None else []):
+            if step.outcome is not None:
+                messages += step.outcome.messages
+        return messages
+
+    def _calls(self, node: Node) -> set[CallKey]:
+        calls = set(self.root_calls)
+        calls.update(n.outcome.call for n in node.path() if n.outcome is not None and n.outcome.call is not None)
+        return calls
+
+
+def _same_action(outcome: StepOutcome, other: StepOutcome | None) -> bool:
+    if other is None:
+        return False
+    if outcome.final_answer is not None or other.final_answer is not None:
+        return outcome.final_answer is not None and other.final_answer is not None and \
+            _normalise(outcome.final_answer) == _normalise(other.final_answer)
+    return outcome.call is not None and outcome.call == other.call
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.lower().strip(" .").split())

@@ -1,0 +1,222 @@
+"""ReAct steps, shared by every planner that speaks ReAct (the ReAct chain, each MCTS node).
+
+One ``step`` asks the model for ``Thought / Action / Action Input`` (or ``Final Answer``),
+parses it leniently, runs the tool and records typed steps in the trace: a ``ToolCallStep`` with
+the parsed arguments and an ``ObservationStep``, a ``FinalAnswerStep``, or a ``FormatErrorStep``
+whose message goes back to the model. Conversations only grow at their end, so a local model
+reuses its KV cache for everything before the newest observation.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Hashable, Sequence
+
+from vidagent.agent.parsing import extract_choice, parse_react
+from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, ObservationStep, ToolCallStep, Trace
+from vidagent.agent.task import Task
+from vidagent.agent.toolbox import Toolbox
+from vidagent.errors import VidagentError
+from vidagent.llm.base import Completion, Message
+from vidagent.llm.metered import MeteredChat
+from vidagent.prompts import load_prompt, render
+from vidagent.tools.base import Evidence
+
+PROMPTS = "vidagent.agent"
+STOP = ("\nObservation:", "Observation:", "\nObservation")
+MAX_OBSERVATION_CHARS = 2400
+STEP_TOKENS = 200
+REPEATED_CALL = ("You already made this exact call; its result is above. Use another tool or other "
+                 "arguments, or give your Final Answer.")
+CallKey = tuple[str, Hashable]
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one step produced. ``messages`` continue the conversation; ``step_id`` is the step
+    the next one hangs from in the trace."""
+
+    model_output: str
+    step_id: int
+    feedback: str = ""
+    call: CallKey | None = None
+    tool: str = ""
+    raw_arguments: str = ""
+    final_answer: str | None = None
+    is_error: bool = False
+    evidence: tuple[Evidence, ...] = ()
+
+    @property
+    def messages(self) -> list[Message]:
+        reply = Message("assistant", self.model_output or "(empty reply)")
+        if self.final_answer is not None:
+            return [reply]
+        return [reply, Message("user", f"Observation: {self.feedback}")]
+
+    def label(self) -> str:
+        """The action as a line for a prompt that lists actions already taken."""
+        if self.final_answer is not None:
+            return f"Final Answer: {self.final_answer}"
+        if not self.tool:
+            return f"(an unusable reply: {' '.join(self.model_output.split())[:80]})"
+        return f"Action: {self.tool}; Action Input: {self.raw_arguments}"
+
+
+class ReActSteps:
+    """Makes ReAct steps for one question with one model, toolbox and trace."""
+
+    def __init__(self, llm: MeteredChat, toolbox: Toolbox, trace: Trace) -> None:
+        self.llm = llm
+        self.toolbox = toolbox
+        self.trace = trace
+
+    # -- the conversation's start ------------------------------------------------------------
+    def opening(self, task: Task) -> list[Message]:
+        """The system prompt (tools and rules for whatever the toolbox holds) and the question."""
+        rules = "\n".join(f"{i}. {hint}" for i, hint in enumerate(self.toolbox.hints(), 1))
+        system = render(load_prompt(PROMPTS, "react_system"), memory_note=self.toolbox.memory_note,
+                        tools=self.toolbox.describe(), tool_names=", ".join(self.toolbox.names), rules=rules)
+        video = self.toolbox.video
+        options = ""
+        if task.choices:
+            options = "\nOptions:\n" + "\n".join(f"{i}. {choice}" for i, choice in enumerate(task.choices))
+        question = render(
+            load_prompt(PROMPTS, "question"),
+            duration=f"{video.duration_s:.1f}" if video else "?",
+            segment_count=video.segment_count if video else 0,
+            last_segment=max(0, video.segment_count - 1) if video else 0,
+            segment_seconds=f"{video.segment_seconds:g}" if video else "?",
+            question=task.question, options=options, answer_format=answer_format(task),
+        ).strip()
+        return [Message("system", system), Message("user", question)]
+
+    def overview(self, parent_id: int, segments: int) -> StepOutcome | None:
+        """Read the first segments' descriptions, written as the model's own first step.
+
+        It saves a model call on short videos, where reading every description is the right first
+        move anyway, and shows a small model the expected format by example.
+        """
+        video = self.toolbox.video
+        if "caption_retrieval" not in self.toolbox.tools or segments <= 0 or video is None or not video.segment_count:
+            return None
+        end = min(video.segment_count, segments) - 1
+        text = render(load_prompt(PROMPTS, "overview_step"), start=0, end=end).strip()
+        parsed = parse_react(text, self.toolbox.names)
+        return self._run_tool(parent_id, parsed.thought, "caption_retrieval", parsed.action_input, text, None, 0.0)
+
+    # -- one step ----------------------------------------------------------------------------
+    def step(self, messages: Sequence[Message], parent_id: int, *, seen: set[CallKey] | frozenset[CallKey] = frozenset(),
+             temperature: float | None = None, seed: int | None = None) -> StepOutcome:
+        """Ask the model for its next step after ``messages`` and carry it out."""
+        started = time.perf_counter()
+        completion = self.chat(messages, temperature=temperature, seed=seed)
+        output = completion.text.strip()
+        parsed = parse_react(output, self.toolbox.names)
+        if parsed.final_answer is not None:
+            step = self.trace.add(FinalAnswerStep(parent_id=parent_id, thought=parsed.thought, answer=parsed.final_answer,
+                                                  model_output=output, **_cost(completion, started)))
+            return StepOutcome(output, step.id, final_answer=parsed.final_answer)
+        if parsed.error is not None:
+            return self._format_error(parent_id, output, parsed.error, completion, started)
+        call = self.call_key(parsed.action or "", parsed.action_input)
+        if call in seen:
+            return self._format_error(parent_id, output, REPEATED_CALL, completion, started, call)
+        return self._run_tool(parent_id, parsed.thought, parsed.action or "", parsed.action_input, output,
+                              completion, started)
+
+    def chat(self, messages: Sequence[Message], *, max_tokens: int = STEP_TOKENS, temperature: float | None = None,
+             seed: int | None = None) -> Completion:
+        return self.llm.chat(messages, stop=STOP, max_tokens=max_tokens, temperature=temperature, seed=seed)
+
+    def call_key(self, tool: str, raw_arguments: str) -> CallKey:
+        """A tool call by its parsed arguments, so "(0, 2)" and "0, 2" are one call."""
+        arguments = self._arguments(tool, raw_arguments)
+        if arguments is not None:
+            return tool, tuple(sorted((k, v) for k, v in arguments.items()))
+        return tool, " ".join(raw_arguments.lower().split())
+
+    # -- ending ------------------------------------------------------------------------------
+    def force_final(self, messages: Sequence[Message], parent_id: int, task: Task) -> FinalAnswerStep:
+        """Out of steps: ask for the best answer now."""
+        started = time.perf_counter()
+        prompt = render(load_prompt(PROMPTS, "force_final"), answer_format=answer_format(task))
+        completion = self.chat(list(messages) + [Message("user", prompt)], max_tokens=80)
+        parsed = parse_react(completion.text, self.toolbox.names)
+        answer = parsed.final_answer or completion.text.strip()
+        return self.trace.add(FinalAnswerStep(parent_id=parent_id, thought="(step limit reached)", answer=answer,
+                                              how="forced", model_output=completion.text, **_cost(completion, started)))
+
+    def choose_option(self, messages: Sequence[Message], answer: str, task: Task, parent_id: int) -> int | None:
+        """The option a final answer names; when it names none, ask the model once which it means."""
+        if not task.choices:
+            return None
+        index = extract_choice(answer, task.choices, bare_numbers=False)
+        if index is not None:
+            return index
+        started = time.perf_counter()
+        options = "\n".join(f"{i}. {c}" for i, c in enumerate(task.choices))
+        prompt = render(load_prompt(PROMPTS, "which_option"), answer=answer, options=options).strip()
+        completion = self.chat(list(messages) + [Message("user", prompt)], max_tokens=8)
+        index = extract_choice(completion.text, task.choices)
+        self.trace.add(FinalAnswerStep(parent_id=parent_id, thought="(mapping the answer to an option)",
+                                       answer=completion.text.strip(), how="option", model_output=completion.text,
+                                       **_cost(completion, started)))
+        return index
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _run_tool(self, parent_id: int, thought: str, tool: str, raw_arguments: str, output: str,
+                  completion: Completion | None, started: float) -> StepOutcome:
+        call = self.call_key(tool, raw_arguments)
+        arguments = self._arguments(tool, raw_arguments) or {}
+        cost = _cost(completion, started) if completion is not None else {}
+        call_step = self.trace.add(ToolCallStep(parent_id=parent_id, thought=thought, tool=tool, arguments=arguments,
+                                                raw_arguments=raw_arguments, model_output=output, **cost))
+        before = replace(self.llm.usage)
+        tool_started = time.perf_counter()
+        result = self.toolbox.call(tool, raw_arguments)
+        after = self.llm.usage
+        text = clip(result.text)
+        observation = self.trace.add(ObservationStep(
+            parent_id=call_step.id, tool=tool, text=text, evidence=tuple(result.evidence),
+            artifacts=dict(result.artifacts), is_error=result.is_error,
+            prompt_tokens=after.prompt_tokens - before.prompt_tokens,
+            completion_tokens=after.completion_tokens - before.completion_tokens,
+            seconds=time.perf_counter() - tool_started))
+        return StepOutcome(output, observation.id, feedback=text, call=call, tool=tool, raw_arguments=raw_arguments,
+                           is_error=result.is_error, evidence=tuple(result.evidence))
+
+    def _format_error(self, parent_id: int, output: str, message: str, completion: Completion, started: float,
+                      call: CallKey | None = None) -> StepOutcome:
+        step = self.trace.add(FormatErrorStep(parent_id=parent_id, model_output=output, message=message,
+                                              **_cost(completion, started)))
+        return StepOutcome(output, step.id, feedback=message, call=call, is_error=True)
+
+    def _arguments(self, tool: str, raw_arguments: str) -> dict[str, Any] | None:
+        found = self.toolbox.tools.get(tool)
+        if found is None:
+            return None
+        try:
+            return found.parse_arguments(raw_arguments)
+        except VidagentError:
+            return None
+
+
+def answer_format(task: Task) -> str:
+    if task.answer_type == "choice":
+        # Small models asked for an option *number* mostly echo the last number they read; asked to
+        # copy the option's text they pick by meaning (extract_choice maps text, letters and numbers).
+        return "the text of the correct option, copied exactly"
+    return "a short answer (for a 'when' question, the time in seconds)"
+
+
+def clip(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" ... [{len(text) - limit} more characters cut]"
+
+
+def _cost(completion: Completion, started: float) -> dict[str, Any]:
+    return {"prompt_tokens": completion.prompt_tokens if not completion.cached else 0,
+            "completion_tokens": completion.completion_tokens if not completion.cached else 0,
+            "seconds": time.perf_counter() - started}

@@ -1,0 +1,238 @@
+"""Typed steps of a planner's run, kept as a tree.
+
+Every step has an ``id`` and the ``parent_id`` of the step it follows: ReAct's trace is a chain
+(task, tool call, observation, tool call, ..., final answer), MCTS's trace is its search tree.
+A ``Trace`` numbers the steps as they are added and tells an ``on_step`` callback at once, so a
+caller (the CLI, the server) sees each step while the planner is still working.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, ClassVar, Iterator, Mapping, TypeVar
+
+from vidagent.tools.base import Evidence
+
+
+@dataclass(kw_only=True)
+class Step:
+    """What every step has: its place in the tree and what it cost (model tokens and seconds)."""
+
+    kind: ClassVar[str] = "step"
+    id: int = -1
+    parent_id: int | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        """One line for a human reading the trace."""
+        return self.kind
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.kind}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name == "evidence":
+                value = [e.to_dict() for e in value]
+            elif item.name == "seconds":
+                value = round(value, 3)
+            data[item.name] = value
+        return data
+
+
+@dataclass(kw_only=True)
+class TaskStep(Step):
+    """The root: the question, its options and the sources it is about."""
+
+    kind: ClassVar[str] = "task"
+    question: str
+    choices: list[str] | None = None
+    sources: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        options = f" ({len(self.choices)} options)" if self.choices else ""
+        return f"Question: {self.question}{options}"
+
+
+@dataclass(kw_only=True)
+class ToolCallStep(Step):
+    """The model chose a tool: its reasoning, the tool, and the arguments as parsed for the tool."""
+
+    kind: ClassVar[str] = "tool_call"
+    thought: str
+    tool: str
+    arguments: dict[str, Any]
+    raw_arguments: str
+    model_output: str = ""
+
+    def summary(self) -> str:
+        thought = f"Thought: {self.thought}\n" if self.thought else ""
+        return f"{thought}Action: {self.tool}({self.raw_arguments})"
+
+
+@dataclass(kw_only=True)
+class ObservationStep(Step):
+    """What a tool returned. Its tokens are those of the model calls the tool itself made."""
+
+    kind: ClassVar[str] = "observation"
+    tool: str
+    text: str
+    evidence: tuple[Evidence, ...] = ()
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+
+    def summary(self) -> str:
+        return f"{'Error' if self.is_error else 'Observation'}: {self.text}"
+
+
+@dataclass(kw_only=True)
+class FormatErrorStep(Step):
+    """The model's reply could not be used (no action, an unknown tool, a repeated call)."""
+
+    kind: ClassVar[str] = "format_error"
+    model_output: str
+    message: str
+
+    def summary(self) -> str:
+        return f"Unusable reply: {self.message}"
+
+
+@dataclass(kw_only=True)
+class PlanStep(Step):
+    """A plan or a re-plan written by the model."""
+
+    kind: ClassVar[str] = "plan"
+    text: str
+    model_output: str = ""
+
+    def summary(self) -> str:
+        return f"Plan: {self.text}"
+
+
+@dataclass(kw_only=True)
+class EvaluationStep(Step):
+    """A judgement of the steps before it: a reward, a self-check, an evaluator's verdict."""
+
+    kind: ClassVar[str] = "evaluation"
+    text: str
+    score: float | None = None
+    model_output: str = ""
+
+    def summary(self) -> str:
+        score = f" [{self.score:+.3g}]" if self.score is not None else ""
+        return f"Evaluation{score}: {self.text}"
+
+
+@dataclass(kw_only=True)
+class FinalAnswerStep(Step):
+    """An answer: the model's own (``how="model"``), or one reached otherwise: ``forced`` at the
+    step limit, ``option`` (mapped to an option), ``vote``, ``summary``."""
+
+    kind: ClassVar[str] = "final_answer"
+    answer: str
+    thought: str = ""
+    how: str = "model"
+    model_output: str = ""
+
+    def summary(self) -> str:
+        label = "Final Answer" if self.how == "model" else f"Final Answer ({self.how})"
+        thought = f"Thought: {self.thought}\n" if self.thought else ""
+        return f"{thought}{label}: {self.answer}"
+
+
+S = TypeVar("S", bound=Step)
+STEP_TYPES: Mapping[str, type[Step]] = {cls.kind: cls for cls in (
+    TaskStep, ToolCallStep, ObservationStep, FormatErrorStep, PlanStep, EvaluationStep, FinalAnswerStep)}
+
+
+class Trace:
+    """The steps of one run, in the order they were made, forming a tree by ``parent_id``."""
+
+    def __init__(self, on_step: Callable[[Step], None] | None = None) -> None:
+        self._steps: list[Step] = []
+        self._children: dict[int | None, list[int]] = {}
+        self.on_step = on_step
+
+    def add(self, step: S) -> S:
+        """Number ``step``, keep it, and tell the ``on_step`` callback."""
+        if step.parent_id is not None and not 0 <= step.parent_id < len(self._steps):
+            raise ValueError(f"step parent {step.parent_id} is not in the trace")
+        step.id = len(self._steps)
+        self._steps.append(step)
+        self._children.setdefault(step.parent_id, []).append(step.id)
+        if self.on_step is not None:
+            self.on_step(step)
+        return step
+
+    def __getitem__(self, step_id: int) -> Step:
+        return self._steps[step_id]
+
+    def __iter__(self) -> Iterator[Step]:
+        return iter(self._steps)
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    @property
+    def last(self) -> Step | None:
+        return self._steps[-1] if self._steps else None
+
+    def children(self, step_id: int | None) -> list[Step]:
+        """The steps that follow ``step_id`` directly (``None``: the roots)."""
+        return [self._steps[i] for i in self._children.get(step_id, [])]
+
+    def path(self, step_id: int) -> list[Step]:
+        """The steps from the root down to ``step_id``."""
+        chain: list[Step] = []
+        current: int | None = step_id
+        while current is not None:
+            step = self._steps[current]
+            chain.append(step)
+            current = step.parent_id
+        return chain[::-1]
+
+    def of_type(self, kind: type[S]) -> list[S]:
+        return [s for s in self._steps if isinstance(s, kind)]
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [step.to_dict() for step in self._steps]
+
+    @classmethod
+    def from_list(cls, rows: list[Mapping[str, Any]]) -> "Trace":
+        """Rebuild a trace from ``to_list`` output (ids are kept as they were)."""
+        trace = cls()
+        for row in rows:
+            values = {k: v for k, v in row.items() if k not in ("type", "id")}
+            if "evidence" in values:
+                values["evidence"] = tuple(Evidence(**e) for e in values["evidence"])
+            trace.add(STEP_TYPES[row["type"]](**values))
+        return trace
+
+    def render(self, *, max_chars: int = 600) -> str:
+        """The tree as indented text: a chain stays flat, and each branch of a fork is indented."""
+        lines: list[str] = []
+
+        def show(step: Step, indent: str, marker: str) -> None:
+            cost = ""
+            if step.prompt_tokens or step.completion_tokens or step.seconds >= 0.05:
+                cost = f"  ({step.seconds:.1f} s, {step.prompt_tokens}+{step.completion_tokens} tokens)"
+            text = step.summary()
+            if len(text) > max_chars:
+                text = text[:max_chars] + f" ... [{len(text) - max_chars} more characters]"
+            body = text.splitlines() or [""]
+            lines.append(f"{indent}{marker}[{step.id}] {body[0]}{cost}")
+            pad = indent + (" " * len(marker)) + " " * (len(str(step.id)) + 3)
+            lines.extend(pad + line for line in body[1:])
+
+        def walk(step_id: int | None, indent: str) -> None:
+            kids = self._children.get(step_id, [])
+            while len(kids) == 1:  # a chain: no indentation
+                show(self._steps[kids[0]], indent, "")
+                kids = self._children.get(kids[0], [])
+            for child in kids:
+                show(self._steps[child], indent, "+ ")
+                walk(child, indent + "  | ")
+
+        walk(None, "")
+        return "\n".join(lines)

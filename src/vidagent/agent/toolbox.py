@@ -1,0 +1,75 @@
+"""The ``Toolbox``: everything a planner may use for one question, built by the session.
+
+It holds the tools (over the memory, the vision models and the chat model), a short account of
+each video (length, segments), the video memories themselves for planners that read a memory
+whole (the caption-only baseline), and a note on what the memory's descriptions are. A planner
+works only through its toolbox, never through the session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping
+
+from vidagent.memory.video_memory import VideoMemory
+from vidagent.prompts import load_prompt
+from vidagent.tools.base import Observation, Tool
+
+
+@dataclass(frozen=True)
+class VideoContext:
+    """What a planner is told about a video up front."""
+
+    source_id: str
+    duration_s: float
+    segment_count: int
+    segment_seconds: float
+
+
+@dataclass(frozen=True)
+class Toolbox:
+    tools: Mapping[str, Tool]
+    videos: tuple[VideoContext, ...] = ()
+    memories: Mapping[str, VideoMemory] = field(default_factory=dict)
+    memory_note: str = ""
+
+    @classmethod
+    def of(cls, tools: Iterable[Tool], **values: object) -> "Toolbox":
+        return cls({tool.name: tool for tool in tools}, **values)  # type: ignore[arg-type]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.tools)
+
+    @property
+    def video(self) -> VideoContext | None:
+        """The first (for now: the only) video."""
+        return self.videos[0] if self.videos else None
+
+    def select(self, names: Iterable[str] | None) -> "Toolbox":
+        """The same toolbox with only the named tools (in that order; unknown names are skipped)."""
+        if names is None:
+            return self
+        return replace(self, tools={name: self.tools[name] for name in names if name in self.tools})
+
+    def describe(self) -> str:
+        """One line per tool: its signature and description."""
+        return "\n".join(f"- {tool.signature()}: {tool.description}" for tool in self.tools.values())
+
+    def hints(self) -> list[str]:
+        """The rules of ``prompts/tool_hints.txt`` that apply to the tools present, in the file's
+        order: a line ``a+b: text`` applies when tools a and b are both here, ``*: text`` always."""
+        hints = []
+        for line in load_prompt("vidagent.agent", "tool_hints").splitlines():
+            names, _, text = line.partition(":")
+            wanted = [n.strip() for n in names.split("+") if n.strip() != "*"]
+            if text.strip() and all(n in self.tools for n in wanted):
+                hints.append(text.strip())
+        return hints
+
+    def call(self, name: str, arguments: object) -> Observation:
+        """Run a tool by name; a tool never raises (failures come back as error observations)."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return Observation(f"Error: there is no tool {name!r}; use one of: {', '.join(self.tools)}.", is_error=True)
+        return tool(arguments)  # type: ignore[arg-type]

@@ -1,0 +1,249 @@
+"""DoraemonGPT's MCTS planner with a scripted model over real tools: rewards, selection, expansion,
+voting, summary, failures and the ablation strategies."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from vidagent.agent.mcts import MCTSPlanner, Node
+from vidagent.agent.planner import build_planner
+from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, ToolCallStep, Trace
+from vidagent.agent.task import Task
+from vidagent.agent.toolbox import Toolbox, VideoContext
+from vidagent.errors import PlannerError
+from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+
+from scripted_llm import ScriptedLLM
+
+CAPTIONS = ["a woman holds a ball", "a dog jumps", "a dog runs with a black leash"]
+CHOICES = ("a black leash", "a rope toy", "a long scarf", "a garden hose", "nothing is attached")
+
+
+def _captions(start_segment: int, end_segment: int) -> Observation:
+    if not 0 <= start_segment <= end_segment < len(CAPTIONS):
+        return Observation(f"No such segments: ids run from 0 to {len(CAPTIONS) - 1}.", is_error=True)
+    chosen = range(start_segment, end_segment + 1)
+    return Observation("\n".join(f"Segment {i}: {CAPTIONS[i]}" for i in chosen),
+                       evidence=tuple(Evidence(2.0 * i, 2.0 * i + 2, CAPTIONS[i], "v1") for i in chosen))
+
+
+def _count(question: str) -> Observation:
+    return Observation("Answer: 1 dog", evidence=(Evidence(2.0, 6.0, "1 dog", "v1"),))
+
+
+TOOLBOX = Toolbox.of(
+    [Tool("caption_retrieval", "Read segment descriptions.", (Parameter("start_segment", int, ""),
+                                                               Parameter("end_segment", int, "")), _captions),
+     Tool("count", "Counts things.", (Parameter("question", str, "the sub-question"),), _count)],
+    videos=(VideoContext("v1", 6.0, 3, 2.0),))
+
+READ_ALL = "Thought: read everything\nAction: caption_retrieval\nAction Input: 0, 2"
+COUNT = "Thought: count the dogs\nAction: count\nAction Input: how many dogs are there?"
+LEASH = "Thought: I now know the final answer\nFinal Answer: a black leash"
+ROPE = "Thought: I now know the final answer\nFinal Answer: a rope toy"
+
+
+def planner(**options) -> MCTSPlanner:
+    options.setdefault("overview_segments", 0)
+    options.setdefault("seed", 7)
+    return MCTSPlanner(**options)
+
+
+def chain(*depths_and_outcomes) -> list[Node]:
+    """A path root -> ... built by hand: [root, n1, n2, ...]."""
+    nodes = [Node(parent=None, depth=0, step_id=0)]
+    for index in range(1, len(depths_and_outcomes) + 1):
+        nodes.append(Node(parent=nodes[-1], depth=index, step_id=index))
+        nodes[-2].children.append(nodes[-1])
+    return nodes
+
+
+# -- the pieces -----------------------------------------------------------------------------------
+def test_backpropagation_adds_the_decayed_reward_to_the_leaf_and_every_ancestor():
+    mcts = planner(alpha=1.0, beta=0.5)
+    root, a, b, leaf = chain(1, 2, 3)
+    leaf.answer = "a black leash"
+    assert mcts.backpropagate(leaf) == 1.0
+    assert leaf.reward == pytest.approx(math.exp(0.5))      # d = 0
+    assert b.reward == pytest.approx(1.0)                   # d = 1
+    assert a.reward == pytest.approx(math.exp(-0.5))        # d = 2
+    assert root.reward == pytest.approx(math.exp(-1.0))     # d = 3
+    failed = Node(parent=a, depth=2, step_id=9, failure="count failed")
+    a.children.append(failed)
+    assert mcts.backpropagate(failed) == -1.0
+    assert failed.reward == pytest.approx(-math.exp(0.5))
+    assert a.reward == pytest.approx(math.exp(-0.5) - 1.0)
+    assert root.reward == pytest.approx(math.exp(-1.0) - math.exp(-0.5))
+    assert b.reward == pytest.approx(1.0)  # not on the failed path
+    big = planner(alpha=2.0, beta=1.0)
+    root2, x, leaf2 = chain(1, 2)
+    leaf2.failure = "unusable reply"
+    big.backpropagate(leaf2)
+    assert (leaf2.reward, x.reward, root2.reward) == pytest.approx((-2 * math.e, -2.0, -2 / math.e))
+
+
+def test_selection_is_a_softmax_over_the_open_nodes_rewards_and_each_ablation_strategy():
+    root, a, b, leaf = chain(1, 2, 3)
+    leaf.answer = "x"
+    root.reward, a.reward, b.reward, leaf.reward = 0.0, 1.0, 2.0, 5.0
+    probabilities = dict((n.step_id, p) for n, p in planner().selection_probabilities([root, a, b, leaf], leaf))
+    total = 1 + math.e + math.e ** 2
+    assert probabilities == pytest.approx({0: 1 / total, 1: math.e / total, 2: math.e ** 2 / total})  # leaf excluded
+    uniform = planner(strategy="uniform").selection_probabilities([root, a, b, leaf], leaf)
+    assert [(n.step_id, p) for n, p in uniform] == [(0, pytest.approx(1 / 3))] * 1 + \
+        [(1, pytest.approx(1 / 3)), (2, pytest.approx(1 / 3))]
+    assert [(n.step_id, p) for n, p in planner(strategy="root").selection_probabilities([root, a, b, leaf], leaf)] \
+        == [(0, 1.0)]
+    assert [(n.step_id, p) for n, p in planner(strategy="dfs").selection_probabilities([root, a, b, leaf], leaf)] \
+        == [(2, 1.0)]  # the deepest open node of the latest chain
+    assert planner().selection_probabilities([leaf], leaf) == []
+
+
+def test_options_are_checked_and_typed():
+    built = build_planner("mcts", {"n": "4", "alpha": "2", "beta": "0.25", "strategy": "uniform",
+                                   "errors_fail": "no", "tools": "when,count"})
+    assert (built.n, built.alpha, built.beta, built.strategy, built.errors_fail, built.tools) == \
+        (4, 2.0, 0.25, "uniform", False, ("when", "count"))
+    with pytest.raises(PlannerError, match="strategy must be one of"):
+        build_planner("mcts", {"strategy": "greedy"})
+    with pytest.raises(PlannerError, match="n must be at least 1"):
+        build_planner("mcts", {"n": "0"})
+    with pytest.raises(PlannerError, match="has no option 'temperature'"):
+        build_planner("mcts", {"temperature": "1"})
+    with pytest.raises(PlannerError, match="option n must be int"):
+        build_planner("mcts", {"n": "two"})
+
+
+# -- whole runs ---------------------------------------------------------------------------------
+def test_each_iteration_adds_a_distinct_branch_and_the_expansion_prompt_lists_the_children():
+    seen_expansions: list[str] = []
+
+    def expand_differently(messages) -> str:
+        seen_expansions.append(messages[-1].content)
+        return COUNT
+
+    llm = ScriptedLLM([READ_ALL, LEASH, expand_differently, LEASH, ROPE, "1"])
+    answer = planner(n=3, strategy="root").run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+    # Iteration 1: root -> read -> leash. Iteration 2 (root again): the prompt lists the read call.
+    assert "From this point these actions were already tried:\n- Action: caption_retrieval; Action Input: 0, 2" \
+        in seen_expansions[0] and "Take a different action" in seen_expansions[0]
+    # The request that followed the expansion (chain execution) no longer carries it.
+    after = llm.requests[3]
+    assert not any("already tried" in m.content for m in after)
+    assert after[-1].content.startswith("Observation: Answer: 1 dog")
+    # Iteration 3 lists both children: the read call and the count call.
+    assert "- Action: caption_retrieval; Action Input: 0, 2\n- Action: count; Action Input: how many dogs" \
+        in llm.requests[4][-1].content
+    root_children = [s for s in answer.trace.children(0)]
+    assert [type(s).__name__ for s in root_children][:3] == ["ToolCallStep", "ToolCallStep", "FinalAnswerStep"]
+    assert {s.tool for s in root_children if isinstance(s, ToolCallStep)} == {"caption_retrieval", "count"}
+    # Sampling: expansions draw at the expansion temperature with a seed; chain steps are greedy.
+    assert llm.sampling[0] == {"temperature": 0.0, "seed": None, "n": 1}
+    assert llm.sampling[2]["temperature"] == 0.7 and llm.sampling[2]["seed"] is not None
+    assert llm.sampling[3] == {"temperature": 0.0, "seed": None, "n": 1}
+    # The vote: leash twice (chains 1 and 2), rope toy once; the rope answer needed no mapping call.
+    assert (answer.choice_index, answer.text, answer.planner) == (0, "a black leash", "mcts")
+    assert [(c.text, c.votes) for c in answer.candidates] == [("a black leash", 2), ("a rope toy", 1)]
+    final = answer.trace[answer.artifacts["search"]["final_step"]]
+    assert isinstance(final, FinalAnswerStep) and final.how == "vote" and final.parent_id == 0
+    assert answer.artifacts["search"]["first_answer"] == {"text": "a black leash", "choice_index": 0}
+    assert len(llm.requests) == 5  # every reply was used but the spare "1"
+    # Evidence from both chains, naming its video.
+    assert {(e.start_s, e.source) for e in answer.evidence} >= {(0.0, "v1"), (2.0, "v1"), (4.0, "v1")}
+
+
+def test_an_expansion_that_repeats_a_child_is_drawn_again_with_another_seed():
+    llm = ScriptedLLM([READ_ALL, LEASH, READ_ALL, COUNT, LEASH])
+    answer = planner(n=2, strategy="root").run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+    redraws = [s for s in answer.trace if isinstance(s, EvaluationStep) and "drawn again" in s.text]
+    assert len(redraws) == 1
+    assert llm.sampling[2]["seed"] != llm.sampling[3]["seed"]
+    tools = [s.tool for s in answer.trace.children(0) if isinstance(s, ToolCallStep)]
+    assert tools == ["caption_retrieval", "caption_retrieval", "count"]  # the redrawn one stays visible
+    assert answer.choice_index == 0 and answer.candidates[0].votes == 2
+
+
+def test_rewards_after_a_run_follow_the_paper_and_a_failure_is_negative():
+    # Chain 1: read -> leash (answer). Chain 2, from the root: an out-of-range read fails.
+    bad_read = "Thought: read more\nAction: caption_retrieval\nAction Input: 5, 9"
+    llm = ScriptedLLM([READ_ALL, LEASH, bad_read])
+    answer = planner(n=2, strategy="root").run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+    nodes = {n["step_id"]: n for n in answer.artifacts["search"]["nodes"]}
+    root, read, leash = nodes[0], nodes[2], nodes[3]
+    failed = [n for n in nodes.values() if n["failure"]]
+    assert len(failed) == 1 and failed[0]["failure"] == "caption_retrieval failed" and failed[0]["depth"] == 1
+    e = math.exp
+    assert leash["reward"] == pytest.approx(e(0.5), abs=1e-4)
+    assert read["reward"] == pytest.approx(1.0, abs=1e-4)
+    assert failed[0]["reward"] == pytest.approx(-e(0.5), abs=1e-4)
+    assert root["reward"] == pytest.approx(e(-0.5) - 1.0, abs=1e-4)
+    scores = [s.score for s in answer.trace if isinstance(s, EvaluationStep)]
+    assert scores == [1.0, -1.0]
+    assert answer.choice_index == 0 and [(c.text, c.votes) for c in answer.candidates] == [("a black leash", 1)]
+
+
+def test_softmax_selection_is_seeded_and_repeatable():
+    def run(seed: int) -> list[int]:
+        llm = ScriptedLLM([READ_ALL, LEASH] + [COUNT, LEASH, ROPE, LEASH, COUNT, ROPE, LEASH] * 2)
+        answer = planner(n=4, seed=seed).run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+        return [it["selected"] for it in answer.artifacts["search"]["iterations"]]
+
+    first = run(3)
+    assert first == run(3) and first[0] == 0
+    assert all(it >= 0 for it in first)
+
+
+def test_an_open_question_with_different_answers_is_summarised():
+    llm = ScriptedLLM([READ_ALL, "Final Answer: a ball", COUNT, "Final Answer: a dog",
+                       "Final Answer: a ball, with a dog running after it"])
+    answer = planner(n=2, strategy="root").run(Task("What is in the video?"), TOOLBOX, llm)
+    assert answer.text == "a ball, with a dog running after it" and answer.choice_index is None
+    assert [c.text for c in answer.candidates] == ["a ball", "a dog"]
+    summary_prompt = llm.requests[-1][-1].content
+    assert "1. a ball\n2. a dog" in summary_prompt and "What is in the video?" in summary_prompt
+    final = answer.trace.last
+    assert isinstance(final, FinalAnswerStep) and final.how == "summary" and final.parent_id == 0
+
+
+def test_agreeing_open_answers_need_no_summary_call():
+    llm = ScriptedLLM([READ_ALL, "Final Answer: A ball.", COUNT, "Final Answer: a ball"])
+    answer = planner(n=2, strategy="root").run(Task("What is thrown?"), TOOLBOX, llm)
+    assert answer.text == "A ball." and answer.candidates[0].votes == 2 and len(llm.requests) == 4
+
+
+def test_when_every_chain_fails_the_answer_is_forced():
+    llm = ScriptedLLM(["I am not sure.", "Nothing to add.", "Final Answer: a rope toy"])
+    answer = planner(n=2, strategy="root").run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+    assert answer.choice_index == 1 and answer.candidates[0].votes == 0
+    assert answer.trace.last.how == "forced"
+    assert "used all your steps" in llm.requests[-1][-1].content
+    assert all(it["failed"] for it in answer.artifacts["search"]["iterations"])
+
+
+def test_dfs_expands_the_deepest_open_node_of_the_latest_chain():
+    llm = ScriptedLLM([READ_ALL, COUNT, LEASH, ROPE, "1"])
+    answer = planner(n=2, strategy="dfs").run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+    iterations = answer.artifacts["search"]["iterations"]
+    count_observation = [s for s in answer.trace if getattr(s, "tool", "") == "count" and s.kind == "observation"][0]
+    assert iterations[1]["selected"] == count_observation.id
+    assert "Final Answer: a black leash" in llm.requests[3][-1].content  # the sibling leaf is listed
+    assert [(c.text, c.votes) for c in answer.candidates] == [("a black leash", 1), ("a rope toy", 1)]
+    assert answer.choice_index == 0  # a tie goes to the earliest answer
+
+
+def test_the_trace_is_the_search_tree_and_round_trips_through_json():
+    llm = ScriptedLLM([READ_ALL, LEASH, COUNT, ROPE, "1"])
+    streamed = []
+    answer = planner(n=2, strategy="root").run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm,
+                                                Trace(on_step=streamed.append))
+    assert [s.id for s in streamed] == list(range(len(answer.trace)))
+    data = answer.to_dict()
+    ids = {step["id"] for step in data["trace"]}
+    assert all(step["parent_id"] in ids for step in data["trace"] if step["parent_id"] is not None)
+    assert sum(step["parent_id"] == 0 for step in data["trace"]) >= 3  # two branches and the vote
+    rebuilt = Trace.from_list(data["trace"])
+    assert rebuilt.render() == answer.trace.render()
+    rendered = answer.trace.render()
+    assert "+ [1] Thought: read everything" in rendered and "Final Answer (vote): a black leash" in rendered
