@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -24,19 +23,9 @@ from vidagent.errors import MemoryStoreError, VidagentError
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    settings = Settings.from_env()
-    if getattr(args, "home", None):
-        settings = replace(settings, home=Path(args.home).expanduser())
-    llm_changes: dict[str, object] = {}
-    if getattr(args, "base_url", None):
-        llm_changes.update(backend="openai", base_url=args.base_url)
-    if getattr(args, "model", None):
-        llm_changes["model"] = args.model
-    if getattr(args, "api_key", None):
-        llm_changes["api_key"] = args.api_key
-    if getattr(args, "no_cache", False):
-        llm_changes["cache"] = False
-    return settings.with_llm(**llm_changes) if llm_changes else settings
+    return Settings.from_env().with_overrides(
+        home=getattr(args, "home", None), base_url=getattr(args, "base_url", None), model=getattr(args, "model", None),
+        api_key=getattr(args, "api_key", None), cache=False if getattr(args, "no_cache", False) else None)
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
