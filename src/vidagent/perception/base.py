@@ -49,6 +49,14 @@ class SpeechSegment:
 
 
 @dataclass(frozen=True)
+class VQAResult:
+    """The answer to a question about a few frames, with what the model saw in them."""
+
+    description: str
+    answer: str
+
+
+@dataclass(frozen=True)
 class FrameDescription:
     """What the describer saw in one frame: a sentence plus the structured facts behind it."""
 

@@ -11,7 +11,9 @@ Three kinds of model, told apart by their checkpoint:
 * **Other image-text-to-text models** (BLIP-2, InstructBLIP): asked per frame with
   ``prompts/hf_vqa_frame.txt`` ("Question: ... Answer:"), combined as for BLIP VQA.
 
-The ``llm`` argument of ``answer`` is not used: the local model answers by itself.
+The local model answers by itself and needs no chat model. ``answer`` accepts one as an optional
+third argument and ignores it, so the model stands in for a ``vidagent.tools.vqa.VisualQA`` (whose
+callers pass the session's chat model) without an adapter and without perception/ knowing llm/.
 """
 
 from __future__ import annotations
@@ -21,12 +23,11 @@ from collections import Counter
 from typing import Sequence
 
 from vidagent.errors import ToolInputError
-from vidagent.llm.base import ChatModel
+from vidagent.perception.base import VQAResult
 from vidagent.perception.hf.generation import chat_prompt, generate, has_chat_template, use_left_padding
 from vidagent.perception.hf.images import to_pil
 from vidagent.perception.hf.loading import LazyModel, LoadedModel, LoadOptions, load_config, load_model
 from vidagent.perception.hf.spec import format_spec
-from vidagent.perception.vqa import VQAResult
 from vidagent.prompts import load_prompt, render
 from vidagent.video.video import SampledFrame
 
@@ -58,8 +59,8 @@ class HFVisualQA:
         """Load the model now instead of on first use (``ModelUnavailableError`` if it cannot be)."""
         self._loaded.get()
 
-    def answer(self, question: str, frames: Sequence[SampledFrame], llm: ChatModel | None = None) -> VQAResult:
-        """Answer ``question`` from ``frames`` (time order); ``llm`` is accepted for the protocol, unused."""
+    def answer(self, question: str, frames: Sequence[SampledFrame], llm: object = None) -> VQAResult:
+        """Answer ``question`` from ``frames`` (time order); ``llm`` (a chat model) is accepted and ignored."""
         if not question.strip():
             raise ToolInputError("visual question answering needs a question")
         if not frames:

@@ -1,31 +1,29 @@
-"""Visual question answering over a few frames of a video.
+"""Visual question answering over a few frames of a video: a vision model, or a describer plus the LLM.
 
-Two backends behind one protocol:
+It lives in tools/ because two of its backends combine a perception model with the chat model
+(perception/ knows no LLM). Backends behind one protocol, ``VisualQA``:
 - ``VisionChatVQA``: a vision-capable chat model (GPT-4o, Qwen2-VL or LLaVA served by vLLM or
   Ollama, ...) sees the frames themselves.
 - ``DescribedFramesVQA``: the offline default. No vision-language model ships offline, so the
   frames are described by the frame describer (detector + OCR) and a text LLM answers from those
   descriptions. Its answers say so; they cannot see actions or objects outside COCO.
+- ``vidagent.perception.hf.HFVisualQA``: a local Hugging Face model that answers by itself; it
+  takes (and ignores) the ``llm`` argument, so it is a ``VisualQA`` as it is.
+
+``VQAResult`` is defined in ``vidagent.perception.base`` (the HF model returns it too).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from vidagent.llm.base import ChatModel, Message
-from vidagent.perception.base import FrameDescriber
+from vidagent.perception.base import FrameDescriber, VQAResult
 from vidagent.prompts import load_prompt, render
 from vidagent.video.video import SampledFrame
 
 MAX_VISION_FRAMES = 8
-
-
-@dataclass(frozen=True)
-class VQAResult:
-    description: str
-    answer: str
 
 
 class VisualQA(Protocol):
@@ -45,7 +43,7 @@ class DescribedFramesVQA:
         described = self.describer.describe([frame.image for frame in frames])
         lines = [f"{frame.time_s:.1f} s: {d.text}" for frame, d in zip(frames, described)]
         description = "\n".join(lines)
-        prompt = render(load_prompt("vidagent.perception", "vqa_from_descriptions"),
+        prompt = render(load_prompt("vidagent.tools", "vqa_from_descriptions"),
                         descriptions=description, question=question)
         completion = llm.chat([Message("user", prompt)], max_tokens=96, stop=("\n\n",))
         return VQAResult(description=description, answer=completion.text.strip())
@@ -59,6 +57,7 @@ class VisionChatVQA:
     def answer(self, question: str, frames: Sequence[SampledFrame], llm: ChatModel) -> VQAResult:
         chosen = _spread(frames, MAX_VISION_FRAMES)
         times = ", ".join(f"{frame.time_s:.1f} s" for frame in chosen)
+        # the prompt stays with perception/: the local HF vision models ask it too
         prompt = render(load_prompt("vidagent.perception", "vqa_vision"), times=times, question=question)
         completion = llm.chat([Message("user", prompt, images=tuple(f.image for f in chosen))], max_tokens=200)
         text = completion.text.strip()

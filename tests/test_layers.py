@@ -1,0 +1,58 @@
+"""Each layer imports only the layers below it (DESIGN.md, "Layers and what each may know").
+
+video < perception < memory < tools < agent < eval / cli / server; llm beside perception, below tools.
+config, errors, prompts and models/ are ground every layer may stand on. Imports inside functions
+count too: a lazy import still ties the layers together.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "vidagent"
+ABOVE = {  # layer -> the layers it must not import
+    "video": {"llm", "perception", "memory", "tools", "agent", "eval", "server", "cli"},
+    "llm": {"video", "perception", "memory", "tools", "agent", "eval", "server", "cli"},
+    "perception": {"llm", "memory", "tools", "agent", "eval", "server", "cli"},
+    "memory": {"llm", "tools", "agent", "eval", "server", "cli"},
+    "tools": {"agent", "eval", "server", "cli"},
+    "agent": {"eval", "server", "cli"},
+    "eval": {"server", "cli"},
+}
+TOP_LEVEL_MODULES = {"session": "agent", "api": "agent", "cli": "cli"}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "vidagent" or len(parts) < 2:
+        return None
+    return TOP_LEVEL_MODULES.get(parts[1], parts[1])
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    module = ".".join(("vidagent", *path.relative_to(PACKAGE).with_suffix("").parts))
+    package = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module.removesuffix(".__init__")
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            names = [f"{base}.{alias.name}" for alias in node.names] if base == "vidagent" else [base]
+            found += [(node.lineno, name) for name in names]
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(ABOVE))
+def test_no_layer_imports_a_layer_above_it(layer):
+    files = [PACKAGE / f"{name}.py" for name, owner in TOP_LEVEL_MODULES.items() if owner == layer]
+    files += sorted((PACKAGE / layer).rglob("*.py")) if (PACKAGE / layer).is_dir() else []
+    wrong = [f"{path.relative_to(PACKAGE)}:{line} imports {name}"
+             for path in files if path.is_file() for line, name in _imports(path) if _layer(name) in ABOVE[layer]]
+    assert not wrong, "\n".join(wrong)
