@@ -9,7 +9,7 @@ import pytest
 
 from vidagent.agent.mcts import MCTSPlanner, Node
 from vidagent.agent.planner import build_planner
-from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, ToolCallStep, Trace
+from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, FormatErrorStep, ToolCallStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox, VideoContext
 from vidagent.errors import PlannerError
@@ -154,14 +154,22 @@ def test_each_iteration_adds_a_distinct_branch_and_the_expansion_prompt_lists_th
     assert {(e.start_s, e.source) for e in answer.evidence} >= {(0.0, "v1"), (2.0, "v1"), (4.0, "v1")}
 
 
-def test_an_expansion_that_repeats_a_child_is_drawn_again_with_another_seed():
-    llm = ScriptedLLM([READ_ALL, LEASH, READ_ALL, COUNT, LEASH])
-    answer = planner(n=2, strategy="root").run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+def test_an_expansion_that_repeats_a_child_is_drawn_again_with_another_seed_without_running_it():
+    calls = []
+    counting = Tool("count", "Counts things.", (Parameter("question", str, ""),),
+                    lambda question: calls.append(question) or _count(question))
+    toolbox = Toolbox.of([TOOLBOX.tools["caption_retrieval"], counting], videos=TOOLBOX.videos)
+    llm = ScriptedLLM([COUNT, LEASH, COUNT, READ_ALL, LEASH])
+    answer = planner(n=2, strategy="root").run(Task("What is attached to the dog?", CHOICES), toolbox, llm)
+    assert calls == ["how many dogs are there?"]  # the repeated call was refused, not run again
     redraws = [s for s in answer.trace if isinstance(s, EvaluationStep) and "drawn again" in s.text]
     assert len(redraws) == 1
+    refused = answer.trace[redraws[0].parent_id]
+    assert isinstance(refused, FormatErrorStep) and refused.message.startswith("This action was already tried")
     assert llm.sampling[2]["seed"] != llm.sampling[3]["seed"]
-    tools = [s.tool for s in answer.trace.children(0) if isinstance(s, ToolCallStep)]
-    assert tools == ["caption_retrieval", "caption_retrieval", "count"]  # the redrawn one stays visible
+    root_children = answer.trace.children(0)
+    assert [type(s).__name__ for s in root_children] == ["ToolCallStep", "FormatErrorStep", "ToolCallStep",
+                                                         "FinalAnswerStep"]  # the redrawn one stays visible
     assert answer.choice_index == 0 and answer.candidates[0].votes == 2
 
 

@@ -40,6 +40,7 @@ from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
+from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import load_prompt, render
 
 PROMPTS = "vidagent.agent"
@@ -148,7 +149,8 @@ class MCTSPlanner:
 class _Search:
     """One run of the planner over one question."""
 
-    def __init__(self, planner: MCTSPlanner, task: Task, toolbox: Toolbox, llm: Any, trace: Trace | None) -> None:
+    def __init__(self, planner: MCTSPlanner, task: Task, toolbox: Toolbox, llm: MeteredChat,
+                 trace: Trace | None) -> None:
         self.planner = planner
         self.task = task
         self.llm = llm
@@ -205,11 +207,12 @@ class _Search:
             request = render(load_prompt(PROMPTS, "mcts_expand"), actions=actions)
             messages = messages[:-1] + [Message(messages[-1].role, messages[-1].content.rstrip() + request.rstrip())]
             temperature = self.planner.expansion_temperature
+        tried = {child.outcome.call for child in node.children if child.outcome and child.outcome.call}
         outcome = None
         for attempt in range(self.planner.expansion_tries + 1):
             seed = self.seed_base + 1000 * iteration + attempt
-            outcome = self.steps.step(messages, node.step_id, seen=self._calls(node), temperature=temperature,
-                                      seed=seed if temperature > 0 else None)
+            outcome = self.steps.step(messages, node.step_id, seen=self._calls(node), tried=tried,  # type: ignore[arg-type]
+                                      temperature=temperature, seed=seed if temperature > 0 else None)
             if not any(_same_action(outcome, child.outcome) for child in node.children if child.outcome):
                 break
             self.trace.add(EvaluationStep(parent_id=outcome.step_id, text="repeats an existing branch: drawn again"))
@@ -333,6 +336,7 @@ class _Search:
 
 
 def _same_action(outcome: StepOutcome, other: StepOutcome | None) -> bool:
+    """Whether a new step repeats a sibling: the same tool call (refused unrun) or the same answer."""
     if other is None:
         return False
     if outcome.final_answer is not None or other.final_answer is not None:

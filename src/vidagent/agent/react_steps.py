@@ -29,6 +29,7 @@ MAX_OBSERVATION_CHARS = 2400
 STEP_TOKENS = 200
 REPEATED_CALL = ("You already made this exact call; its result is above. Use another tool or other "
                  "arguments, or give your Final Answer.")
+TRIED_CALL = "This action was already tried from here; take a different one."
 CallKey = tuple[str, Hashable]
 
 
@@ -107,8 +108,13 @@ class ReActSteps:
 
     # -- one step ----------------------------------------------------------------------------
     def step(self, messages: Sequence[Message], parent_id: int, *, seen: set[CallKey] | frozenset[CallKey] = frozenset(),
-             temperature: float | None = None, seed: int | None = None) -> StepOutcome:
-        """Ask the model for its next step after ``messages`` and carry it out."""
+             tried: set[CallKey] | frozenset[CallKey] = frozenset(), temperature: float | None = None,
+             seed: int | None = None) -> StepOutcome:
+        """Ask the model for its next step after ``messages`` and carry it out.
+
+        A call already in ``seen`` (made earlier in this conversation) or in ``tried`` (a sibling
+        branch's call) is not run: it comes back as a format error.
+        """
         started = time.perf_counter()
         completion = self.chat(messages, temperature=temperature, seed=seed)
         output = completion.text.strip()
@@ -120,8 +126,9 @@ class ReActSteps:
         if parsed.error is not None:
             return self._format_error(parent_id, output, parsed.error, completion, started)
         call = self.call_key(parsed.action or "", parsed.action_input)
-        if call in seen:
-            return self._format_error(parent_id, output, REPEATED_CALL, completion, started, call)
+        if call in seen or call in tried:
+            message = REPEATED_CALL if call in seen else TRIED_CALL
+            return self._format_error(parent_id, output, message, completion, started, call)
         return self._run_tool(parent_id, parsed.thought, parsed.action or "", parsed.action_input, output,
                               completion, started)
 
