@@ -1,0 +1,121 @@
+"""``Session.ask`` with each planner over a real stored memory and the real offline perception,
+with a scripted chat model so every step is deterministic: the toolbox each planner gets, the
+steps streamed as they are made, and the session's clean-up of the chat model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vidagent.agent.steps import ObservationStep, Step, TaskStep, ToolCallStep
+from vidagent.config import Settings
+from vidagent.errors import PlannerError
+from vidagent.llm.base import Message
+from vidagent.session import Session
+
+from conftest import TEMPORAL_TOY, video_path
+from scripted_llm import ScriptedLLM
+
+CHOICES = ["a guitar", "a car", "a house", "a cat", "a tree"]
+
+
+@pytest.fixture()
+def settings(temporal_library: Path, models_dir: Path) -> Settings:
+    return replace(Settings.from_env(), home=temporal_library, models=models_dir)
+
+
+def test_react_gets_videoagents_tools_and_streams_each_step(settings):
+    streamed: list[Step] = []
+    llm = ScriptedLLM(["no", "Thought: read it\nFinal Answer: a guitar"])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, on_step=streamed.append)
+    assert "Does answering it need the space-dominant memory?" in llm.requests[0][-1].content
+    system = llm.requests[1][0].content
+    for tool in ("caption_retrieval", "segment_localization", "visual_question_answering", "object_memory_querying"):
+        assert f"- {tool}(" in system
+    assert "- when(" not in system and "sub-task tools" not in system
+    assert "3. For counting, or for when and where a specific object" in system  # the rules name tools present
+    assert [s.id for s in streamed] == [s.id for s in answer.trace] and isinstance(streamed[0], TaskStep)
+    overview = streamed[1]
+    assert isinstance(overview, ToolCallStep) and overview.arguments == {"start_segment": 0, "end_segment": 2}
+    assert isinstance(streamed[2], ObservationStep) and "Segment 0 (0.0-2.0 s)" in streamed[2].text
+    assert answer.choice_index == 0 and answer.planner == "react"
+    assert answer.video_id == streamed[0].sources[0] and answer.video == str(video_path(TEMPORAL_TOY))
+    assert all(e.source == answer.video_id for e in answer.evidence) and answer.evidence
+    assert answer.usage.llm_calls == 2  # the memory selection and one step
+
+
+def test_mcts_gets_the_sub_task_tools_and_they_answer_from_the_memory(settings):
+    llm = ScriptedLLM([
+        "no",  # the object memory is not needed ahead
+        "Thought: ask when\nAction: when\nAction Input: when does the drawing start?",
+        "SELECT start_s, end_s FROM segments ORDER BY start_s LIMIT 1",  # the When sub-agent's SQL
+        "It starts at 0 s.",  # the When sub-agent's answer
+        "Thought: I now know the final answer\nFinal Answer: at the start",
+    ])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "When does the drawing start?", planner="mcts",
+                             planner_options={"n": 1, "overview_segments": 0})
+    system = llm.requests[1][0].content
+    for tool in ("when", "why", "what", "how", "count", "other", "caption_retrieval", "object_memory_querying"):
+        assert f"- {tool}(" in system
+    assert "The sub-task tools (when, why, what, how, count, other)" in system
+    observation = next(s for s in answer.trace if isinstance(s, ObservationStep))
+    assert "SQL: SELECT start_s, end_s FROM segments" in observation.text and not observation.is_error
+    assert observation.prompt_tokens > 0  # the sub-agent's own calls count on its observation
+    assert answer.text == "at the start" and answer.planner == "mcts"
+    assert [(e.start_s, e.source) for e in answer.evidence] == [(0.0, answer.video_id)]
+    assert answer.usage.llm_calls == 5
+
+
+def test_caption_only_builds_no_tools_and_asks_nothing_about_objects(settings):
+    llm = ScriptedLLM(["Answer: a guitar"])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, planner="caption_only")
+        note = session.perception.describer.memory_note
+    assert len(llm.requests) == 1 and answer.choice_index == 0  # no memory-selection call
+    assert note and note in llm.requests[0][0].content  # the describer says what wrote the descriptions
+    assert "[detector+OCR description, not a caption]" in llm.requests[0][-1].content
+
+
+def test_random_needs_no_memory_and_no_model(tmp_path, models_dir):
+    settings = Settings(home=tmp_path, models=models_dir)
+    with Session(settings, llm=ScriptedLLM([])) as session:
+        first = session.ask(video_path(TEMPORAL_TOY), "What is drawn?", CHOICES, planner="random", task_id="q1")
+        again = session.ask(video_path(TEMPORAL_TOY), "What is drawn?", CHOICES, planner="random", task_id="q1")
+        window = session.ask(video_path(TEMPORAL_TOY), "When is the guitar drawn?", planner="random",
+                             wants_time=True)
+    assert first.choice_index == again.choice_index is not None
+    begin, end = (float(x) for x in window.text.split(" - "))
+    assert 0 <= begin < end <= 5.1
+    assert not (tmp_path / "library.sqlite").exists()  # nothing was indexed
+
+
+def test_unknown_planners_and_options_are_clear_errors(settings):
+    with Session(settings, llm=ScriptedLLM([])) as session:
+        with pytest.raises(PlannerError, match="unknown planner 'tot'"):
+            session.ask(video_path(TEMPORAL_TOY), "What?", planner="tot")
+        with pytest.raises(PlannerError, match="has no option 'depth'"):
+            session.ask(video_path(TEMPORAL_TOY), "What?", planner="react", planner_options={"depth": 3})
+
+
+def test_close_frees_the_chat_model_and_its_cache_but_not_one_passed_in(tmp_path, models_dir):
+    from vidagent.models.install import installed_models
+
+    if "smollm2-135m" not in installed_models(models_dir):
+        pytest.skip("smollm2-135m is not installed")
+    settings = Settings(home=tmp_path, models=models_dir).with_llm(model="smollm2-135m", threads=1)
+    session = Session(settings)
+    llm = session.llm
+    llm.chat([Message("user", "Hi")], max_tokens=2)
+    assert llm.backend._server is not None
+    session.close()
+    assert llm.backend._server is None
+    with pytest.raises(Exception, match="closed"):
+        len(llm.cache)
+    scripted = ScriptedLLM([])
+    with Session(settings, llm=scripted) as borrowed:
+        assert borrowed.llm is scripted
+    assert borrowed.llm is scripted  # a caller's model is the caller's to close
