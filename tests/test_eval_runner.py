@@ -188,6 +188,7 @@ def test_planner_options_are_part_of_a_runs_identity(tmp_path, settings):
     first = run_eval(RunConfig(dataset=qa, planner="always_first", planner_options=(("text", "a"),),
                                out=tmp_path / "run", progress=False), settings)
     assert json.loads((first.out / "run.json").read_text())["planner_options"] == {"text": "a"}
+    assert "# always_first text=a on qa" in (first.out / "summary.md").read_text()
     with pytest.raises(EvalError, match="holds a run with planner_options"):
         run_eval(RunConfig(dataset=qa, planner="always_first", planner_options=(("text", "b"),),
                            out=tmp_path / "run", progress=False), settings)

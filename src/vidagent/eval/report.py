@@ -44,7 +44,13 @@ def load_run(folder: Path | str) -> Run:
     rows = list(ResultsFile(results).load().values())
     order = {qid: n for n, qid in enumerate(meta.get("question_ids") or [])}
     rows.sort(key=lambda r: order.get(str(r["id"]), len(order)))
-    return Run(label=str(meta.get("planner") or folder.name), folder=folder, meta=meta, rows=rows)
+    return Run(label=planner_label(meta) or folder.name, folder=folder, meta=meta, rows=rows)
+
+
+def planner_label(meta: dict[str, Any]) -> str:
+    """The planner with its options, e.g. ``mcts n=4``, so runs of one planner can be told apart."""
+    options = meta.get("planner_options") or {}
+    return " ".join([str(meta.get("planner") or "")] + [f"{key}={value}" for key, value in options.items()]).strip()
 
 
 def _label(group: str) -> str:
@@ -95,7 +101,7 @@ def markdown_report(run: Run) -> str:
     meta = run.meta
     rows = run.rows
     lines = [f"# {run.label} on {meta.get('dataset_name', '?')}", ""]
-    lines.append(f"planner `{meta.get('planner', '?')}`, LLM `{meta.get('llm', '?')}`, format `{meta.get('format', '?')}`, "
+    lines.append(f"planner `{planner_label(meta) or '?'}`, LLM `{meta.get('llm', '?')}`, format `{meta.get('format', '?')}`, "
                  f"{len(rows)} questions answered" + (f", {meta['missing']} skipped (video not found)"
                                                       if meta.get("missing") else "") + ".")
     lines += ["", *cost_table(_row_stats(rows))]
