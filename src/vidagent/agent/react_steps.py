@@ -10,14 +10,13 @@ reuses its KV cache for everything before the newest observation.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Hashable, Sequence
 
 from vidagent.agent.parsing import extract_choice, parse_react
-from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, ObservationStep, ToolCallStep, Trace
+from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
-from vidagent.errors import VidagentError
 from vidagent.llm.base import Completion, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import load_prompt, render
@@ -25,7 +24,6 @@ from vidagent.tools.base import Evidence
 
 PROMPTS = "vidagent.agent"
 STOP = ("\nObservation:", "Observation:", "\nObservation")
-MAX_OBSERVATION_CHARS = 2400
 STEP_TOKENS = 200
 REPEATED_CALL = ("You already made this exact call; its result is above. Use another tool or other "
                  "arguments, or give your Final Answer.")
@@ -138,7 +136,7 @@ class ReActSteps:
 
     def call_key(self, tool: str, raw_arguments: str) -> CallKey:
         """A tool call by its parsed arguments, so "(0, 2)" and "0, 2" are one call."""
-        arguments = self._arguments(tool, raw_arguments)
+        arguments = self.toolbox.parse(tool, raw_arguments)
         if arguments is not None:
             return tool, tuple(sorted((k, v) for k, v in arguments.items()))
         return tool, " ".join(raw_arguments.lower().split())
@@ -174,39 +172,18 @@ class ReActSteps:
     # -- helpers -----------------------------------------------------------------------------
     def _run_tool(self, parent_id: int, thought: str, tool: str, raw_arguments: str, output: str,
                   completion: Completion | None, started: float) -> StepOutcome:
-        call = self.call_key(tool, raw_arguments)
-        arguments = self._arguments(tool, raw_arguments) or {}
         cost = _cost(completion, started) if completion is not None else {}
-        call_step = self.trace.add(ToolCallStep(parent_id=parent_id, thought=thought, tool=tool, arguments=arguments,
-                                                raw_arguments=raw_arguments, model_output=output, **cost))
-        before = replace(self.llm.usage)
-        tool_started = time.perf_counter()
-        result = self.toolbox.call(tool, raw_arguments)
-        after = self.llm.usage
-        text = clip(result.text)
-        observation = self.trace.add(ObservationStep(
-            parent_id=call_step.id, tool=tool, text=text, evidence=tuple(result.evidence),
-            artifacts=dict(result.artifacts), is_error=result.is_error,
-            prompt_tokens=after.prompt_tokens - before.prompt_tokens,
-            completion_tokens=after.completion_tokens - before.completion_tokens,
-            seconds=time.perf_counter() - tool_started))
-        return StepOutcome(output, observation.id, feedback=text, call=call, tool=tool, raw_arguments=raw_arguments,
-                           is_error=result.is_error, evidence=tuple(result.evidence))
+        _, observation = self.toolbox.call_recorded(self.trace, self.llm.usage, parent_id, tool, raw_arguments,
+                                                    thought=thought, model_output=output, cost=cost)
+        return StepOutcome(output, observation.id, feedback=observation.text, call=self.call_key(tool, raw_arguments),
+                           tool=tool, raw_arguments=raw_arguments, is_error=observation.is_error,
+                           evidence=observation.evidence)
 
     def _format_error(self, parent_id: int, output: str, message: str, completion: Completion, started: float,
                       call: CallKey | None = None) -> StepOutcome:
         step = self.trace.add(FormatErrorStep(parent_id=parent_id, model_output=output, message=message,
                                               **_cost(completion, started)))
         return StepOutcome(output, step.id, feedback=message, call=call, is_error=True)
-
-    def _arguments(self, tool: str, raw_arguments: str) -> dict[str, Any] | None:
-        found = self.toolbox.tools.get(tool)
-        if found is None:
-            return None
-        try:
-            return found.parse_arguments(raw_arguments)
-        except VidagentError:
-            return None
 
 
 def answer_format(task: Task) -> str:
@@ -215,12 +192,6 @@ def answer_format(task: Task) -> str:
         # copy the option's text they pick by meaning (extract_choice maps text, letters and numbers).
         return "the text of the correct option, copied exactly"
     return "a short answer (for a 'when' question, the time in seconds)"
-
-
-def clip(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f" ... [{len(text) - limit} more characters cut]"
 
 
 def _cost(completion: Completion, started: float) -> dict[str, Any]:

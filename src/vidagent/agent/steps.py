@@ -125,6 +125,19 @@ class EvaluationStep(Step):
 
 
 @dataclass(kw_only=True)
+class MemoryStep(Step):
+    """The planner's working memory changed: entries stored, summarised, or replayed into its context."""
+
+    kind: ClassVar[str] = "memory"
+    action: str
+    text: str
+    model_output: str = ""
+
+    def summary(self) -> str:
+        return f"Memory ({self.action}): {self.text}"
+
+
+@dataclass(kw_only=True)
 class FinalAnswerStep(Step):
     """An answer: the model's own (``how="model"``), or one reached otherwise: ``forced`` at the
     step limit, ``option`` (mapped to an option), ``vote``, ``summary``."""
@@ -143,7 +156,7 @@ class FinalAnswerStep(Step):
 
 S = TypeVar("S", bound=Step)
 STEP_TYPES: Mapping[str, type[Step]] = {cls.kind: cls for cls in (
-    TaskStep, ToolCallStep, ObservationStep, FormatErrorStep, PlanStep, EvaluationStep, FinalAnswerStep)}
+    TaskStep, ToolCallStep, ObservationStep, FormatErrorStep, PlanStep, EvaluationStep, MemoryStep, FinalAnswerStep)}
 
 
 class Trace:

@@ -8,12 +8,18 @@ works only through its toolbox, never through the session.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
+from vidagent.agent.steps import ObservationStep, ToolCallStep, Trace
+from vidagent.errors import VidagentError
+from vidagent.llm.base import Usage
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.prompts import load_prompt
 from vidagent.tools.base import Observation, Tool
+
+MAX_OBSERVATION_CHARS = 2400
 
 
 @dataclass(frozen=True)
@@ -73,3 +79,41 @@ class Toolbox:
         if tool is None:
             return Observation(f"Error: there is no tool {name!r}; use one of: {', '.join(self.tools)}.", is_error=True)
         return tool(arguments)  # type: ignore[arg-type]
+
+    def parse(self, name: str, arguments: str | Mapping[str, Any]) -> dict[str, Any] | None:
+        """A call's arguments as the tool types them, or None when they do not fit the tool."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return None
+        try:
+            return tool.parse_arguments(arguments)
+        except VidagentError:
+            return None
+
+    def call_recorded(self, trace: Trace, usage: Usage, parent_id: int, name: str, arguments: str | Mapping[str, Any],
+                      *, thought: str = "", model_output: str = "",
+                      cost: Mapping[str, Any] | None = None) -> tuple[ToolCallStep, ObservationStep]:
+        """Run a tool and record it in the trace: a ``ToolCallStep`` (with the model cost of deciding
+        on it, ``cost``) and an ``ObservationStep`` whose tokens are those of the model calls the
+        tool made itself (read off ``usage``, the question's running total)."""
+        raw = arguments if isinstance(arguments, str) else ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+        call = trace.add(ToolCallStep(parent_id=parent_id, thought=thought, tool=name,
+                                      arguments=self.parse(name, arguments) or {}, raw_arguments=raw,
+                                      model_output=model_output, **dict(cost or {})))
+        before = replace(usage)
+        started = time.perf_counter()
+        result = self.call(name, arguments)
+        observation = trace.add(ObservationStep(
+            parent_id=call.id, tool=name, text=clip(result.text), evidence=tuple(result.evidence),
+            artifacts=dict(result.artifacts), is_error=result.is_error,
+            prompt_tokens=usage.prompt_tokens - before.prompt_tokens,
+            completion_tokens=usage.completion_tokens - before.completion_tokens,
+            seconds=time.perf_counter() - started))
+        return call, observation
+
+
+def clip(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
+    """Long tool output cut to ``limit`` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" ... [{len(text) - limit} more characters cut]"
