@@ -25,6 +25,7 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
 from vidagent.tools.vqa import DescribedFramesVQA, VisionChatVQA, VisualQA
 from vidagent.tools.base import Tool
+from vidagent.tools.frames import FrameTools
 from vidagent.tools.sql_agent import OBJECT_KIND, SUBTASK_KINDS, SQLTools
 from vidagent.tools.temporal import TemporalTools
 from vidagent.video.video import Video
@@ -139,10 +140,12 @@ class Session:
 
     def _tools(self, memory: VideoMemory, llm: ChatModel, queries: ReadOnlyQueries,
                build_objects: Callable[[], object]) -> list[Tool]:
-        """Every tool over one video: VideoAgent's temporal tools, object memory and sub-task tools."""
+        """Every tool over one video: VideoAgent's temporal tools, object memory and sub-task tools,
+        and the tools that look at frames by time."""
         temporal = TemporalTools(memory, self.perception.embedder, self.vqa, llm).tools()
         sql = SQLTools(memory, self.perception.embedder, llm, queries, build_objects=build_objects)
-        return temporal + sql.tools((OBJECT_KIND,) + SUBTASK_KINDS)
+        frames = FrameTools(memory, self.perception.describer, self.vqa, llm).tools()
+        return temporal + sql.tools((OBJECT_KIND,) + SUBTASK_KINDS) + frames
 
     def _wants_objects(self, builder: MemoryBuilder, video: Video, llm: ChatModel, question: str) -> bool:
         """DoraemonGPT's task-related memory: build the object memory ahead only when it is needed."""

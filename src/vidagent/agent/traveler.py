@@ -1,0 +1,370 @@
+"""TraveLER (traverse, locate, evaluate, replan) as a planner.
+
+A memory bank keyed by timestamp holds, for each place looked at, a short description of its
+frames and the questions asked about them with their answers; prompts see it as JSON. It starts
+with single frames at 0, 1/4, 1/2, 3/4 and the end of the video. Then, up to ``max_iterations``
+times:
+
+- **Planner**: a step-by-step plan from the question, the options, the bank and (after the first
+  round) the Evaluator's explanation of what is missing.
+- **Retriever**: the next second to look at; a window of ``window_frames`` frames around it (at
+  the frame tools' rate, 2 a second) is described. A window already viewed (or a reply that names no usable time) is replaced by the
+  middle of the largest stretch of the video not yet looked at.
+- **Extractor**: the model writes up to ``questions`` questions about the window; the visual-QA
+  backend answers each from the window's frames; the bank stores them under the window's time.
+- **Summarizer**: when the bank's JSON grows past ``memory_chars``, the model condenses it.
+- **Evaluator**: answers only when the information is sufficient and the plan was followed;
+  otherwise its explanation drives the next plan.
+
+At the limit the answer is forced. Evidence spans are the windows viewed; the answer's artifacts
+list every frame time looked at and the final memory bank.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
+from vidagent.agent.parsing import extract_choice
+from vidagent.agent.planner import metered, register_planner, start
+from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, MemoryStep, PlanStep, Step, Trace
+from vidagent.agent.task import Task
+from vidagent.agent.toolbox import Toolbox
+from vidagent.errors import PlannerError
+from vidagent.llm.base import ChatModel, Completion, Message
+from vidagent.llm.metered import MeteredChat
+from vidagent.prompts import load_prompt, render
+from vidagent.tools.base import Evidence
+from vidagent.tools.frames import FRAMES_PER_SECOND
+
+PROMPTS = "vidagent.agent"
+DESCRIBE = "frame_description"
+ASK = "frame_question_answering"
+TRAVELER_TOOLS = (DESCRIBE, ASK)
+INITIAL_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
+PLAN_TOKENS = 200
+TIME_TOKENS = 12
+QUESTION_TOKENS = 120
+EVALUATION_TOKENS = 200
+ANSWER_CHARS = 600  # about 150 tokens: the cap on one stored answer
+END_MARGIN_S = 0.05
+
+
+@register_planner("traveler")
+@dataclass
+class TravelerPlanner:
+    """Options: ``max_iterations`` (rounds before the answer is forced), ``window_frames`` (frames
+    viewed around each chosen second), ``questions`` (asked about each window), ``memory_chars``
+    (bank size that triggers the Summarizer)."""
+
+    max_iterations: int = 5
+    window_frames: int = 5
+    questions: int = 3
+    memory_chars: int = 3000
+    tools: tuple[str, ...] | None = TRAVELER_TOOLS
+    name: ClassVar[str] = "traveler"
+    reads_memory: ClassVar[bool] = True
+    uses_llm: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.max_iterations < 1 or self.window_frames < 1 or self.questions < 0:
+            raise ValueError("max_iterations and window_frames must be at least 1, questions at least 0")
+        if self.memory_chars < 200:
+            raise ValueError("memory_chars must be at least 200")
+
+    @property
+    def window_s(self) -> float:
+        """The span of a window of ``window_frames`` frames at the frame tools' rate."""
+        return (self.window_frames - 1) / FRAMES_PER_SECOND
+
+    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
+        missing = [name for name in TRAVELER_TOOLS if name not in toolbox.tools]
+        if missing:
+            raise PlannerError(f"the TraveLER planner needs the tools {', '.join(missing)}")
+        if llm is None:
+            raise PlannerError("the TraveLER planner needs a chat model")
+        if toolbox.video is None:
+            raise PlannerError("the TraveLER planner needs a video")
+        return _Traversal(self, task, toolbox, metered(llm), trace).run()
+
+
+class _Traversal:
+    """One run over one question."""
+
+    def __init__(self, planner: TravelerPlanner, task: Task, toolbox: Toolbox, llm: MeteredChat,
+                 trace: Trace | None) -> None:
+        self.planner = planner
+        self.task = task
+        self.toolbox = toolbox
+        self.llm = llm
+        self.trace, root = start(task, trace)
+        self.last: Step = root
+        self.duration = toolbox.video.duration_s if toolbox.video else 0.0
+        self.bank: dict[str, dict[str, Any]] = {}
+        self.windows: list[float] = []  # centres of the windows viewed
+        self.frame_times: set[float] = set()
+        self.evidence: list[Evidence] = []
+
+    def run(self) -> Answer:
+        self._initialise()
+        explanation = ""
+        current = 0.0
+        for iteration in range(1, self.planner.max_iterations + 1):
+            plan = self._plan(explanation)
+            current = self._retrieve(plan, current)
+            self._extract(current)
+            self._summarise_if_needed()
+            verdict, explanation, answer = self._evaluate(plan, iteration)
+            if verdict:
+                return self._answer(answer, how="model")
+        return self._answer(self._force(), how="forced")
+
+    # -- the memory bank ---------------------------------------------------------------------
+    def _initialise(self) -> None:
+        for fraction in INITIAL_FRACTIONS:
+            second = max(0.0, min(self.duration - END_MARGIN_S, fraction * self.duration))
+            observation = self._call(DESCRIBE, {"start_s": second, "end_s": second},
+                                     thought=f"(memory bank: the frame at {fraction:.0%} of the video)")
+            if not observation.is_error:
+                self._store(second, description=_description(observation.text))
+        self._add(MemoryStep(action="store", text=f"memory bank initialised with {len(self.bank)} frames: "
+                                                  f"{', '.join(self.bank)} s"))
+
+    def _store(self, second: float, *, description: str | None = None, qa: tuple[str, str] | None = None) -> None:
+        entry = self.bank.setdefault(_key(second), {})
+        if description is not None:
+            entry["seen"] = description
+        if qa is not None:
+            entry.setdefault("qa", {})[qa[0]] = qa[1][:ANSWER_CHARS]
+
+    def _memory(self) -> str:
+        ordered = dict(sorted(self.bank.items(), key=lambda item: float(item[0])))
+        return json.dumps(ordered, ensure_ascii=False)
+
+    def _summarise_if_needed(self) -> None:
+        before = self._memory()
+        if len(before) <= self.planner.memory_chars:
+            return
+        started = time.perf_counter()
+        completion = self._chat("traveler_summarize", memory=before, question=self.task.question)
+        condensed = _json_object(completion.text)
+        if condensed and all(_is_time(k) for k in condensed) and len(json.dumps(condensed)) < len(before):
+            self.bank = {_key(float(k)): v if isinstance(v, dict) else {"seen": str(v)} for k, v in condensed.items()}
+            text = f"memory bank summarised: {len(before)} -> {len(self._memory())} characters"
+        else:  # an unusable summary: keep every key, shorten the longest texts instead
+            for entry in self.bank.values():
+                if isinstance(entry.get("seen"), str):
+                    entry["seen"] = entry["seen"][:160]
+            text = f"summary unusable; descriptions cut: {len(before)} -> {len(self._memory())} characters"
+        self._add(MemoryStep(action="summarise", text=text, model_output=completion.text,
+                             **_cost(completion, started)))
+
+    # -- the stages --------------------------------------------------------------------------
+    def _plan(self, explanation: str) -> str:
+        started = time.perf_counter()
+        reason = render(load_prompt(PROMPTS, "traveler_explanation"), explanation=explanation) if explanation else ""
+        completion = self._chat("traveler_plan", duration=f"{self.duration:.1f}", question=self.task.question,
+                                choices=self._choices(), memory=self._memory(), explanation=reason,
+                                max_tokens=PLAN_TOKENS)
+        plan = re.sub(r"^\s*PLAN\s*:\s*", "", completion.text.strip(), flags=re.IGNORECASE) or "(no plan)"
+        self._add(PlanStep(text=plan, model_output=completion.text, **_cost(completion, started)))
+        return plan
+
+    def _retrieve(self, plan: str, current: float) -> float:
+        started = time.perf_counter()
+        completion = self._chat("traveler_retrieve", duration=f"{self.duration:.1f}", memory=self._memory(),
+                                plan=plan, current=f"{current:.1f}", question=self.task.question,
+                                gap=f"{max(self.planner.window_s, 1 / FRAMES_PER_SECOND):g}",
+                                max_tokens=TIME_TOKENS)
+        wanted = _first_number(completion.text)
+        second, note = self._unvisited(wanted)
+        self.windows.append(second)
+        half = self.planner.window_s / 2
+        thought = f"(retriever) {completion.text.strip()}" + (f" -> {note}" if note else "")
+        observation = self._call(DESCRIBE, {"start_s": max(0.0, second - half),
+                                            "end_s": min(self.duration, second + half)},
+                                 thought=thought, model_output=completion.text, cost=_cost(completion, started))
+        if not observation.is_error:
+            self._store(second, description=_description(observation.text))
+        return second
+
+    def _extract(self, second: float) -> None:
+        if self.planner.questions == 0:
+            return
+        started = time.perf_counter()
+        entry = self.bank.get(_key(second), {})
+        completion = self._chat("traveler_questions", duration=f"{self.duration:.1f}", memory=self._memory(),
+                                current=f"{second:.1f}", description=entry.get("seen", "(nothing recognised)"),
+                                count=self.planner.questions, question=self.task.question, max_tokens=QUESTION_TOKENS)
+        questions = _questions(completion.text)[: self.planner.questions]
+        self._add(PlanStep(text="questions: " + ("; ".join(questions) or "(none usable)"),
+                           model_output=completion.text, **_cost(completion, started)))
+        half = self.planner.window_s / 2
+        for question in questions:
+            observation = self._call(ASK, {"question": question, "start_s": max(0.0, second - half),
+                                           "end_s": min(self.duration, second + half)})
+            if not observation.is_error:
+                self._store(second, qa=(question, re.sub(r"^Answer:\s*", "", observation.text).strip()))
+
+    def _evaluate(self, plan: str, iteration: int) -> tuple[bool, str, str]:
+        started = time.perf_counter()
+        completion = self._chat("traveler_evaluate", memory=self._memory(), plan=plan, question=self.task.question,
+                                choices=self._choices(), answer_format=self._answer_format(),
+                                max_tokens=EVALUATION_TOKENS)
+        explanation, answer = _final_answer(completion.text)
+        ready = answer is not None and (not self.task.choices or self._choice(answer) is not None)
+        verdict = "enough information" if ready else "not enough information"
+        self._add(EvaluationStep(text=f"round {iteration}: {verdict}. {explanation}".strip(),
+                                 score=1.0 if ready else 0.0, model_output=completion.text,
+                                 **_cost(completion, started)))
+        return ready, explanation or "the evaluator gave no reason", answer or ""
+
+    def _force(self) -> str:
+        started = time.perf_counter()
+        completion = self._chat("traveler_force", memory=self._memory(), question=self.task.question,
+                                choices=self._choices(), answer_format=self._answer_format(),
+                                max_tokens=EVALUATION_TOKENS)
+        explanation, answer = _final_answer(completion.text)
+        self._add(EvaluationStep(text=f"iteration limit reached; answer forced. {explanation}".strip(),
+                                 model_output=completion.text, **_cost(completion, started)))
+        return answer or explanation
+
+    # -- the answer --------------------------------------------------------------------------
+    def _answer(self, text: str, *, how: str) -> Answer:
+        choice_index = self._choice(text) if self.task.choices else None
+        if self.task.choices and choice_index is not None:
+            text = self.task.choices[choice_index]
+        final = self._add(FinalAnswerStep(answer=text, how=how))
+        artifacts = {"frames_viewed": sorted(self.frame_times), "windows": [round(w, 3) for w in self.windows],
+                     "memory_bank": json.loads(self._memory())}
+        return Answer(task=self.task, text=text, planner=self.planner.name, choice_index=choice_index,
+                      evidence=dedupe_evidence(self.evidence), candidates=[Candidate(text, choice_index, step_id=final.id)],
+                      artifacts=artifacts, trace=self.trace, usage=self.llm.usage)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _unvisited(self, wanted: float | None) -> tuple[float, str]:
+        """``wanted`` when it is in the video and no viewed window is centred near it; otherwise the
+        middle of the largest stretch between the windows viewed (and the video's ends)."""
+        gap = max(self.planner.window_s / 2, 0.5 / FRAMES_PER_SECOND)
+        if wanted is not None and 0.0 <= wanted <= self.duration and all(abs(wanted - w) >= gap for w in self.windows):
+            return wanted, ""
+        edges = sorted([0.0, self.duration] + self.windows)
+        start, end = max(zip(edges, edges[1:]), key=lambda pair: pair[1] - pair[0])
+        middle = (start + end) / 2
+        reason = "no time given" if wanted is None else "outside the video" if not 0 <= wanted <= self.duration \
+            else "already viewed"
+        return middle, f"{reason}: viewing {middle:.1f} s, the middle of the largest stretch not yet viewed"
+
+    def _call(self, tool: str, arguments: dict[str, Any], *, thought: str = "", model_output: str = "",
+              cost: dict[str, Any] | None = None) -> Any:
+        call, observation = self.toolbox.call_recorded(self.trace, self.llm.usage, self.last.id, tool, arguments,
+                                                       thought=thought, model_output=model_output, cost=cost)
+        self.last = observation
+        self.evidence.extend(observation.evidence)
+        self.frame_times.update(observation.artifacts.get("frame_times", ()))
+        return observation
+
+    def _add(self, step: Any) -> Any:
+        step.parent_id = self.last.id
+        self.last = self.trace.add(step)
+        return self.last
+
+    def _chat(self, prompt: str, *, max_tokens: int = PLAN_TOKENS, **values: Any) -> Completion:
+        text = render(load_prompt(PROMPTS, prompt), **values).strip()
+        return self.llm.chat([Message("user", text)], max_tokens=max_tokens, temperature=0.0)
+
+    def _choices(self) -> str:
+        if not self.task.choices:
+            return ""
+        return "\nCHOICES:\n" + "\n".join(f"{i}. {c}" for i, c in enumerate(self.task.choices))
+
+    def _answer_format(self) -> str:
+        if self.task.choices:
+            return "the number of the correct choice"
+        if self.task.answer_type == "time":
+            return "the start and end time in seconds, like 3.0 - 5.5"
+        return "a short answer"
+
+    def _choice(self, answer: str) -> int | None:
+        return extract_choice(answer, self.task.choices) if self.task.choices else None
+
+
+def _cost(completion: Completion, started: float) -> dict[str, Any]:
+    return {"prompt_tokens": 0 if completion.cached else completion.prompt_tokens,
+            "completion_tokens": 0 if completion.cached else completion.completion_tokens,
+            "seconds": time.perf_counter() - started}
+
+
+def _key(second: float) -> str:
+    return f"{second:.1f}"
+
+
+def _is_time(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _description(text: str) -> str:
+    """A window's frame lines ("1.5 s: ...") as one description, repeated lines said once."""
+    seen: list[str] = []
+    for line in text.splitlines():
+        body = re.sub(r"^\s*\d+(?:\.\d+)?\s*s:\s*", "", line).strip()
+        if body and body not in seen:
+            seen.append(body)
+    return " | ".join(seen)
+
+
+def _first_number(text: str) -> float | None:
+    match = re.search(r"-?\d+(?:\.\d+)?", text)
+    return float(match.group()) if match else None
+
+
+def _questions(text: str) -> list[str]:
+    """The questions of a reply: a JSON (or Python) list of strings, else its lines that end in '?'."""
+    match = re.search(r"\[.*\]", text, re.DOTALL)
+    if match:
+        for loader in (json.loads, _python_list):
+            try:
+                value = loader(match.group())
+            except (ValueError, SyntaxError):
+                continue
+            if isinstance(value, list):
+                return [str(q).strip() for q in value if str(q).strip()]
+    return [re.sub(r"^\s*(?:\d+[.)]|[-*])\s*", "", line).strip() for line in text.splitlines()
+            if line.strip().endswith("?")]
+
+
+def _python_list(text: str) -> Any:
+    return ast.literal_eval(text)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    match = re.search(r"\{.*\}", text, re.DOTALL)
+    if not match:
+        return None
+    try:
+        value = json.loads(match.group())
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _final_answer(text: str) -> tuple[str, str | None]:
+    """(explanation, answer) from a reply ending in "Final Answer: X"; answer None for "None" or no label."""
+    at = text.lower().rfind("final answer")
+    if at < 0:
+        return " ".join(text.split()), None
+    explanation = " ".join(text[:at].split())
+    answer = text[at + len("final answer"):].lstrip(" :*").strip()
+    answer = answer.splitlines()[0].strip(" *\"'`") if answer else ""
+    if not answer or answer.lower().strip(".") in ("none", "null", "n/a"):
+        return explanation, None
+    return explanation, answer

@@ -1,0 +1,81 @@
+"""Tools that look at a video's frames directly, by time (TraveLER's Extractor, AssistGPT's
+inspection of clips): describe the frames of a window, or ask the visual-QA backend about them.
+
+A window is ``[start_s, end_s]`` in seconds, sampled at ``FRAMES_PER_SECOND`` from its start to
+its end (one frame when start equals end; at most ``MAX_FRAMES``). Frames decoded for a window are
+kept for the question, so describing a window and then asking about it decodes it once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vidagent.llm.base import ChatModel
+from vidagent.memory.video_memory import VideoMemory
+from vidagent.perception.base import FrameDescriber
+from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.vqa import VisualQA
+from vidagent.video.video import SampledFrame
+
+FRAME_MAX_SIDE = 768
+FRAMES_PER_SECOND = 2.0
+MAX_FRAMES = 8
+
+
+@dataclass
+class FrameTools:
+    """``frame_description`` and ``frame_question_answering`` over one video."""
+
+    memory: VideoMemory
+    describer: FrameDescriber
+    vqa: VisualQA
+    llm: ChatModel
+    _frames: dict[tuple[float, float], list[SampledFrame]] = field(default_factory=dict, init=False, repr=False)
+
+    def tools(self) -> list[Tool]:
+        window = (Parameter("start_s", float, "window start, seconds"), Parameter("end_s", float, "window end, seconds"))
+        return [
+            Tool("frame_description",
+                 f"Describes what is seen in the frames between start_s and end_s (seconds; {FRAMES_PER_SECOND:g} "
+                 f"frames a second, {MAX_FRAMES} at most, one line each). Give start_s = end_s for a single frame.",
+                 window, self.frame_description),
+            Tool("frame_question_answering",
+                 "Answers a question about what is seen in the frames between start_s and end_s (seconds), "
+                 "looking at the frames themselves. Its answers can be wrong.",
+                 (Parameter("question", str, "a question about these frames"),) + window,
+                 self.frame_question_answering),
+        ]
+
+    def frame_description(self, start_s: float, end_s: float) -> Observation:
+        frames = self._window(start_s, end_s)
+        if isinstance(frames, Observation):
+            return frames
+        described = self.describer.describe([frame.image for frame in frames])
+        lines = [f"{frame.time_s:.1f} s: {description.text}" for frame, description in zip(frames, described)]
+        text = "\n".join(lines)
+        return Observation(text, evidence=(Evidence(frames[0].time_s, frames[-1].time_s, text, self.memory.video_id),),
+                           artifacts={"frame_times": [round(f.time_s, 3) for f in frames]})
+
+    def frame_question_answering(self, question: str, start_s: float, end_s: float) -> Observation:
+        frames = self._window(start_s, end_s)
+        if isinstance(frames, Observation):
+            return frames
+        result = self.vqa.answer(question, frames, self.llm)
+        return Observation(f"Answer: {result.answer}",
+                           evidence=(Evidence(frames[0].time_s, frames[-1].time_s, result.answer,
+                                              self.memory.video_id),),
+                           artifacts={"frame_times": [round(f.time_s, 3) for f in frames],
+                                      "description": result.description})
+
+    def _window(self, start_s: float, end_s: float) -> list[SampledFrame] | Observation:
+        duration = self.memory.video.duration_s
+        start, end = sorted((float(start_s), float(end_s)))
+        if end < 0 or start > duration:
+            return Observation(f"No frames there: the video runs from 0 to {duration:.1f} s.", is_error=True)
+        start, end = max(0.0, start), min(duration, end)
+        key = (round(start, 3), round(end, 3))
+        if key not in self._frames:
+            count = min(MAX_FRAMES, 1 + round((end - start) * FRAMES_PER_SECOND))
+            times = [start] if count == 1 else [start + i * (end - start) / (count - 1) for i in range(count)]
+            self._frames[key] = list(self.memory.video.frames_at(times, max_side=FRAME_MAX_SIDE))
+        return self._frames[key]

@@ -1,0 +1,180 @@
+"""The TraveLER planner with a scripted model: the initial memory bank, re-planning on an
+insufficient evaluation, windows never viewed twice, the summarizer, the forced answer and
+answer parsing; then the real frame tools over a real clip."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, MemoryStep, ObservationStep, PlanStep, ToolCallStep
+from vidagent.agent.task import Task
+from vidagent.agent.toolbox import Toolbox, VideoContext
+from vidagent.agent.traveler import TravelerPlanner, _final_answer, _questions
+from vidagent.config import Settings
+from vidagent.session import Session
+from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+
+from conftest import TEMPORAL_TOY, video_path
+from scripted_llm import ScriptedLLM
+
+DURATION = 20.0
+CHOICES = ("a ball", "a frisbee", "a stick", "a shoe", "nothing")
+
+
+class FakeVideo:
+    """What the frame tools report for a 20 s clip: the frames seen, and a dog with a ball after 10 s."""
+
+    def __init__(self) -> None:
+        self.described: list[tuple[float, float]] = []
+        self.asked: list[tuple[str, float, float]] = []
+
+    def toolbox(self) -> Toolbox:
+        window = (Parameter("start_s", float, ""), Parameter("end_s", float, ""))
+        return Toolbox.of([
+            Tool("frame_description", "describe", window, self.describe),
+            Tool("frame_question_answering", "ask", (Parameter("question", str, ""),) + window, self.ask),
+        ], videos=(VideoContext("v1", DURATION, 10, 2.0),))
+
+    def describe(self, start_s: float, end_s: float) -> Observation:
+        self.described.append((start_s, end_s))
+        times = sorted({start_s, (start_s + end_s) / 2, end_s})
+        lines = [f"{t:.1f} s: {'a dog' + (' with a ball' if t >= 10 else '')} on grass" for t in times]
+        return Observation("\n".join(lines), evidence=(Evidence(start_s, end_s, "a dog", "v1"),),
+                           artifacts={"frame_times": times})
+
+    def ask(self, question: str, start_s: float, end_s: float) -> Observation:
+        self.asked.append((question, start_s, end_s))
+        return Observation("Answer: a red ball" if start_s >= 9 else "Answer: nothing",
+                           evidence=(Evidence(start_s, end_s, "ball", "v1"),),
+                           artifacts={"frame_times": [start_s, end_s]})
+
+
+def run(llm, task: Task | None = None, video: FakeVideo | None = None, **options):
+    video = video or FakeVideo()
+    answer = TravelerPlanner(**options).run(task or Task("What does the dog carry?", CHOICES), video.toolbox(), llm)
+    return answer, video
+
+
+PLAN = "PLAN: 1. Look at the middle of the video. 2. Ask what the dog carries."
+QUESTIONS = '["What is the dog carrying?", "What colour is it?"]'
+NOT_YET = "The frames so far do not show what the dog carries.\nFinal Answer: None"
+BALL = "Frame 12 shows a red ball in the dog's mouth.\nFinal Answer: 0"
+
+
+def test_the_memory_bank_starts_with_five_evenly_spaced_frames():
+    llm = ScriptedLLM([PLAN, "12", QUESTIONS, BALL])
+    answer, video = run(llm)
+    assert video.described[:5] == [(0.0, 0.0), (5.0, 5.0), (10.0, 10.0), (15.0, 15.0), (19.95, 19.95)]
+    first = answer.trace[1]
+    assert isinstance(first, ToolCallStep) and first.arguments == {"start_s": 0.0, "end_s": 0.0}
+    stored = next(s for s in answer.trace if isinstance(s, MemoryStep))
+    assert stored.text.startswith("memory bank initialised with 5 frames: 0.0, 5.0, 10.0, 15.0, 19.9")
+    plan_prompt = llm.requests[0][0].content  # the planner sees the bank as JSON, and the options
+    assert '"5.0": {"seen": "a dog on grass"}' in plan_prompt and "CHOICES:\n0. a ball" in plan_prompt
+
+
+def test_one_round_that_is_enough_answers_with_evidence_and_frames():
+    llm = ScriptedLLM([PLAN, "12", QUESTIONS, BALL])
+    answer, video = run(llm)
+    assert (answer.choice_index, answer.text, answer.planner) == (0, "a ball", "traveler")
+    bank = json.loads(llm.requests[0][0].content.split("INFORMATION: ", 1)[1].splitlines()[0])
+    assert list(bank) == ["0.0", "5.0", "10.0", "15.0", "19.9"] and bank["10.0"]["seen"] == "a dog with a ball on grass"
+    # The retriever chose 12 s: a 5-frame window (2 s at 2 frames a second) around it, then two questions there.
+    assert video.described[5] == (11.0, 13.0)
+    assert video.asked == [("What is the dog carrying?", 11.0, 13.0), ("What colour is it?", 11.0, 13.0)]
+    final_bank = answer.artifacts["memory_bank"]
+    assert final_bank["12.0"]["qa"] == {"What is the dog carrying?": "a red ball", "What colour is it?": "a red ball"}
+    assert answer.artifacts["windows"] == [12.0] and 12.0 in answer.artifacts["frames_viewed"]
+    assert (11.0, 13.0) in [(e.start_s, e.end_s) for e in answer.evidence]
+    kinds = [type(s).__name__ for s in answer.trace]
+    assert kinds.count("PlanStep") == 2 and kinds.count("EvaluationStep") == 1 and kinds[-1] == "FinalAnswerStep"
+    assert [s.parent_id for s in answer.trace] == [None] + list(range(len(answer.trace) - 1))  # a chain
+    assert answer.usage.llm_calls == 4
+
+
+def test_an_insufficient_evaluation_drives_a_new_plan_with_its_explanation():
+    llm = ScriptedLLM([PLAN, "3", QUESTIONS, NOT_YET, "PLAN: 1. Look later in the video.", "14", QUESTIONS, BALL])
+    answer, _ = run(llm)
+    second_plan_prompt = llm.requests[4][0].content
+    assert "could not be answered yet, because: The frames so far do not show what the dog carries." \
+        in second_plan_prompt
+    assert "because" not in llm.requests[0][0].content  # no explanation before the first evaluation
+    evaluations = [s for s in answer.trace if isinstance(s, EvaluationStep)]
+    assert [e.score for e in evaluations] == [0.0, 1.0]
+    assert evaluations[0].text.startswith("round 1: not enough information")
+    assert answer.choice_index == 0 and answer.artifacts["windows"] == [3.0, 14.0]
+
+
+def test_no_window_is_viewed_twice():
+    llm = ScriptedLLM([PLAN, "12", "[]", NOT_YET, PLAN, "12.2", "[]", NOT_YET, PLAN, "no idea", "[]", BALL])
+    answer, video = run(llm)
+    windows = answer.artifacts["windows"]
+    assert windows[0] == 12.0
+    assert windows[1] == 6.0  # 12.2 is the window already viewed: the middle of the largest gap, 0-12
+    assert windows[2] == 16.0  # no time in the reply: the middle of 12-20
+    assert len(set(video.described[5:])) == 3
+    retriever = [s for s in answer.trace if isinstance(s, ToolCallStep)][5:]
+    assert "already viewed" in retriever[1].thought and "no time given" in retriever[2].thought
+
+
+def test_the_summarizer_condenses_a_bank_past_its_budget():
+    short = json.dumps({"0.0": {"seen": "dog"}, "12.0": {"seen": "dog, ball", "qa": {"What?": "ball"}}})
+    llm = ScriptedLLM([PLAN, "12", QUESTIONS, short, BALL])
+    answer, _ = run(llm, memory_chars=300)
+    summary = next(s for s in answer.trace if isinstance(s, MemoryStep) and s.action == "summarise")
+    assert "memory bank summarised" in summary.text
+    assert answer.artifacts["memory_bank"] == json.loads(short)
+    assert "Keep the same keys and the same format" in llm.requests[3][0].content
+    unusable = ScriptedLLM([PLAN, "12", QUESTIONS, "I cannot do that.", BALL])
+    answer, _ = run(unusable, memory_chars=300)
+    cut = next(s for s in answer.trace if isinstance(s, MemoryStep) and s.action == "summarise")
+    assert cut.text.startswith("summary unusable") and set(answer.artifacts["memory_bank"]) >= {"0.0", "12.0"}
+
+
+def test_the_answer_is_forced_at_the_iteration_limit():
+    llm = ScriptedLLM([PLAN, "12", "[]", NOT_YET, PLAN, "4", "[]", NOT_YET,
+                       "Probably the ball seen at 10 s.\nFinal Answer: 0"])
+    answer, _ = run(llm, max_iterations=2)
+    assert answer.choice_index == 0 and answer.trace.last.how == "forced"
+    assert "None is not allowed" in llm.requests[-1][0].content
+    assert answer.usage.llm_calls == 9
+
+
+def test_open_questions_and_answer_parsing():
+    llm = ScriptedLLM([PLAN, "12", QUESTIONS, "The dog holds a red ball.\nFinal Answer: a red ball"])
+    answer, _ = run(llm, task=Task("What does the dog carry?"))
+    assert answer.text == "a red ball" and answer.choice_index is None
+    assert _final_answer("Because...\nFinal Answer: None") == ("Because...", None)
+    assert _final_answer("Final answer: **2**") == ("", "2")
+    assert _final_answer("no label here") == ("no label here", None)
+    assert _questions('Here: ["A?", "B?"]') == ["A?", "B?"]
+    assert _questions("['A?', 'B?']") == ["A?", "B?"]
+    assert _questions("1. What is it?\n2) Where is it?\nThanks") == ["What is it?", "Where is it?"]
+    # An evaluator naming a number that is no option is not an answer: the round goes on.
+    llm = ScriptedLLM([PLAN, "12", "[]", "Final Answer: 7", "Final Answer: 1"])
+    answer, _ = run(llm, max_iterations=1)
+    assert answer.choice_index == 1 and answer.trace.last.how == "forced"
+
+
+def test_on_a_real_clip_the_frame_tools_feed_the_bank(temporal_library: Path, models_dir: Path):
+    """Real decoding, the real offline describer and VQA; the scripted model keeps the run short."""
+    settings = replace(Settings.from_env(), home=temporal_library, models=models_dir)
+    llm = ScriptedLLM([PLAN, "2.5", '["What is being drawn?"]', "A guitar outline.", "Final Answer: 0"])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", ["a guitar", "a car", "a cat"],
+                             planner="traveler", planner_options={"max_iterations": 1})
+    observations = [s for s in answer.trace if isinstance(s, ObservationStep)]
+    assert [o.tool for o in observations] == ["frame_description"] * 6 + ["frame_question_answering"]
+    assert all(not o.is_error for o in observations)
+    assert "[detector+OCR description, not a caption]" in observations[0].text
+    window = observations[5].artifacts["frame_times"]
+    assert window == pytest.approx([1.5, 2.0, 2.5, 3.0, 3.5])
+    assert observations[6].prompt_tokens > 0  # the offline VQA asked the model about the described frames
+    assert answer.choice_index == 0 and answer.trace.last.how == "model"
+    assert any(isinstance(s, PlanStep) and s.text.startswith("questions: What is being drawn?") for s in answer.trace)
+    assert all(e.source == answer.video_id for e in answer.evidence)
+    assert isinstance(answer.trace.last, FinalAnswerStep)
