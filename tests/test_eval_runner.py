@@ -192,6 +192,13 @@ def test_planner_options_are_part_of_a_runs_identity(tmp_path, settings):
     with pytest.raises(EvalError, match="holds a run with planner_options"):
         run_eval(RunConfig(dataset=qa, planner="always_first", planner_options=(("text", "b"),),
                            out=tmp_path / "run", progress=False), settings)
+    # A folder written before runs had options resumes as a run without options.
+    older = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "older", progress=False), settings)
+    meta = json.loads((older.out / "run.json").read_text())
+    del meta["planner_options"]
+    (older.out / "run.json").write_text(json.dumps(meta))
+    resumed = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "older", progress=False), settings)
+    assert resumed.answered_now == 0
 
 
 def test_a_question_about_part_of_a_video_is_asked_about_that_clip(tmp_path, settings):

@@ -3,6 +3,7 @@ voting, summary, failures and the ablation strategies."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -190,17 +191,31 @@ def test_rewards_after_a_run_follow_the_paper_and_a_failure_is_negative():
     scores = [s.score for s in answer.trace if isinstance(s, EvaluationStep)]
     assert scores == [1.0, -1.0]
     assert answer.choice_index == 0 and [(c.text, c.votes) for c in answer.candidates] == [("a black leash", 1)]
+    assert answer.candidates[0].reward == pytest.approx(read["reward"], abs=1e-4)  # its branch's reward
 
 
-def test_softmax_selection_is_seeded_and_repeatable():
-    def run(seed: int) -> list[int]:
+def test_softmax_selection_draws_nodes_as_often_as_their_probability_and_is_seeded():
+    from vidagent.agent.mcts import _Search
+
+    root, a, b, leaf = chain(1, 2, 3)
+    leaf.answer = "x"
+    root.reward, a.reward, b.reward = 0.0, 1.0, 2.0
+    mcts = planner()
+    search = _Search(mcts, Task("What is attached to the dog?", CHOICES), TOOLBOX, ScriptedLLM([]), None)
+    probabilities = mcts.selection_probabilities([root, a, b, leaf], leaf)
+    draws = [search._draw(probabilities)[0].step_id for _ in range(6000)]
+    for node, p in probabilities:
+        assert draws.count(node.step_id) / len(draws) == pytest.approx(p, abs=0.025)
+
+    def selected(seed: int) -> list[int]:
         llm = ScriptedLLM([READ_ALL, LEASH] + [COUNT, LEASH, ROPE, LEASH, COUNT, ROPE, LEASH] * 2)
         answer = planner(n=4, seed=seed).run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
         return [it["selected"] for it in answer.artifacts["search"]["iterations"]]
 
-    first = run(3)
-    assert first == run(3) and first[0] == 0
-    assert all(it >= 0 for it in first)
+    runs = {seed: selected(seed) for seed in range(6)}
+    assert all(runs[seed] == selected(seed) for seed in (0, 3))  # the same seed, the same search
+    assert all(r[0] == 0 for r in runs.values())  # the first iteration can only take the root
+    assert any(step != 0 for r in runs.values() for step in r[1:])  # later ones reach below the root
 
 
 def test_an_open_question_with_different_answers_is_summarised():
@@ -210,7 +225,8 @@ def test_an_open_question_with_different_answers_is_summarised():
     assert answer.text == "a ball, with a dog running after it" and answer.choice_index is None
     assert [c.text for c in answer.candidates] == ["a ball", "a dog"]
     summary_prompt = llm.requests[-1][-1].content
-    assert "1. a ball\n2. a dog" in summary_prompt and "What is in the video?" in summary_prompt
+    assert "1. a ball (1 of 2 attempts)\n2. a dog (1 of 2 attempts)" in summary_prompt
+    assert "What is in the video?" in summary_prompt
     final = answer.trace.last
     assert isinstance(final, FinalAnswerStep) and final.how == "summary" and final.parent_id == 0
 
@@ -247,7 +263,7 @@ def test_the_trace_is_the_search_tree_and_round_trips_through_json():
     answer = planner(n=2, strategy="root").run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm,
                                                 Trace(on_step=streamed.append))
     assert [s.id for s in streamed] == list(range(len(answer.trace)))
-    data = answer.to_dict()
+    data = json.loads(json.dumps(answer.to_dict()))
     ids = {step["id"] for step in data["trace"]}
     assert all(step["parent_id"] in ids for step in data["trace"] if step["parent_id"] is not None)
     assert sum(step["parent_id"] == 0 for step in data["trace"]) >= 3  # two branches and the vote
@@ -255,3 +271,58 @@ def test_the_trace_is_the_search_tree_and_round_trips_through_json():
     assert rebuilt.render() == answer.trace.render()
     rendered = answer.trace.render()
     assert "+ [1] Thought: read everything" in rendered and "Final Answer (vote): a black leash" in rendered
+
+
+def test_unmapped_answers_stay_apart_and_a_tie_goes_to_the_better_rewarded_branch():
+    # Two chains answer texts that name no option; the mapping call fails for both.
+    llm = ScriptedLLM([READ_ALL, "Final Answer: green", COUNT, "Final Answer: purple", "no idea", "no idea"])
+    answer = planner(n=2, strategy="root").run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+    assert [(c.text, c.votes, c.choice_index) for c in answer.candidates] == [("green", 1, None), ("purple", 1, None)]
+    assert answer.choice_index is None and answer.text == "green"
+    # A tie between options: the branch with more reward wins, whatever its order.
+    llm = ScriptedLLM([READ_ALL, COUNT, ROPE, LEASH])
+    tie = planner(n=2, strategy="dfs").run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+    rewards = {c.text: c.reward for c in tie.candidates}
+    assert tie.text == max(rewards, key=rewards.get)
+
+
+def test_a_repeated_call_is_fed_back_not_a_failure_but_unusable_replies_and_failed_tools_are():
+    llm = ScriptedLLM([READ_ALL, READ_ALL, LEASH])
+    answer = planner(n=1).run(Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+    assert answer.choice_index == 0 and not answer.artifacts["search"]["iterations"][0]["failed"]
+    assert "You already made this exact call" in llm.requests[2][-1].content
+    unusable = planner(n=1).run(Task("What is attached?", CHOICES), TOOLBOX, ScriptedLLM(["hmm", "Final Answer: a rope toy"]))
+    assert unusable.artifacts["search"]["nodes"][-1]["failure"] == "unusable reply"
+    tolerant = planner(n=1, errors_fail=False).run(
+        Task("What is attached?", CHOICES), TOOLBOX, ScriptedLLM(["hmm", "Thought: x\nAction: caption_retrieval\n"
+                                                                   "Action Input: 7, 9", LEASH]))
+    assert tolerant.choice_index == 0 and not tolerant.artifacts["search"]["iterations"][0]["failed"]
+
+
+def test_a_chain_without_an_answer_fails_at_max_depth():
+    llm = ScriptedLLM([READ_ALL, COUNT, "Final Answer: a rope toy"])
+    answer = planner(n=1, max_depth=2).run(Task("What is attached?", CHOICES), TOOLBOX, llm)
+    assert answer.artifacts["search"]["nodes"][-1]["failure"] == "no answer after 2 steps"
+    assert answer.trace.last.how == "forced" and answer.choice_index == 1
+
+
+def test_uniform_strategy_runs_and_bad_setups_are_clear_errors():
+    llm = ScriptedLLM([READ_ALL, LEASH, COUNT, LEASH, ROPE])
+    answer = planner(n=3, strategy="uniform").run(Task("What is attached?", CHOICES), TOOLBOX, llm)
+    assert len(answer.artifacts["search"]["iterations"]) == 3
+    with pytest.raises(PlannerError, match="needs a chat model"):
+        planner().run(Task("What?", CHOICES), TOOLBOX, None)
+    with pytest.raises(PlannerError, match="needs at least one tool"):
+        planner().run(Task("What?", CHOICES), Toolbox({}), ScriptedLLM([]))
+    for options in ({"beta": "1000"}, {"alpha": "nan"}, {"alpha": "0"}):
+        with pytest.raises(PlannerError, match="alpha must be in"):
+            build_planner("mcts", options)
+    with pytest.raises(PlannerError, match="option n must be int"):
+        build_planner("mcts", {"n": 2.5})
+
+
+def test_a_non_finite_number_from_the_model_is_an_error_observation_not_a_crash():
+    llm = ScriptedLLM(["Thought: x\nAction: caption_retrieval\nAction Input: [1e999, 1]", LEASH])
+    answer = planner(n=1, errors_fail=False).run(Task("What is attached?", CHOICES), TOOLBOX, llm)
+    error = next(s for s in answer.trace if s.kind == "observation")
+    assert error.is_error and "must be a finite number" in error.text

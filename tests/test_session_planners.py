@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from vidagent.agent.planner import build_planner
 from vidagent.agent.steps import ObservationStep, Step, TaskStep, ToolCallStep
 from vidagent.config import Settings
 from vidagent.errors import PlannerError
@@ -94,11 +95,15 @@ def test_random_needs_no_memory_and_no_model(tmp_path, models_dir):
 
 
 def test_unknown_planners_and_options_are_clear_errors(settings):
-    with Session(settings, llm=ScriptedLLM([])) as session:
+    with Session(settings, llm=ScriptedLLM(["no"])) as session:  # "no": the memory selection, before the tools
         with pytest.raises(PlannerError, match="unknown planner 'tot'"):
             session.ask(video_path(TEMPORAL_TOY), "What?", planner="tot")
         with pytest.raises(PlannerError, match="has no option 'depth'"):
             session.ask(video_path(TEMPORAL_TOY), "What?", planner="react", planner_options={"depth": 3})
+        with pytest.raises(PlannerError, match="no tool named whn; the tools are: caption_retrieval"):
+            session.ask(video_path(TEMPORAL_TOY), "What?", planner="mcts", planner_options={"tools": "when,whn"})
+        with pytest.raises(PlannerError, match="planner_options go with a planner's name"):
+            session.ask(video_path(TEMPORAL_TOY), "What?", planner=build_planner("react"), planner_options={"n": 1})
 
 
 def test_close_frees_the_chat_model_and_its_cache_but_not_one_passed_in(tmp_path, models_dir):

@@ -40,7 +40,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         payload = answer.to_dict()
         if not args.trace:
             payload["trace"] = [{"id": step.id, "parent_id": step.parent_id, "type": step.kind,
-                                 "summary": step.summary().splitlines()[-1][:200]} for step in answer.trace]
+                                 "summary": step.summary().splitlines()[0][:200]} for step in answer.trace]
         print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
         _print_answer(answer, trace=args.trace)

@@ -56,7 +56,6 @@ class Settings:
     segment_seconds: float = 2.0
     frames_per_segment: int = 1
     object_fps: float = 2.0  # frames per second the objects stage detects and tracks in
-    max_react_steps: int = 8
     memory_selection: str = "llm"  # "llm": the LLM decides per question whether objects are needed; "all"
     models: Path | None = None  # default: <home>/models
     library: Path | None = None  # default: <home>/library.sqlite

@@ -16,6 +16,7 @@ from vidagent.agent.steps import Step, Trace
 from vidagent.agent.task import Source, Task
 from vidagent.agent.toolbox import Toolbox, VideoContext
 from vidagent.config import Settings
+from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel
 from vidagent.llm.metered import MeteredChat
 from vidagent.memory.builder import ALL_STAGES, TEMPORAL_STAGES, MemoryBuilder
@@ -114,6 +115,8 @@ class Session:
         ``package.module:Class``) built with ``planner_options``, or a planner object.
         ``on_step`` is called with each step of the trace as soon as it is made.
         """
+        if planner_options and not isinstance(planner, str):
+            raise PlannerError("planner_options go with a planner's name; set them on the planner object instead")
         handle = video if isinstance(video, Video) else Video(video)
         chosen = build_planner(planner, planner_options) if isinstance(planner, str) else planner
         task = Task(question, tuple(choices) if choices else None,
@@ -135,7 +138,8 @@ class Session:
             tools = self._tools(memory, llm, queries, lambda: builder.build(handle, ["objects"], progress=progress)) \
                 if chosen.tools != () else []
             toolbox = Toolbox.of(tools, videos=(context,), memories={memory.video_id: memory},
-                                 memory_note=self.perception.describer.memory_note).select(chosen.tools)
+                                 memory_note=self.perception.describer.memory_note,
+                                 context_tokens=self.settings.llm.context_tokens).select(chosen.tools)
             return chosen.run(task, toolbox, llm, trace)
 
     def _tools(self, memory: VideoMemory, llm: ChatModel, queries: ReadOnlyQueries,

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from dataclasses import dataclass
@@ -30,13 +29,13 @@ PROMPT_RESERVE_TOKENS = 600
 @register_planner("caption_only")
 @dataclass
 class CaptionOnlyPlanner:
-    """Options: ``context_tokens`` (the model's context; the descriptions are thinned evenly to
-    fit it), ``answer_tokens``."""
+    """Options: ``context_tokens`` (default: the chat model's, from the toolbox; the descriptions
+    are thinned evenly to fit it), ``answer_tokens``."""
 
-    context_tokens: int = 4096
+    context_tokens: int | None = None
     answer_tokens: int = 60
     name: ClassVar[str] = "caption_only"
-    tools: tuple[str, ...] | None = ()
+    tools: ClassVar[tuple[str, ...] | None] = ()
     reads_memory: ClassVar[bool] = True
     uses_llm: ClassVar[bool] = True
 
@@ -48,15 +47,13 @@ class CaptionOnlyPlanner:
         started = time.perf_counter()
         lines = [f"[{s.start_s:.1f}-{s.end_s:.1f} s] {s.as_text()}"
                  for memory in toolbox.memories.values() for s in memory.segments]
-        budget = int((self.context_tokens - PROMPT_RESERVE_TOKENS - self.answer_tokens) * CHARS_PER_TOKEN)
+        context = self.context_tokens or toolbox.context_tokens
+        budget = int((context - PROMPT_RESERVE_TOKENS - self.answer_tokens) * CHARS_PER_TOKEN)
         kept = fit_evenly(lines, budget)
-        options = ""
-        if task.choices:
-            options = "\nOptions:\n" + "\n".join(f"{i}. {c}" for i, c in enumerate(task.choices))
         answer_format = load_prompt(PROMPTS, f"answer_format_{task.answer_type}").strip()
         system = render(load_prompt(PROMPTS, "caption_only_system"), memory_note=toolbox.memory_note).strip()
         prompt = render(load_prompt(PROMPTS, "caption_only"), captions="\n".join(kept), question=task.question,
-                        options=options, answer_format=answer_format).strip()
+                        options=task.options_text(), answer_format=answer_format).strip()
         completion = model.chat([Message("system", system), Message("user", prompt)],
                                   max_tokens=self.answer_tokens, temperature=0.0)
         text = answer_line(completion.text)
@@ -66,8 +63,7 @@ class CaptionOnlyPlanner:
                                          prompt_tokens=completion.prompt_tokens,
                                          completion_tokens=completion.completion_tokens,
                                          seconds=time.perf_counter() - started))
-        if task.choices and choice_index is not None:
-            text = task.choices[choice_index]
+        text = task.answer_text(text, choice_index)
         return Answer(task=task, text=text, planner=self.name, choice_index=choice_index,
                       candidates=[Candidate(text, choice_index, step_id=step.id)], trace=trace, usage=model.usage)
 
@@ -78,13 +74,13 @@ class RandomPlanner:
     """Chance level: a uniformly random option; a random window for a time; no answer otherwise."""
 
     name: ClassVar[str] = "random"
-    tools: tuple[str, ...] | None = ()
+    tools: ClassVar[tuple[str, ...] | None] = ()
     reads_memory: ClassVar[bool] = False
     uses_llm: ClassVar[bool] = False
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
         trace, root = start(task, trace)
-        rng = random.Random(task_seed(task))
+        rng = random.Random(task.seed)
         choice_index = None
         text = ""
         if task.choices:
@@ -98,11 +94,6 @@ class RandomPlanner:
         step = trace.add(FinalAnswerStep(parent_id=root.id, answer=text, how="random"))
         return Answer(task=task, text=text, planner=self.name, choice_index=choice_index,
                       candidates=[Candidate(text, choice_index, step_id=step.id)], trace=trace)
-
-
-def task_seed(task: Task) -> int:
-    """A seed that depends only on the task's id (or question): the same in every process and run."""
-    return int.from_bytes(hashlib.sha256((task.id or task.question).encode()).digest()[:8], "big")
 
 
 def fit_evenly(lines: list[str], budget_chars: int) -> list[str]:

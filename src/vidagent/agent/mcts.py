@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
-from vidagent.agent.baselines import task_seed
 from vidagent.agent.parsing import parse_react
 from vidagent.agent.planner import metered, register_planner, start
 from vidagent.agent.react import VIDEOAGENT_TOOLS
@@ -42,11 +41,13 @@ from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import load_prompt, render
+from vidagent.tools.sql_agent import SUBTASK_KINDS
 
 PROMPTS = "vidagent.agent"
 STRATEGIES = ("mcts", "dfs", "root", "uniform")
-SUBTASK_TOOLS = ("when", "why", "what", "how", "count", "other")
 SUMMARY_TOKENS = 80
+MAX_ALPHA = 100.0
+MAX_BETA = 50.0  # exp(beta) must stay a float; 50 already makes the search depth-first in effect
 
 
 @dataclass(eq=False)
@@ -98,7 +99,7 @@ class MCTSPlanner:
     overview_segments: int = 15
     seed: int | None = None
     name: ClassVar[str] = "mcts"
-    tools: tuple[str, ...] | None = SUBTASK_TOOLS + VIDEOAGENT_TOOLS
+    tools: tuple[str, ...] | None = SUBTASK_KINDS + VIDEOAGENT_TOOLS
     reads_memory: ClassVar[bool] = True
     uses_llm: ClassVar[bool] = True
 
@@ -107,8 +108,8 @@ class MCTSPlanner:
             raise ValueError("n must be at least 1")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
-        if self.alpha <= 0 or self.beta < 0:
-            raise ValueError("alpha must be positive and beta not negative")
+        if not (0 < self.alpha <= MAX_ALPHA and 0 <= self.beta <= MAX_BETA):  # also refuses nan
+            raise ValueError(f"alpha must be in (0, {MAX_ALPHA:g}] and beta in [0, {MAX_BETA:g}]")
         if self.max_depth < 1:
             raise ValueError("max_depth must be at least 1")
 
@@ -163,7 +164,7 @@ class _Search:
         self.leaves: list[Node] = []
         self.evidence: list[Any] = []
         self.iterations: list[dict[str, Any]] = []
-        self.rng = random.Random(planner.seed if planner.seed is not None else task_seed(task))
+        self.rng = random.Random(planner.seed if planner.seed is not None else task.seed)
         self.seed_base = self.rng.randrange(1 << 30)
         overview = self.steps.overview(root_step.id, planner.overview_segments)
         self.root_messages: list[Message] = []
@@ -203,10 +204,13 @@ class _Search:
         messages = self._messages(node)
         temperature = self.planner.chain_temperature
         if node.children:
-            actions = "\n".join(f"- {child.outcome.label()}" for child in node.children if child.outcome)
-            request = render(load_prompt(PROMPTS, "mcts_expand"), actions=actions)
-            messages = messages[:-1] + [Message(messages[-1].role, messages[-1].content.rstrip() + request.rstrip())]
             temperature = self.planner.expansion_temperature
+            actions = "\n".join(f"- {child.outcome.label()}" for child in node.children
+                                if child.outcome and (child.outcome.tool or child.outcome.final_answer is not None))
+            if actions:  # unusable replies are not actions worth listing
+                request = render(load_prompt(PROMPTS, "mcts_expand"), actions=actions)
+                last = messages[-1]
+                messages = messages[:-1] + [Message(last.role, last.content.rstrip() + request.rstrip())]
         tried = {child.outcome.call for child in node.children if child.outcome and child.outcome.call}
         outcome = None
         for attempt in range(self.planner.expansion_tries + 1):
@@ -236,8 +240,11 @@ class _Search:
         child = Node(parent=parent, depth=parent.depth + 1, step_id=outcome.step_id, outcome=outcome)
         if outcome.final_answer is not None:
             child.answer = outcome.final_answer
-        elif outcome.is_error and self.planner.errors_fail:
-            child.failure = f"{outcome.tool} failed" if outcome.tool else "unusable reply"
+        elif outcome.is_error and self.planner.errors_fail and outcome.call is None:
+            child.failure = "unusable reply"  # "an incorrect result format"
+        elif outcome.is_error and self.planner.errors_fail and outcome.tool:
+            child.failure = f"{outcome.tool} failed"  # "a failed tool call"
+        # A repeated call (refused, not run) goes back to the model as ReAct does; max_depth bounds a loop.
         parent.children.append(child)
         self.nodes.append(child)
         self.evidence.extend(outcome.evidence)
@@ -252,10 +259,13 @@ class _Search:
             for leaf in answered:
                 leaf.choice_index = self.steps.choose_option(self._messages(leaf.parent), leaf.answer or "",
                                                              self.task, leaf.step_id)
-            candidates = self._candidates(answered, key=lambda leaf: leaf.choice_index)
+            # Answers that name no option stay apart, by their text.
+            candidates = self._candidates(answered, key=lambda leaf: (leaf.choice_index,) if leaf.choice_index
+                                          is not None else (None, _normalise(leaf.answer or "")))
             voted = [c for c in candidates if c.choice_index is not None]
-            best = max(voted, key=lambda c: c.votes) if voted else candidates[0]  # max keeps the earliest of a tie
-            text = self.task.choices[best.choice_index] if best.choice_index is not None else best.text
+            # Most votes; a tie goes to the better-rewarded branch, then to the earlier answer (max keeps the first).
+            best = max(voted, key=lambda c: (c.votes, c.reward or 0.0)) if voted else candidates[0]
+            text = self.task.answer_text(best.text, best.choice_index)
             final = self.trace.add(FinalAnswerStep(
                 parent_id=self.root_step_id, answer=text, how="vote",
                 thought=f"{best.votes} of {len(answered)} answers name this"))
@@ -269,26 +279,29 @@ class _Search:
         return self._result(text, None, candidates, final_id)
 
     def _candidates(self, answered: list[Node], key: Any) -> list[Candidate]:
+        """One candidate per distinct answer: its votes, and the reward of its best branch (the
+        branch's first node under the root, which back-propagation credits with the whole branch)."""
         groups: dict[Any, list[Node]] = {}
         for leaf in answered:
             groups.setdefault(key(leaf), []).append(leaf)
         out = []
         for leaves in groups.values():
             first = leaves[0]
-            text = self.task.choices[first.choice_index] if self.task.choices and first.choice_index is not None \
-                else first.answer or ""
-            out.append(Candidate(text, first.choice_index, votes=len(leaves), reward=max(l.reward for l in leaves),
-                                 step_id=first.step_id))
+            reward = max(leaf.path()[1].reward for leaf in leaves)
+            out.append(Candidate(self.task.answer_text(first.answer or "", first.choice_index), first.choice_index,
+                                 votes=len(leaves), reward=reward, step_id=first.step_id))
         return out
 
     def _summarise(self, candidates: list[Candidate]) -> tuple[str, int]:
         started = time.perf_counter()
-        answers = "\n".join(f"{i}. {c.text}" for i, c in enumerate(candidates, 1))
+        total = sum(c.votes for c in candidates)
+        answers = "\n".join(f"{i}. {c.text} ({c.votes} of {total} attempts)" for i, c in enumerate(candidates, 1))
         prompt = render(load_prompt(PROMPTS, "mcts_summary"), question=self.task.question, answers=answers,
                         answer_format=answer_format(self.task)).strip()
         completion = self.llm.chat([Message("user", prompt)], max_tokens=SUMMARY_TOKENS, stop=("\n\n",))
         parsed = parse_react(completion.text, [])
-        text = (parsed.final_answer or completion.text).strip() or candidates[0].text
+        lines = (parsed.final_answer or completion.text).strip().splitlines()
+        text = lines[0].strip() if lines and lines[0].strip() else candidates[0].text
         step = self.trace.add(FinalAnswerStep(
             parent_id=self.root_step_id, answer=text, how="summary", model_output=completion.text,
             thought=f"summary of {len(candidates)} different answers",
@@ -302,7 +315,7 @@ class _Search:
         leaf = self.leaves[-1] if self.leaves else self.root
         final = self.steps.force_final(self._messages(leaf), leaf.step_id, self.task)
         choice_index = self.steps.choose_option(self._messages(leaf), final.answer, self.task, final.id)
-        text = self.task.choices[choice_index] if self.task.choices and choice_index is not None else final.answer
+        text = self.task.answer_text(final.answer, choice_index)
         return self._result(text, choice_index, [Candidate(text, choice_index, votes=0, step_id=final.id)], final.id)
 
     def _result(self, text: str, choice_index: int | None, candidates: list[Candidate], final_id: int) -> Answer:

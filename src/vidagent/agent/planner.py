@@ -131,24 +131,37 @@ def _typed_options(factory: Any, options: dict[str, Any], name: str) -> dict[str
 
 
 def _convert(value: Any, hint: Any, key: str, name: str) -> Any:
-    if not isinstance(value, str):
-        return value
+    """An option value (text from a command line, or a Python value) as the field's type."""
     kinds = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+    optional = type(None) in typing.get_args(hint)
     kind = kinds[0]
-    if typing.get_origin(kind) is tuple:  # a list of names: "when,why,caption_retrieval"
-        return tuple(part.strip() for part in value.split(",") if part.strip())
-    if value.lower() in ("none", "") and type(None) in typing.get_args(hint):
+    if optional and (value is None or (isinstance(value, str) and value.strip().lower() in ("none", ""))):
         return None
-    try:
-        if kind is bool:
-            lowered = value.lower()
-            if lowered not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                raise ValueError(value)
-            return lowered in ("1", "true", "yes", "on")
-        if kind in (int, float):
-            return kind(value)
-    except ValueError:
-        raise PlannerError(f"planner {name!r}: option {key} must be {kind.__name__}, got {value!r}") from None
+    if typing.get_origin(kind) is tuple:  # a list of names: "when,why,caption_retrieval"
+        parts = value.split(",") if isinstance(value, str) else list(value)
+        return tuple(str(part).strip() for part in parts if str(part).strip())
+    wrong = PlannerError(f"planner {name!r}: option {key} must be {getattr(kind, '__name__', kind)}, got {value!r}")
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        lowered = str(value).strip().lower()
+        if lowered not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+            raise wrong
+        return lowered in ("1", "true", "yes", "on")
+    if kind is int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise wrong
+        try:
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            raise wrong from None
+    if kind is float:
+        if isinstance(value, bool):
+            raise wrong
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise wrong from None
     return value
 
 

@@ -76,7 +76,7 @@ class ReActPlanner:
         if final is None:
             final = steps.force_final(messages, parent, task)
         choice_index = steps.choose_option(messages, final.answer, task, final.id)
-        text = task.choices[choice_index] if task.choices and choice_index is not None else final.answer
+        text = task.answer_text(final.answer, choice_index)
         return Answer(task=task, text=text, planner=self.name, choice_index=choice_index,
                       evidence=dedupe_evidence(evidence), candidates=[Candidate(text, choice_index, step_id=final.id)],
                       trace=trace, usage=model.usage)

@@ -77,16 +77,13 @@ class ReActSteps:
         system = render(load_prompt(PROMPTS, "react_system"), memory_note=self.toolbox.memory_note,
                         tools=self.toolbox.describe(), tool_names=", ".join(self.toolbox.names), rules=rules)
         video = self.toolbox.video
-        options = ""
-        if task.choices:
-            options = "\nOptions:\n" + "\n".join(f"{i}. {choice}" for i, choice in enumerate(task.choices))
         question = render(
             load_prompt(PROMPTS, "question"),
             duration=f"{video.duration_s:.1f}" if video else "?",
             segment_count=video.segment_count if video else 0,
             last_segment=max(0, video.segment_count - 1) if video else 0,
             segment_seconds=f"{video.segment_seconds:g}" if video else "?",
-            question=task.question, options=options, answer_format=answer_format(task),
+            question=task.question, options=task.options_text(), answer_format=answer_format(task),
         ).strip()
         return [Message("system", system), Message("user", question)]
 
@@ -102,7 +99,11 @@ class ReActSteps:
         end = min(video.segment_count, segments) - 1
         text = render(load_prompt(PROMPTS, "overview_step"), start=0, end=end).strip()
         parsed = parse_react(text, self.toolbox.names)
-        return self._run_tool(parent_id, parsed.thought, "caption_retrieval", parsed.action_input, text, None, 0.0)
+        _, observation = self.toolbox.call_recorded(self.trace, self.llm.usage, parent_id, "caption_retrieval",
+                                                    parsed.action_input, thought=parsed.thought, automatic=True)
+        return StepOutcome(text, observation.id, feedback=observation.text,
+                           call=self.call_key("caption_retrieval", parsed.action_input), tool="caption_retrieval",
+                           raw_arguments=parsed.action_input, evidence=observation.evidence)
 
     # -- one step ----------------------------------------------------------------------------
     def step(self, messages: Sequence[Message], parent_id: int, *, seen: set[CallKey] | frozenset[CallKey] = frozenset(),
@@ -160,8 +161,7 @@ class ReActSteps:
         if index is not None:
             return index
         started = time.perf_counter()
-        options = "\n".join(f"{i}. {c}" for i, c in enumerate(task.choices))
-        prompt = render(load_prompt(PROMPTS, "which_option"), answer=answer, options=options).strip()
+        prompt = render(load_prompt(PROMPTS, "which_option"), answer=answer, options=task.options_text()).strip()
         completion = self.chat(list(messages) + [Message("user", prompt)], max_tokens=8)
         index = extract_choice(completion.text, task.choices)
         self.trace.add(FinalAnswerStep(parent_id=parent_id, thought="(mapping the answer to an option)",
@@ -171,8 +171,8 @@ class ReActSteps:
 
     # -- helpers -----------------------------------------------------------------------------
     def _run_tool(self, parent_id: int, thought: str, tool: str, raw_arguments: str, output: str,
-                  completion: Completion | None, started: float) -> StepOutcome:
-        cost = _cost(completion, started) if completion is not None else {}
+                  completion: Completion, started: float) -> StepOutcome:
+        cost = _cost(completion, started)
         _, observation = self.toolbox.call_recorded(self.trace, self.llm.usage, parent_id, tool, raw_arguments,
                                                     thought=thought, model_output=output, cost=cost)
         return StepOutcome(output, observation.id, feedback=observation.text, call=self.call_key(tool, raw_arguments),
@@ -187,11 +187,12 @@ class ReActSteps:
 
 
 def answer_format(task: Task) -> str:
-    if task.answer_type == "choice":
-        # Small models asked for an option *number* mostly echo the last number they read; asked to
-        # copy the option's text they pick by meaning (extract_choice maps text, letters and numbers).
-        return "the text of the correct option, copied exactly"
-    return "a short answer (for a 'when' question, the time in seconds)"
+    """How the answer should be written, by the task's answer type (``prompts/answer_format_*.txt``).
+
+    For options it asks for the option's text: small models asked for an option *number* mostly
+    echo the last number they read; asked to copy the text they pick by meaning.
+    """
+    return load_prompt(PROMPTS, f"answer_format_{task.answer_type}").strip()
 
 
 def _cost(completion: Completion, started: float) -> dict[str, Any]:

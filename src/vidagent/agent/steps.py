@@ -65,10 +65,12 @@ class ToolCallStep(Step):
     arguments: dict[str, Any]
     raw_arguments: str
     model_output: str = ""
+    automatic: bool = False  # made by the planner itself (e.g. ReAct's opening overview), not chosen by the model
 
     def summary(self) -> str:
         thought = f"Thought: {self.thought}\n" if self.thought else ""
-        return f"{thought}Action: {self.tool}({self.raw_arguments})"
+        made = " (automatic)" if self.automatic else ""
+        return f"{thought}Action{made}: {self.tool}({self.raw_arguments})"
 
 
 @dataclass(kw_only=True)

@@ -3,6 +3,7 @@ crops derived from them) it is about, each with an id that evidence and artifact
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -50,6 +51,21 @@ class Task:
         if self.choices:
             return "choice"
         return "time" if self.wants_time else "text"
+
+    @property
+    def seed(self) -> int:
+        """A number that depends only on the task's id (or question): the same in every process and run."""
+        return int.from_bytes(hashlib.sha256((self.id or self.question).encode()).digest()[:8], "big")
+
+    def options_text(self) -> str:
+        """The options as prompts show them (``"\\nOptions:\\n0. ..."``), or "" for an open question."""
+        if not self.choices:
+            return ""
+        return "\nOptions:\n" + "\n".join(f"{i}. {choice}" for i, choice in enumerate(self.choices))
+
+    def answer_text(self, text: str, choice_index: int | None) -> str:
+        """The option's own text when an option was chosen, else ``text``."""
+        return self.choices[choice_index] if self.choices and choice_index is not None else text
 
     @property
     def videos(self) -> tuple[Source, ...]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from vidagent.agent.steps import ObservationStep, ToolCallStep, Trace
-from vidagent.errors import VidagentError
+from vidagent.errors import PlannerError
 from vidagent.llm.base import Usage
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.prompts import load_prompt
@@ -38,6 +38,7 @@ class Toolbox:
     videos: tuple[VideoContext, ...] = ()
     memories: Mapping[str, VideoMemory] = field(default_factory=dict)
     memory_note: str = ""
+    context_tokens: int = 4096  # the chat model's context window, for planners that fill it
 
     @classmethod
     def of(cls, tools: Iterable[Tool], **values: object) -> "Toolbox":
@@ -53,10 +54,14 @@ class Toolbox:
         return self.videos[0] if self.videos else None
 
     def select(self, names: Iterable[str] | None) -> "Toolbox":
-        """The same toolbox with only the named tools (in that order; unknown names are skipped)."""
+        """The same toolbox with only the named tools, in that order (``None``: all of them)."""
         if names is None:
             return self
-        return replace(self, tools={name: self.tools[name] for name in names if name in self.tools})
+        names = list(names)
+        unknown = [name for name in names if name not in self.tools]
+        if unknown:
+            raise PlannerError(f"no tool named {', '.join(unknown)}; the tools are: {', '.join(self.tools)}")
+        return replace(self, tools={name: self.tools[name] for name in names})
 
     def describe(self) -> str:
         """One line per tool: its signature and description."""
@@ -87,11 +92,11 @@ class Toolbox:
             return None
         try:
             return tool.parse_arguments(arguments)
-        except VidagentError:
+        except Exception:  # noqa: BLE001 - any argument the tool cannot take is "does not fit"; the call says why
             return None
 
     def call_recorded(self, trace: Trace, usage: Usage, parent_id: int, name: str, arguments: str | Mapping[str, Any],
-                      *, thought: str = "", model_output: str = "",
+                      *, thought: str = "", model_output: str = "", automatic: bool = False,
                       cost: Mapping[str, Any] | None = None) -> tuple[ToolCallStep, ObservationStep]:
         """Run a tool and record it in the trace: a ``ToolCallStep`` (with the model cost of deciding
         on it, ``cost``) and an ``ObservationStep`` whose tokens are those of the model calls the
@@ -99,7 +104,7 @@ class Toolbox:
         raw = arguments if isinstance(arguments, str) else ", ".join(f"{k}={v!r}" for k, v in arguments.items())
         call = trace.add(ToolCallStep(parent_id=parent_id, thought=thought, tool=name,
                                       arguments=self.parse(name, arguments) or {}, raw_arguments=raw,
-                                      model_output=model_output, **dict(cost or {})))
+                                      model_output=model_output, automatic=automatic, **dict(cost or {})))
         before = replace(usage)
         started = time.perf_counter()
         result = self.call(name, arguments)

@@ -30,6 +30,7 @@ from vidagent.eval.worker import WorkerConfig
 
 # What must match for a folder's rows to be reused by a rerun.
 IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm")
+OPTIONAL_IDENTITY = {"planner_options": {}}  # what a run folder written before a key existed means by it
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def _check_folder(out: Path, identity: dict[str, Any]) -> None:
     except json.JSONDecodeError:
         raise EvalError(f"{meta_file} is not valid JSON; use another --out") from None
     for key in IDENTITY_KEYS:
-        if meta.get(key) != identity[key]:
+        if meta.get(key, OPTIONAL_IDENTITY.get(key)) != identity[key]:
             raise EvalError(f"{out} holds a run with {key} {meta.get(key)!r}, not {identity[key]!r}: "
                             "use another --out to start a new run")
 

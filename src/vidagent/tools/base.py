@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import logging
 import re
 from dataclasses import dataclass, field
@@ -176,6 +177,8 @@ def _coerce(value: Any, parameter: Parameter, tool: Tool) -> Any:
     if isinstance(value, bool):
         raise ToolInputError(f"{tool.signature()}: {parameter.name} must be a number, got {value!r}")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ToolInputError(f"{tool.signature()}: {parameter.name} must be a finite number, got {value!r}")
         return parameter.type(value)
     match = re.search(r"-?\d+(?:\.\d+)?", str(value))
     if match is None:
