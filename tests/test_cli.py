@@ -145,3 +145,25 @@ def test_end_to_end_mcts_search_tree_on_a_dev_question(dev_question, models_dir)
     plain = [a for a in args if a not in ("--json", "--trace")]
     human = run_cli(*plain, home=home, models_dir=models_dir, timeout=900)  # answered from the cache
     assert human.returncode == 0 and "Trace (mcts):" not in human.stdout and human.stdout.startswith("Answer: [")
+
+
+@pytest.mark.slow
+def test_end_to_end_traveler_on_a_dev_question(dev_question, models_dir):
+    """``--planner traveler`` with the real stack, one short round: frames viewed, the bank, an answer."""
+    item, video, home = dev_question
+    args = ["ask", str(video), item["question"], "--planner", "traveler", "--planner-option", "max_iterations=1",
+            "--planner-option", "questions=1", "--json", "--trace", "-q"]
+    for choice in item["choices"]:
+        args += ["--choice", choice]
+    result = run_cli(*args, home=home, models_dir=models_dir, timeout=1200)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["planner"] == "traveler" and answer["choice_index"] in range(5)
+    kinds = [step["type"] for step in answer["trace"]]
+    assert kinds.count("plan") == 2 and kinds.count("evaluation") >= 1 and kinds[-1] == "final_answer"
+    tools = [step["tool"] for step in answer["trace"] if step["type"] == "tool_call"]
+    assert tools[:6] == ["frame_description"] * 6 and set(tools[6:]) <= {"frame_question_answering"}
+    bank = answer["artifacts"]["memory_bank"]
+    assert len(bank) >= 5 and all(float(key) <= 9.7 for key in bank)
+    assert len(answer["artifacts"]["frames_viewed"]) >= 8  # 5 single frames and a window
+    assert answer["usage"]["llm_calls"] >= 4

@@ -168,19 +168,15 @@ class _Traversal:
     def _plan(self, explanation: str) -> str:
         started = time.perf_counter()
         reason = render(load_prompt(PROMPTS, "traveler_explanation"), explanation=explanation) if explanation else ""
-        completion = self._chat("traveler_plan", duration=f"{self.duration:.1f}", question=self.task.question,
-                                choices=self._choices(), memory=self._memory(), explanation=reason,
-                                max_tokens=PLAN_TOKENS)
+        completion = self._chat("traveler_plan", choices=self._choices(), explanation=reason, max_tokens=PLAN_TOKENS)
         plan = re.sub(r"^\s*PLAN\s*:\s*", "", completion.text.strip(), flags=re.IGNORECASE) or "(no plan)"
         self._add(PlanStep(text=plan, model_output=completion.text, **_cost(completion, started)))
         return plan
 
     def _retrieve(self, plan: str, current: float) -> float:
         started = time.perf_counter()
-        completion = self._chat("traveler_retrieve", duration=f"{self.duration:.1f}", memory=self._memory(),
-                                plan=plan, current=f"{current:.1f}", question=self.task.question,
-                                gap=f"{max(self.planner.window_s, 1 / FRAMES_PER_SECOND):g}",
-                                max_tokens=TIME_TOKENS)
+        completion = self._chat("traveler_retrieve", plan=plan, current=f"{current:.1f}",
+                                gap=f"{max(self.planner.window_s, 1 / FRAMES_PER_SECOND):g}", max_tokens=TIME_TOKENS)
         wanted = _first_number(completion.text)
         second, note = self._unvisited(wanted)
         self.windows.append(second)
@@ -198,9 +194,9 @@ class _Traversal:
             return
         started = time.perf_counter()
         entry = self.bank.get(_key(second), {})
-        completion = self._chat("traveler_questions", duration=f"{self.duration:.1f}", memory=self._memory(),
-                                current=f"{second:.1f}", description=entry.get("seen", "(nothing recognised)"),
-                                count=self.planner.questions, question=self.task.question, max_tokens=QUESTION_TOKENS)
+        completion = self._chat("traveler_questions", current=f"{second:.1f}",
+                                description=entry.get("seen", "(nothing recognised)"), count=self.planner.questions,
+                                max_tokens=QUESTION_TOKENS)
         questions = _questions(completion.text)[: self.planner.questions]
         self._add(PlanStep(text="questions: " + ("; ".join(questions) or "(none usable)"),
                            model_output=completion.text, **_cost(completion, started)))
@@ -213,9 +209,8 @@ class _Traversal:
 
     def _evaluate(self, plan: str, iteration: int) -> tuple[bool, str, str]:
         started = time.perf_counter()
-        completion = self._chat("traveler_evaluate", memory=self._memory(), plan=plan, question=self.task.question,
-                                choices=self._choices(), answer_format=self._answer_format(),
-                                max_tokens=EVALUATION_TOKENS)
+        completion = self._chat("traveler_evaluate", plan=plan, choices=self._choices(),
+                                answer_format=self._answer_format(), max_tokens=EVALUATION_TOKENS)
         explanation, answer = _final_answer(completion.text)
         ready = answer is not None and (not self.task.choices or self._choice(answer) is not None)
         verdict = "enough information" if ready else "not enough information"
@@ -226,8 +221,7 @@ class _Traversal:
 
     def _force(self) -> str:
         started = time.perf_counter()
-        completion = self._chat("traveler_force", memory=self._memory(), question=self.task.question,
-                                choices=self._choices(), answer_format=self._answer_format(),
+        completion = self._chat("traveler_force", choices=self._choices(), answer_format=self._answer_format(),
                                 max_tokens=EVALUATION_TOKENS)
         explanation, answer = _final_answer(completion.text)
         self._add(EvaluationStep(text=f"iteration limit reached; answer forced. {explanation}".strip(),
@@ -275,13 +269,19 @@ class _Traversal:
         return self.last
 
     def _chat(self, prompt: str, *, max_tokens: int = PLAN_TOKENS, **values: Any) -> Completion:
+        """Ask one stage's prompt. Every stage but the Summarizer starts with the same context (the
+        video's length, the memory bank, the question), so a local model reads it once per bank."""
         text = render(load_prompt(PROMPTS, prompt), **values).strip()
+        if prompt != "traveler_summarize":
+            context = render(load_prompt(PROMPTS, "traveler_context"), duration=f"{self.duration:.1f}",
+                             memory=self._memory(), question=self.task.question).strip()
+            text = f"{context}\n{text}"
         return self.llm.chat([Message("user", text)], max_tokens=max_tokens, temperature=0.0)
 
     def _choices(self) -> str:
         if not self.task.choices:
             return ""
-        return "\nCHOICES:\n" + "\n".join(f"{i}. {c}" for i, c in enumerate(self.task.choices))
+        return "CHOICES:\n" + "\n".join(f"{i}. {c}" for i, c in enumerate(self.task.choices))
 
     def _answer_format(self) -> str:
         if self.task.choices:
