@@ -125,7 +125,8 @@ def _typed_options(factory: Any, options: dict[str, Any], name: str) -> dict[str
     typed = {}
     for key, value in options.items():
         if key not in known:
-            raise PlannerError(f"planner {name!r} has no option {key!r} (options: {', '.join(sorted(known))})")
+            offered = f"options: {', '.join(sorted(known))}" if known else "it takes no options"
+            raise PlannerError(f"planner {name!r} has no option {key!r} ({offered})")
         typed[key] = _convert(value, hints.get(key), key, name)
     return typed
 
