@@ -326,3 +326,22 @@ def test_a_non_finite_number_from_the_model_is_an_error_observation_not_a_crash(
     answer = planner(n=1, errors_fail=False).run(Task("What is attached?", CHOICES), TOOLBOX, llm)
     error = next(s for s in answer.trace if s.kind == "observation")
     assert error.is_error and "must be a finite number" in error.text
+
+
+def test_a_tie_can_be_broken_by_the_model_in_the_roots_conversation():
+    llm = ScriptedLLM([READ_ALL, LEASH, COUNT, ROPE, "1"])
+    answer = planner(n=2, strategy="root", tie_break="llm").run(Task("What is attached to the dog?", CHOICES),
+                                                               TOOLBOX, llm)
+    assert answer.choice_index == 1 and answer.trace.last.how == "vote, tie broken by the model"
+    tie_request = llm.requests[-1]
+    assert "0. a black leash\n1. a rope toy" in tie_request[-1].content
+    assert [m.role for m in tie_request] == ["system", "user", "user"]  # the root's conversation, then the tie
+    judged = [s for s in answer.trace if isinstance(s, EvaluationStep) and s.text.startswith("tie between")]
+    assert judged[0].text == "tie between options 0, 1: the model chose 1"
+    # A reply naming neither tied option keeps the reward's choice.
+    fallback = planner(n=2, strategy="root", tie_break="llm").run(
+        Task("What is attached to the dog?", CHOICES), TOOLBOX, ScriptedLLM([READ_ALL, LEASH, COUNT, ROPE, "4"]))
+    assert fallback.choice_index in (0, 1) and "named none" in [s for s in fallback.trace
+                                                                if isinstance(s, EvaluationStep)][-1].text
+    with pytest.raises(PlannerError, match="tie_break must be one of"):
+        build_planner("mcts", {"tie_break": "coin"})

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
-from vidagent.agent.parsing import parse_react
+from vidagent.agent.parsing import extract_choice, parse_react
 from vidagent.agent.planner import metered, register_planner, start
 from vidagent.agent.react import VIDEOAGENT_TOOLS
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
@@ -45,6 +45,7 @@ from vidagent.tools.sql_agent import SUBTASK_KINDS
 
 PROMPTS = "vidagent.agent"
 STRATEGIES = ("mcts", "dfs", "root", "uniform")
+TIE_BREAKS = ("reward", "llm")
 SUMMARY_TOKENS = 80
 MAX_ALPHA = 100.0
 MAX_BETA = 50.0  # exp(beta) must stay a float; 50 already makes the search depth-first in effect
@@ -85,7 +86,9 @@ class MCTSPlanner:
     (reward decay), ``strategy`` (mcts, dfs, root, uniform), ``max_depth`` (steps in one chain),
     ``expansion_temperature`` and ``chain_temperature``, ``expansion_tries`` (redraws when an
     expansion repeats a child), ``errors_fail`` (an error ends a chain as a failure, as in the
-    paper), ``overview_segments``, ``seed`` (default: from the task)."""
+    paper), ``tie_break`` (options with equal votes: ``reward``, the better-rewarded branch, or
+    ``llm``, one more model call that picks among them), ``overview_segments``, ``seed`` (default:
+    from the task)."""
 
     n: int = 2
     alpha: float = 1.0
@@ -96,6 +99,7 @@ class MCTSPlanner:
     chain_temperature: float = 0.0
     expansion_tries: int = 2
     errors_fail: bool = True
+    tie_break: str = "reward"
     overview_segments: int = 15
     seed: int | None = None
     name: ClassVar[str] = "mcts"
@@ -106,6 +110,8 @@ class MCTSPlanner:
     def __post_init__(self) -> None:
         if self.n < 1:
             raise ValueError("n must be at least 1")
+        if self.tie_break not in TIE_BREAKS:
+            raise ValueError(f"tie_break must be one of {', '.join(TIE_BREAKS)}, not {self.tie_break!r}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
         if not (0 < self.alpha <= MAX_ALPHA and 0 <= self.beta <= MAX_BETA):  # also refuses nan
@@ -265,9 +271,14 @@ class _Search:
             voted = [c for c in candidates if c.choice_index is not None]
             # Most votes; a tie goes to the better-rewarded branch, then to the earlier answer (max keeps the first).
             best = max(voted, key=lambda c: (c.votes, c.reward or 0.0)) if voted else candidates[0]
+            tied = [c for c in voted if c.votes == best.votes]
+            how = "vote"
+            if len(tied) > 1 and self.planner.tie_break == "llm":
+                best = self._break_tie(tied) or best
+                how = "vote, tie broken by the model"
             text = self.task.answer_text(best.text, best.choice_index)
             final = self.trace.add(FinalAnswerStep(
-                parent_id=self.root_step_id, answer=text, how="vote",
+                parent_id=self.root_step_id, answer=text, how=how,
                 thought=f"{best.votes} of {len(answered)} answers name this"))
             return self._result(text, best.choice_index, candidates, final.id)
         candidates = self._candidates(answered, key=lambda leaf: _normalise(leaf.answer or ""))
@@ -291,6 +302,24 @@ class _Search:
             out.append(Candidate(self.task.answer_text(first.answer or "", first.choice_index), first.choice_index,
                                  votes=len(leaves), reward=reward, step_id=first.step_id))
         return out
+
+    def _break_tie(self, tied: list[Candidate]) -> Candidate | None:
+        """Ask the model, in the root's conversation (the question and what the overview read),
+        which of the equally voted options is best supported; None when it names none of them."""
+        started = time.perf_counter()
+        answers = "\n".join(f"{c.choice_index}. {c.text}" for c in tied)
+        prompt = render(load_prompt(PROMPTS, "mcts_tie"), answers=answers).strip()
+        completion = self.steps.chat(self._messages(self.root) + [Message("user", prompt)], max_tokens=8)
+        index = extract_choice(completion.text, self.task.choices or ())
+        chosen = next((c for c in tied if c.choice_index == index), None)
+        self.trace.add(EvaluationStep(
+            parent_id=self.root_step_id, model_output=completion.text,
+            text=f"tie between options {', '.join(str(c.choice_index) for c in tied)}: "
+                 f"{'the model chose ' + str(chosen.choice_index) if chosen else 'the model named none of them'}",
+            prompt_tokens=0 if completion.cached else completion.prompt_tokens,
+            completion_tokens=0 if completion.cached else completion.completion_tokens,
+            seconds=time.perf_counter() - started))
+        return chosen
 
     def _summarise(self, candidates: list[Candidate]) -> tuple[str, int]:
         started = time.perf_counter()
