@@ -65,9 +65,9 @@ def main() -> int:
                            out=args.out / label)
         result = run_eval(config, settings)
         folders.append(result.out)
-        search = _search_summary(result.rows)
-        if search:
-            print(f"{label}: {search}")
+        for summary in (_search_summary(result.rows), _frames_summary(result.rows)):
+            if summary:
+                print(f"{label}: {summary}")
     paths = write_comparison(folders, args.out)
     print(paths["markdown"].read_text(encoding="utf-8"))
     print(" ".join(f"{kind}: {path}" for kind, path in paths.items()))
@@ -77,6 +77,16 @@ def main() -> int:
 def _planner_spec(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     name, *pairs = text.split()
     return name, tuple(parse_options(pairs).items())
+
+
+def _frames_summary(rows: list[dict]) -> str:
+    """For planners that look at frames themselves (TraveLER): frames and windows viewed per question."""
+    viewed = [r for r in rows if "frames_viewed" in (r.get("artifacts") or {})]
+    if not viewed:
+        return ""
+    frames = sum(len(r["artifacts"]["frames_viewed"]) for r in viewed) / len(viewed)
+    windows = sum(len(r["artifacts"]["windows"]) for r in viewed) / len(viewed)
+    return f"{frames:.1f} frames viewed per question ({windows:.1f} windows besides the 5 opening frames)"
 
 
 def _search_summary(rows: list[dict]) -> str:
