@@ -92,16 +92,22 @@ def dev_question(tmp_path_factory, models_dir):
     return item, video, tmp_path_factory.mktemp("e2e-home")
 
 
+def ask_json(dev_question, models_dir, *options: str) -> tuple[dict, list[str]]:
+    """``vidagent ask --json --trace`` on the dev question with ``options``: the answer, and the arguments."""
+    item, video, home = dev_question
+    args = ["ask", str(video), item["question"], *options, "--json", "--trace", "-q"]
+    for choice in item["choices"]:
+        args += ["--choice", choice]
+    result = run_cli(*args, home=home, models_dir=models_dir, timeout=1200)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout), args
+
+
 @pytest.mark.slow
 def test_end_to_end_multiple_choice_from_the_dev_set(dev_question, models_dir):
     """The real stack (detector, OCR, Whisper, E5, Qwen2.5 1.5B) answers a dev-set question via the CLI."""
     item, video, home = dev_question
-    args = ["ask", str(video), item["question"], "--json", "--trace", "-q"]
-    for choice in item["choices"]:
-        args += ["--choice", choice]
-    result = run_cli(*args, home=home, models_dir=models_dir, timeout=900)
-    assert result.returncode == 0, result.stderr
-    answer = json.loads(result.stdout)
+    answer, args = ask_json(dev_question, models_dir)
     assert set(answer) >= {"answer", "choice_index", "evidence", "usage", "trace"}
     assert answer["choice_index"] in range(5) and answer["answer"] == item["choices"][answer["choice_index"]]
     assert answer["usage"]["llm_calls"] >= 1 and answer["usage"]["prompt_tokens"] > 0
@@ -121,14 +127,8 @@ def test_end_to_end_multiple_choice_from_the_dev_set(dev_question, models_dir):
 @pytest.mark.slow
 def test_end_to_end_mcts_search_tree_on_a_dev_question(dev_question, models_dir):
     """``--planner mcts`` with the real stack: two solutions searched, the tree in --json, a vote."""
-    item, video, home = dev_question
-    args = ["ask", str(video), item["question"], "--planner", "mcts", "--planner-option", "n=2", "--json",
-            "--trace", "-q"]
-    for choice in item["choices"]:
-        args += ["--choice", choice]
-    result = run_cli(*args, home=home, models_dir=models_dir, timeout=1200)
-    assert result.returncode == 0, result.stderr
-    answer = json.loads(result.stdout)
+    home = dev_question[2]
+    answer, args = ask_json(dev_question, models_dir, "--planner", "mcts", "--planner-option", "n=2")
     assert answer["planner"] == "mcts" and answer["choice_index"] in range(5)
     trace = answer["trace"]
     ids = [step["id"] for step in trace]
@@ -150,14 +150,8 @@ def test_end_to_end_mcts_search_tree_on_a_dev_question(dev_question, models_dir)
 @pytest.mark.slow
 def test_end_to_end_traveler_on_a_dev_question(dev_question, models_dir):
     """``--planner traveler`` with the real stack, one short round: frames viewed, the bank, an answer."""
-    item, video, home = dev_question
-    args = ["ask", str(video), item["question"], "--planner", "traveler", "--planner-option", "max_iterations=1",
-            "--planner-option", "questions=1", "--json", "--trace", "-q"]
-    for choice in item["choices"]:
-        args += ["--choice", choice]
-    result = run_cli(*args, home=home, models_dir=models_dir, timeout=1200)
-    assert result.returncode == 0, result.stderr
-    answer = json.loads(result.stdout)
+    answer, _ = ask_json(dev_question, models_dir, "--planner", "traveler", "--planner-option", "max_iterations=1",
+                         "--planner-option", "questions=1")
     assert answer["planner"] == "traveler" and answer["choice_index"] in range(5)
     kinds = [step["type"] for step in answer["trace"]]
     assert kinds.count("plan") == 2 and kinds.count("evaluation") >= 1 and kinds[-1] == "final_answer"
