@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vidagent.agent.answer import Answer
+from vidagent.agent.task import Task
 from vidagent.eval.dataset import LOCALIZATION, MULTIPLE_CHOICE, OPEN_ENDED, EvalItem
 from vidagent.eval.metrics import (
     group_stats,
@@ -121,18 +122,23 @@ def test_localization_and_grounding_metrics_over_rows():
     assert grounding_metrics(rows) is None
 
 
+def answer(text: str, choices: list[str] | None = None, choice_index: int | None = None, **fields) -> Answer:
+    return Answer(task=Task("q", tuple(choices) if choices else None), text=text, planner="test",
+                  choice_index=choice_index, **fields)
+
+
 def test_scoring_one_answer_per_task():
     mc = EvalItem(id="a", video="v", question="q", task=MULTIPLE_CHOICE, choices=("x", "y"), answer_index=1)
-    assert score_answer(mc, Answer(question="q", text="y", choices=["x", "y"], choice_index=1))["correct"] is True
-    assert score_answer(mc, Answer(question="q", text="x", choices=["x", "y"], choice_index=0))["correct"] is False
-    assert score_answer(mc, Answer(question="q", text="?", choices=["x", "y"]))["correct"] is False
+    assert score_answer(mc, answer("y", ["x", "y"], 1))["correct"] is True
+    assert score_answer(mc, answer("x", ["x", "y"], 0))["correct"] is False
+    assert score_answer(mc, answer("?", ["x", "y"]))["correct"] is False
     open_item = EvalItem(id="b", video="v", question="q", task=OPEN_ENDED, answer="ball", accept=("toy",))
-    assert score_answer(open_item, Answer(question="q", text="A toy."))["correct"] is True
+    assert score_answer(open_item, answer("A toy."))["correct"] is True
     loc = EvalItem(id="c", video="v", question="q", task=LOCALIZATION, spans=((1.1, 1.9),))
-    named = score_answer(loc, Answer(question="q", text="around 1.5 s"))
+    named = score_answer(loc, answer("around 1.5 s"))
     assert named["correct"] is True and named["windows"] == [[0.5, 2.5]] and named["iou"] == pytest.approx(0.4)
-    by_evidence = score_answer(loc, Answer(question="q", text="when it jumps",
+    by_evidence = score_answer(loc, answer("when it jumps",
                                            evidence=[Evidence(start_s=1.0, end_s=2.0, text="jump")]))
     assert by_evidence["correct"] is True and by_evidence["iou"] == pytest.approx(0.8)
     hidden = EvalItem(id="d", video="v", question="q", task=MULTIPLE_CHOICE, choices=("x", "y"))
-    assert score_answer(hidden, Answer(question="q", text="x", choices=["x", "y"], choice_index=0))["correct"] is None
+    assert score_answer(hidden, answer("x", ["x", "y"], 0))["correct"] is None
