@@ -141,6 +141,9 @@ def test_the_answer_is_forced_at_the_iteration_limit():
     answer, _ = run(llm, max_iterations=2)
     assert answer.choice_index == 0 and answer.trace.last.how == "forced"
     assert "None is not allowed" in llm.requests[-1][0].content
+    unlabelled = ScriptedLLM([PLAN, "12", "[]", NOT_YET, "None is not allowed, so here is my guess.\na red ball"])
+    guessed, _ = run(unlabelled, task=Task("What does the dog carry?"), max_iterations=1)
+    assert guessed.text == "a red ball"  # the last line, not the preamble that echoes the instruction
     assert answer.usage.llm_calls == 9
 
 

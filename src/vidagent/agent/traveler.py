@@ -226,7 +226,10 @@ class _Traversal:
         explanation, answer = _final_answer(completion.text)
         self._add(EvaluationStep(text=f"iteration limit reached; answer forced. {explanation}".strip(),
                                  model_output=completion.text, **_cost(completion, started)))
-        return answer or explanation
+        if answer is not None:
+            return answer
+        lines = [line.strip() for line in completion.text.splitlines() if line.strip()]
+        return lines[-1] if lines else ""  # no "Final Answer:" label: the reply's last line, not its preamble
 
     # -- the answer --------------------------------------------------------------------------
     def _answer(self, text: str, *, how: str) -> Answer:
