@@ -34,7 +34,7 @@ from vidagent.agent.parsing import extract_choice, parse_react
 from vidagent.agent.planner import metered, register_planner, start
 from vidagent.agent.react import VIDEOAGENT_TOOLS
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
-from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace
+from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
@@ -317,9 +317,7 @@ class _Search:
             parent_id=self.root_step_id, model_output=completion.text,
             text=f"tie between options {', '.join(str(c.choice_index) for c in tied)}: "
                  f"{'the model chose ' + str(chosen.choice_index) if chosen else 'the model named none of them'}",
-            prompt_tokens=0 if completion.cached else completion.prompt_tokens,
-            completion_tokens=0 if completion.cached else completion.completion_tokens,
-            seconds=time.perf_counter() - started))
+            **model_cost(completion, started)))
         return chosen
 
     def _summarise(self, candidates: list[Candidate]) -> tuple[str, int]:
@@ -335,9 +333,7 @@ class _Search:
         step = self.trace.add(FinalAnswerStep(
             parent_id=self.root_step_id, answer=text, how="summary", model_output=completion.text,
             thought=f"summary of {len(candidates)} different answers",
-            prompt_tokens=0 if completion.cached else completion.prompt_tokens,
-            completion_tokens=0 if completion.cached else completion.completion_tokens,
-            seconds=time.perf_counter() - started))
+            **model_cost(completion, started)))
         return text, step.id
 
     def _forced(self) -> Answer:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Hashable, Sequence
 
 from vidagent.agent.parsing import extract_choice, parse_react
-from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace
+from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.llm.base import Completion, Message
@@ -120,7 +120,7 @@ class ReActSteps:
         parsed = parse_react(output, self.toolbox.names)
         if parsed.final_answer is not None:
             step = self.trace.add(FinalAnswerStep(parent_id=parent_id, thought=parsed.thought, answer=parsed.final_answer,
-                                                  model_output=output, **_cost(completion, started)))
+                                                  model_output=output, **model_cost(completion, started)))
             return StepOutcome(output, step.id, final_answer=parsed.final_answer)
         if parsed.error is not None:
             return self._format_error(parent_id, output, parsed.error, completion, started)
@@ -151,7 +151,7 @@ class ReActSteps:
         parsed = parse_react(completion.text, self.toolbox.names)
         answer = parsed.final_answer or completion.text.strip()
         return self.trace.add(FinalAnswerStep(parent_id=parent_id, thought="(step limit reached)", answer=answer,
-                                              how="forced", model_output=completion.text, **_cost(completion, started)))
+                                              how="forced", model_output=completion.text, **model_cost(completion, started)))
 
     def choose_option(self, messages: Sequence[Message], answer: str, task: Task, parent_id: int) -> int | None:
         """The option a final answer names; when it names none, ask the model once which it means."""
@@ -166,13 +166,13 @@ class ReActSteps:
         index = extract_choice(completion.text, task.choices)
         self.trace.add(FinalAnswerStep(parent_id=parent_id, thought="(mapping the answer to an option)",
                                        answer=completion.text.strip(), how="option", model_output=completion.text,
-                                       **_cost(completion, started)))
+                                       **model_cost(completion, started)))
         return index
 
     # -- helpers -----------------------------------------------------------------------------
     def _run_tool(self, parent_id: int, thought: str, tool: str, raw_arguments: str, output: str,
                   completion: Completion, started: float) -> StepOutcome:
-        cost = _cost(completion, started)
+        cost = model_cost(completion, started)
         _, observation = self.toolbox.call_recorded(self.trace, self.llm.usage, parent_id, tool, raw_arguments,
                                                     thought=thought, model_output=output, cost=cost)
         return StepOutcome(output, observation.id, feedback=observation.text, call=self.call_key(tool, raw_arguments),
@@ -182,7 +182,7 @@ class ReActSteps:
     def _format_error(self, parent_id: int, output: str, message: str, completion: Completion, started: float,
                       call: CallKey | None = None) -> StepOutcome:
         step = self.trace.add(FormatErrorStep(parent_id=parent_id, model_output=output, message=message,
-                                              **_cost(completion, started)))
+                                              **model_cost(completion, started)))
         return StepOutcome(output, step.id, feedback=message, call=call, is_error=True)
 
 
@@ -193,9 +193,3 @@ def answer_format(task: Task) -> str:
     echo the last number they read; asked to copy the text they pick by meaning.
     """
     return load_prompt(PROMPTS, f"answer_format_{task.answer_type}").strip()
-
-
-def _cost(completion: Completion, started: float) -> dict[str, Any]:
-    return {"prompt_tokens": completion.prompt_tokens if not completion.cached else 0,
-            "completion_tokens": completion.completion_tokens if not completion.cached else 0,
-            "seconds": time.perf_counter() - started}

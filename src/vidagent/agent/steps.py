@@ -8,9 +8,11 @@ caller (the CLI, the server) sees each step while the planner is still working.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Iterator, Mapping, TypeVar
 
+from vidagent.llm.base import Completion
 from vidagent.tools.base import Evidence
 
 
@@ -154,6 +156,14 @@ class FinalAnswerStep(Step):
         label = "Final Answer" if self.how == "model" else f"Final Answer ({self.how})"
         thought = f"Thought: {self.thought}\n" if self.thought else ""
         return f"{thought}{label}: {self.answer}"
+
+
+def model_cost(completion: Completion, started: float) -> dict[str, Any]:
+    """A step's cost fields for a model call that began at ``started`` (``time.perf_counter``):
+    its tokens (none for a cached reply, which cost nothing) and the seconds since."""
+    return {"prompt_tokens": 0 if completion.cached else completion.prompt_tokens,
+            "completion_tokens": 0 if completion.cached else completion.completion_tokens,
+            "seconds": time.perf_counter() - started}
 
 
 S = TypeVar("S", bound=Step)

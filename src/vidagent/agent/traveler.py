@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.planner import metered, register_planner, start
-from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, MemoryStep, PlanStep, Step, Trace
+from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, MemoryStep, PlanStep, Step, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
@@ -162,7 +162,7 @@ class _Traversal:
                     entry["seen"] = entry["seen"][:160]
             text = f"summary unusable; descriptions cut: {len(before)} -> {len(self._memory())} characters"
         self._add(MemoryStep(action="summarise", text=text, model_output=completion.text,
-                             **_cost(completion, started)))
+                             **model_cost(completion, started)))
 
     # -- the stages --------------------------------------------------------------------------
     def _plan(self, explanation: str) -> str:
@@ -170,7 +170,7 @@ class _Traversal:
         reason = render(load_prompt(PROMPTS, "traveler_explanation"), explanation=explanation) if explanation else ""
         completion = self._chat("traveler_plan", choices=self._choices(), explanation=reason, max_tokens=PLAN_TOKENS)
         plan = re.sub(r"^\s*PLAN\s*:\s*", "", completion.text.strip(), flags=re.IGNORECASE) or "(no plan)"
-        self._add(PlanStep(text=plan, model_output=completion.text, **_cost(completion, started)))
+        self._add(PlanStep(text=plan, model_output=completion.text, **model_cost(completion, started)))
         return plan
 
     def _retrieve(self, plan: str, current: float) -> float:
@@ -184,7 +184,7 @@ class _Traversal:
         thought = f"(retriever) {completion.text.strip()}" + (f" -> {note}" if note else "")
         observation = self._call(DESCRIBE, {"start_s": max(0.0, second - half),
                                             "end_s": min(self.duration, second + half)},
-                                 thought=thought, model_output=completion.text, cost=_cost(completion, started))
+                                 thought=thought, model_output=completion.text, cost=model_cost(completion, started))
         if not observation.is_error:
             self._store(second, description=_description(observation.text))
         return second
@@ -199,7 +199,7 @@ class _Traversal:
                                 max_tokens=QUESTION_TOKENS)
         questions = _questions(completion.text)[: self.planner.questions]
         self._add(PlanStep(text="questions: " + ("; ".join(questions) or "(none usable)"),
-                           model_output=completion.text, **_cost(completion, started)))
+                           model_output=completion.text, **model_cost(completion, started)))
         half = self.planner.window_s / 2
         for question in questions:
             observation = self._call(ASK, {"question": question, "start_s": max(0.0, second - half),
@@ -216,7 +216,7 @@ class _Traversal:
         verdict = "enough information" if ready else "not enough information"
         self._add(EvaluationStep(text=f"round {iteration}: {verdict}. {explanation}".strip(),
                                  score=1.0 if ready else 0.0, model_output=completion.text,
-                                 **_cost(completion, started)))
+                                 **model_cost(completion, started)))
         return ready, explanation or "the evaluator gave no reason", answer or ""
 
     def _force(self) -> str:
@@ -225,7 +225,7 @@ class _Traversal:
                                 max_tokens=EVALUATION_TOKENS)
         explanation, answer = _final_answer(completion.text)
         self._add(EvaluationStep(text=f"iteration limit reached; answer forced. {explanation}".strip(),
-                                 model_output=completion.text, **_cost(completion, started)))
+                                 model_output=completion.text, **model_cost(completion, started)))
         if answer is not None:
             return answer
         lines = [line.strip() for line in completion.text.splitlines() if line.strip()]
@@ -295,12 +295,6 @@ class _Traversal:
 
     def _choice(self, answer: str) -> int | None:
         return extract_choice(answer, self.task.choices) if self.task.choices else None
-
-
-def _cost(completion: Completion, started: float) -> dict[str, Any]:
-    return {"prompt_tokens": 0 if completion.cached else completion.prompt_tokens,
-            "completion_tokens": 0 if completion.cached else completion.completion_tokens,
-            "seconds": time.perf_counter() - started}
 
 
 def _key(second: float) -> str:
