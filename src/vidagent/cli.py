@@ -1,6 +1,7 @@
 """The ``vidagent`` command line.
 
-vidagent ask VIDEO QUESTION [--choice TEXT ...] [--planner NAME] [--planner-option K=V ...] [--json] [--trace]
+vidagent ask SOURCE [SOURCE ...] QUESTION [--choice TEXT ...] [--planner NAME] [--planner-option K=V ...]
+             [--json] [--trace]      (sources: videos or images; the last argument is the question)
 vidagent index VIDEO [--stage NAME ...]
 vidagent sql VIDEO QUERY [--json]
 vidagent models install [NAME ...] | vidagent models list
@@ -14,11 +15,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from vidagent.agent.answer import Answer
 from vidagent.config import Settings
 from vidagent.errors import MemoryStoreError, VidagentError
+from vidagent.video.image import IMAGE_SUFFIXES
+
+MEDIA_SUFFIXES = IMAGE_SUFFIXES + (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".gif")
+
+
+class UsageError(VidagentError):
+    """The command line is not one vidagent can run."""
+
+    exit_code = 2
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -31,10 +42,12 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     from vidagent.agent.planner import build_planner, parse_options
     from vidagent.session import Session
 
-    planner = build_planner(args.planner, parse_options(args.planner_option))
+    sources, question = _sources_and_question([*args.sources, args.question])
+    name = args.planner or ("react" if len(sources) == 1 and Path(sources[0]).suffix.lower() not in IMAGE_SUFFIXES
+                            else "peil")
+    planner = build_planner(name, parse_options(args.planner_option))
     with Session(_settings(args)) as session:
-        answer = session.ask(args.video, args.question, args.choice or None, planner=planner,
-                             progress=not args.quiet)
+        answer = session.ask(sources, question, args.choice or None, planner=planner, progress=not args.quiet)
     if args.json:
         payload = answer.to_dict()
         if not args.trace:
@@ -44,6 +57,17 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     else:
         _print_answer(answer, trace=args.trace)
     return 0
+
+
+def _sources_and_question(inputs: Sequence[str]) -> tuple[list[str], str]:
+    """``a.mp4 b.mp4 photo.jpg "QUESTION"``: every argument but the last is a source, the last the question."""
+    if len(inputs) < 2:
+        raise UsageError("give at least one video or image, then the question: vidagent ask VIDEO \"QUESTION\"")
+    *sources, question = inputs
+    if Path(question).suffix.lower() in MEDIA_SUFFIXES and Path(question).exists():
+        raise UsageError(f"the last argument ({question}) is a file; the question comes last: "
+                         f"vidagent ask {' '.join(inputs)} \"QUESTION\"")
+    return sources, question
 
 
 def _print_answer(answer: Answer, *, trace: bool) -> None:
@@ -61,9 +85,11 @@ def _print_answer(answer: Answer, *, trace: bool) -> None:
         print(answer.trace.render())
     if answer.evidence:
         print("\nEvidence:")
+        names = {source.id: Path(source.path).name for source in answer.task.sources}
         for item in answer.evidence[:8]:
             text = item.text if len(item.text) <= 160 else item.text[:157] + "..."
-            print(f"  {item.start_s:6.1f}-{item.end_s:.1f} s  {text}")
+            where = f"{names.get(item.source.split('@')[0].split('[')[0], '')}  " if len(names) > 1 else ""
+            print(f"  {where}{item.start_s:6.1f}-{item.end_s:.1f} s  {text}")
     usage = answer.usage
     print(f"\n{usage.llm_calls} LLM calls ({usage.cached_calls} cached), "
           f"{usage.prompt_tokens}+{usage.completion_tokens} tokens, {usage.seconds:.1f} s in the LLM")
@@ -137,13 +163,17 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-cache", action="store_true", help="do not reuse cached LLM responses")
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
-    ask = sub.add_parser("ask", help="answer a question about a video")
-    ask.add_argument("video")
-    ask.add_argument("question")
+    ask = sub.add_parser("ask", help="answer a question about videos or images",
+                         description="Every argument but the last names a video or an image; the last one is the "
+                                     "question. One video is answered by --planner react unless another is named; "
+                                     "images or several sources by peil.")
+    ask.add_argument("sources", nargs="+", metavar="SOURCE", help="a video or an image (give several for peil)")
+    ask.add_argument("question", metavar="QUESTION", help="the question, always the last argument")
     ask.add_argument("--choice", action="append", metavar="TEXT", help="an answer option (repeat for each)")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.add_argument("--trace", action="store_true", help="include every reasoning step (the planner's tree)")
-    add_planner_options(ask, planner_names())
+    add_planner_options(ask, planner_names(), default=None,
+                        default_note="react for one video, peil for images or several sources")
     add_llm_options(ask)
     ask.set_defaults(run=_cmd_ask)
 

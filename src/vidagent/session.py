@@ -7,16 +7,17 @@ session (or use it as a context manager) to stop the detector's worker process.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, Union
 
 from vidagent.agent.answer import Answer
 from vidagent.agent.memory_selection import needs_object_memory
 from vidagent.agent.planner import Planner, build_planner
 from vidagent.agent.steps import Step, Trace
-from vidagent.agent.task import Source, Task
+from vidagent.agent.task import Reference, Source, Task
 from vidagent.agent.toolbox import Toolbox, VideoContext
 from vidagent.config import Settings
-from vidagent.errors import PlannerError
+from vidagent.errors import PlannerError, VideoError
+from vidagent.experience.examples import ExampleBank
 from vidagent.llm.base import ChatModel
 from vidagent.llm.metered import MeteredChat
 from vidagent.memory.builder import ALL_STAGES, TEMPORAL_STAGES, MemoryBuilder
@@ -25,11 +26,16 @@ from vidagent.memory.store import Library
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
 from vidagent.tools.vqa import DescribedFramesVQA, VisionChatVQA, VisualQA
+from vidagent.tools.assist import AssistModules
 from vidagent.tools.base import Tool
 from vidagent.tools.frames import FrameTools
 from vidagent.tools.sql_agent import OBJECT_KIND, SUBTASK_KINDS, SQLTools
+from vidagent.tools.media import Media, image_media, video_media
 from vidagent.tools.temporal import TemporalTools
+from vidagent.video.image import Image, open_media
 from vidagent.video.video import Video
+
+SourceInput = Union[str, Path, Video, Image]
 
 SQL_TOOLS = ("object_memory_querying",) + SUBTASK_KINDS  # the tools that read the object memory
 
@@ -51,6 +57,7 @@ class Session:
         self._perception = perception
         self._vqa = vqa
         self._library: Library | None = None
+        self._examples: ExampleBank | None = None
 
     # -- lazily built parts ------------------------------------------------------------------
     @property
@@ -72,6 +79,13 @@ class Session:
         if self._library is None:
             self._library = Library(self.settings.library_path)
         return self._library
+
+    @property
+    def examples(self) -> ExampleBank:
+        """The bank of in-context examples that learning planners keep, in the library database."""
+        if self._examples is None:
+            self._examples = ExampleBank(self.settings.library_path, self.perception.embedder)
+        return self._examples
 
     @property
     def vqa(self) -> VisualQA:
@@ -98,7 +112,7 @@ class Session:
 
     def ask(
         self,
-        video: str | Path | Video,
+        sources: SourceInput | Sequence[SourceInput],
         question: str,
         choices: Sequence[str] | None = None,
         *,
@@ -106,22 +120,35 @@ class Session:
         planner_options: Mapping[str, Any] | None = None,
         task_id: str = "",
         wants_time: bool = False,
+        reference: Reference | None = None,
         on_step: Callable[[Step], None] | None = None,
         progress: bool = False,
     ) -> Answer:
-        """Answer a question about a video (indexing it first if needed).
+        """Answer a question about a video, or about several videos and images (indexing videos first if needed).
 
-        ``planner`` is a registered name (``react``, ``mcts``, ``caption_only``, ``random``, or
-        ``package.module:Class``) built with ``planner_options``, or a planner object.
-        ``on_step`` is called with each step of the trace as soon as it is made.
+        ``sources`` is one path (or ``Video``/``Image``) or a sequence of them; every one is opened
+        before any work, and one that cannot be read stops the question with an error naming it.
+        Only planners that take several sources (``peil``) accept images or more than one source.
+        ``planner`` is a registered name (``react``, ``mcts``, ``traveler``, ``peil``,
+        ``caption_only``, ``random``, or ``package.module:Class``) built with ``planner_options``,
+        or a planner object. ``reference`` is a known answer for planners that learn from it
+        (PEIL's Learner); no planner reads it to answer. ``on_step`` is called with each step of
+        the trace as soon as it is made.
         """
         if planner_options and not isinstance(planner, str):
             raise PlannerError("planner_options go with a planner's name; set them on the planner object instead")
-        handle = video if isinstance(video, Video) else Video(video)
         chosen = build_planner(planner, planner_options) if isinstance(planner, str) else planner
-        task = Task(question, tuple(choices) if choices else None,
-                    (Source(handle.content_hash, "video", str(handle.path)),), id=task_id, wants_time=wants_time)
+        handles = open_sources(sources)
+        task = Task(question, tuple(choices) if choices else None, tuple(_source(h) for h in handles), id=task_id,
+                    wants_time=wants_time, reference=reference)
         trace = Trace(on_step)
+        if getattr(chosen, "multi_source", False):
+            return self._ask_sources(chosen, task, handles, trace, progress)
+        if len(handles) != 1 or not isinstance(handles[0], Video):
+            given = f"{len(handles)} sources" if len(handles) != 1 else "an image"
+            raise PlannerError(f"the {chosen.name} planner answers about one video, and was given {given}; "
+                               f"for images or several sources use the peil planner")
+        handle = handles[0]
         if not chosen.reads_memory:
             context = VideoContext(handle.content_hash, handle.duration_s, 0, self.settings.segment_seconds)
             return chosen.run(task, Toolbox({}, videos=(context,)), self.llm if chosen.uses_llm else None, trace)
@@ -132,15 +159,42 @@ class Session:
         if reads_objects and self._wants_objects(builder, handle, llm, question):
             stages.append("objects")
         memory = builder.build(handle, stages, progress=progress)
-        context = VideoContext(memory.video_id, memory.video.duration_s, memory.segment_count,
-                               self.settings.segment_seconds)
         with ReadOnlyQueries(self.settings.library_path, memory.video_id) as queries:
             tools = self._tools(memory, llm, queries, lambda: builder.build(handle, ["objects"], progress=progress)) \
                 if chosen.tools != () else []
-            toolbox = Toolbox.of(tools, videos=(context,), memories={memory.video_id: memory},
+            toolbox = Toolbox.of(tools, videos=(self._context(memory),), memories={memory.video_id: memory},
                                  memory_note=self.perception.describer.memory_note,
                                  context_tokens=self.settings.llm.context_tokens).select(chosen.tools)
             return chosen.run(task, toolbox, llm, trace)
+
+    def _ask_sources(self, chosen: Planner, task: Task, handles: Sequence[Video | Image], trace: Trace,
+                     progress: bool) -> Answer:
+        """A planner that takes several sources: each video's temporal memory, each image's pixels,
+        and AssistGPT's modules over them."""
+        llm = MeteredChat(self.llm)
+        builder = self.builder()
+        media: list[Media] = []
+        memories: dict[str, VideoMemory] = {}
+        for handle in handles:
+            if isinstance(handle, Video):
+                memory = builder.build(handle, TEMPORAL_STAGES, progress=progress)
+                memories[memory.video_id] = memory
+                media.append(video_media(memory))
+            else:
+                media.append(image_media(handle))
+        perception = self.perception
+        modules = AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
+                                self.vqa, llm).tools()
+        toolbox = Toolbox({}, videos=tuple(self._context(m) for m in memories.values()), memories=memories,
+                          memory_note=perception.describer.memory_note,
+                          context_tokens=self.settings.llm.context_tokens, sources=tuple(media),
+                          modules={module.name: module for module in modules}, describer=perception.describer,
+                          examples=self.examples)
+        return chosen.run(task, toolbox, llm, trace)
+
+    def _context(self, memory: VideoMemory) -> VideoContext:
+        return VideoContext(memory.video_id, memory.video.duration_s, memory.segment_count,
+                            self.settings.segment_seconds)
 
     def _tools(self, memory: VideoMemory, llm: ChatModel, queries: ReadOnlyQueries,
                build_objects: Callable[[], object]) -> list[Tool]:
@@ -167,9 +221,33 @@ class Session:
             self._llm = None
         if self._library is not None:
             self._library.close()
+        if self._examples is not None:
+            self._examples.close()
+            self._examples = None
 
     def __enter__(self) -> "Session":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_sources(sources: SourceInput | Sequence[SourceInput]) -> list[Video | Image]:
+    """Open every source before any work; the first that cannot be read stops it, named. The same
+    file given twice (by content) is an error too: each source is one ``visual[i]``."""
+    given = [sources] if isinstance(sources, (str, Path, Video, Image)) else list(sources)
+    if not given:
+        raise VideoError("no video or image was given")
+    handles: list[Video | Image] = []
+    seen: dict[str, Path] = {}
+    for item in given:
+        handle = item if isinstance(item, (Video, Image)) else open_media(item)
+        if handle.content_hash in seen:
+            raise VideoError(f"{handle.path}: the same file as {seen[handle.content_hash]}; give each source once")
+        seen[handle.content_hash] = handle.path
+        handles.append(handle)
+    return handles
+
+
+def _source(handle: Video | Image) -> Source:
+    return Source(handle.content_hash, "video" if isinstance(handle, Video) else "image", str(handle.path))

@@ -168,4 +168,4 @@ def _convert(value: Any, hint: Any, key: str, name: str) -> Any:
 
 def _load_builtin() -> None:
     """Import the built-in planners so they register (imported late: they import this module)."""
-    from vidagent.agent import baselines, mcts, react, traveler  # noqa: F401
+    from vidagent.agent import baselines, mcts, peil, react, traveler  # noqa: F401

@@ -142,6 +142,20 @@ class MemoryStep(Step):
 
 
 @dataclass(kw_only=True)
+class InspectionStep(Step):
+    """The Inspector recorded a source: one the user gave, or a clip or crop a tool cut."""
+
+    kind: ClassVar[str] = "inspection"
+    label: str  # how the planner refers to it, e.g. "visual[2]"
+    source: dict[str, Any]
+    origin: str
+    text: str
+
+    def summary(self) -> str:
+        return f"Source {self.text}"
+
+
+@dataclass(kw_only=True)
 class FinalAnswerStep(Step):
     """An answer: the model's own (``how="model"``), or one reached otherwise: ``forced`` at the
     step limit, ``option`` (mapped to an option), ``vote``, ``summary``."""
@@ -168,7 +182,8 @@ def model_cost(completion: Completion, started: float) -> dict[str, Any]:
 
 S = TypeVar("S", bound=Step)
 STEP_TYPES: Mapping[str, type[Step]] = {cls.kind: cls for cls in (
-    TaskStep, ToolCallStep, ObservationStep, FormatErrorStep, PlanStep, EvaluationStep, MemoryStep, FinalAnswerStep)}
+    TaskStep, ToolCallStep, ObservationStep, FormatErrorStep, PlanStep, EvaluationStep, MemoryStep, InspectionStep,
+    FinalAnswerStep)}
 
 
 class Trace:

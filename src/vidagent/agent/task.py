@@ -7,25 +7,20 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-SourceKind = Literal["video", "image", "clip", "crop"]
+from vidagent.video.source import Source, SourceKind
+
+__all__ = ["AnswerType", "Reference", "Source", "SourceKind", "Task"]
+
 AnswerType = Literal["choice", "text", "time"]
 
 
 @dataclass(frozen=True)
-class Source:
-    """One input. A clip is a ``window`` (seconds) of its ``parent``; a crop is a ``box``
-    (x1, y1, x2, y2 in pixels) of its parent at ``window[0]``."""
+class Reference:
+    """A known correct answer, given only when teaching (``vidagent eval --teach``): a planner
+    that learns (PEIL's Learner) checks a finished answer against it; none reads it to answer."""
 
-    id: str
-    kind: SourceKind = "video"
-    path: str = ""
-    parent: str | None = None
-    window: tuple[float, float] | None = None
-    box: tuple[float, float, float, float] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "path": self.path, "parent": self.parent,
-                "window": list(self.window) if self.window else None, "box": list(self.box) if self.box else None}
+    text: str
+    choice_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -39,12 +34,16 @@ class Task:
     sources: tuple[Source, ...] = ()
     id: str = ""
     wants_time: bool = False
+    reference: Reference | None = None
 
     def __post_init__(self) -> None:
         if not self.question.strip():
             raise ValueError("the question is empty")
         if self.choices is not None and len(self.choices) < 2:
             raise ValueError("a multiple-choice question needs at least two options")
+        ids = [source.id for source in self.sources]
+        if len(set(ids)) != len(ids):
+            raise ValueError("the same source is given twice")
 
     @property
     def answer_type(self) -> AnswerType:

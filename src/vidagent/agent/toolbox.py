@@ -2,8 +2,10 @@
 
 It holds the tools (over the memory, the vision models and the chat model), a short account of
 each video (length, segments), the video memories themselves for planners that read a memory
-whole (the caption-only baseline), and a note on what the memory's descriptions are. A planner
-works only through its toolbox, never through the session.
+whole (the caption-only baseline), and a note on what the memory's descriptions are. For planners
+that take several sources (PEIL) it holds the sources' media in the question's order, the
+AssistGPT modules that take a source each, the frame describer (to summarise images) and the
+bank of in-context examples. A planner works only through its toolbox, never through the session.
 """
 
 from __future__ import annotations
@@ -14,10 +16,14 @@ from typing import Any, Iterable, Mapping
 
 from vidagent.agent.steps import ObservationStep, ToolCallStep, Trace
 from vidagent.errors import PlannerError
+from vidagent.experience.examples import ExampleBank
 from vidagent.llm.base import Usage
 from vidagent.memory.video_memory import VideoMemory
+from vidagent.perception.base import FrameDescriber
 from vidagent.prompts import load_prompt
+from vidagent.tools.assist import VisualTool
 from vidagent.tools.base import Observation, Tool
+from vidagent.tools.media import Media
 
 MAX_OBSERVATION_CHARS = 2400
 
@@ -39,6 +45,10 @@ class Toolbox:
     memories: Mapping[str, VideoMemory] = field(default_factory=dict)
     memory_note: str = ""
     context_tokens: int = 4096  # the chat model's context window, for planners that fill it
+    sources: tuple[Media, ...] = ()
+    modules: Mapping[str, VisualTool] = field(default_factory=dict)
+    describer: FrameDescriber | None = None
+    examples: ExampleBank | None = None
 
     @classmethod
     def of(cls, tools: Iterable[Tool], **values: object) -> "Toolbox":

@@ -17,10 +17,11 @@ from vidagent.eval.errors import EvalError
 DEFAULT_COMPARE_OUT = Path("eval-runs") / "compare"
 
 
-def add_planner_options(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
+def add_planner_options(parser: argparse.ArgumentParser, names: Sequence[str], default: str | None = "react",
+                        default_note: str = "react") -> None:
     """``--planner NAME`` and ``--planner-option KEY=VALUE``, shared by ``vidagent ask`` and ``eval``."""
-    parser.add_argument("--planner", default="react",
-                        help=f"planner: {', '.join(names)} or package.module:Class (default react)")
+    parser.add_argument("--planner", default=default,
+                        help=f"planner: {', '.join(names)} or package.module:Class (default {default_note})")
     parser.add_argument("--planner-option", action="append", metavar="KEY=VALUE",
                         help="a planner setting, e.g. n=4 or strategy=dfs for mcts (repeatable)")
 

@@ -38,6 +38,16 @@ class VideoMemory:
         """Re-identified objects (empty until the ``objects`` stage is built)."""
         return self.library.objects(self.video_id)
 
+    @cached_property
+    def speech(self) -> list[tuple[float, float, str]]:
+        """Transcribed speech as (start_s, end_s, text), in time order (empty without the speech stage)."""
+        return self.library.speech(self.video_id)
+
+    @cached_property
+    def on_screen_text(self) -> list[tuple[float, int, str]]:
+        """Text read in the sampled frames as (time_s, segment_id, text), in time order."""
+        return self.library.text_in_frames(self.video_id)
+
     @property
     def stages(self) -> list[str]:
         """Names of the stages built for this video."""

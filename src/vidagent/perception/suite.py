@@ -7,7 +7,7 @@ from typing import Callable
 
 from vidagent.config import BackendSettings, Settings
 from vidagent.perception.base import (AppearanceModel, FrameDescriber, ObjectDetector, SpeechToText,
-                                      TextEmbedder, Tracker)
+                                      TextEmbedder, TextReader, Tracker)
 
 
 @dataclass
@@ -25,6 +25,7 @@ class Perception:
     appearance: AppearanceModel
     new_tracker: Callable[[float], Tracker]
     tracker_name: str
+    reader: TextReader
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Perception":
@@ -77,12 +78,12 @@ class Perception:
             appearance = ColourAppearance()
         return cls(describer=describer, speech=WhisperSpeechToText(), embedder=E5TextEmbedder(),
                    detector=detector, appearance=appearance, new_tracker=ByteTracker,
-                   tracker_name=ByteTracker.NAME)
+                   tracker_name=ByteTracker.NAME, reader=reader)
 
     def close(self) -> None:
         """Stop worker processes held by the models (the detector's Node worker)."""
         seen: set[int] = set()
-        for model in (self.describer, self.detector, self.speech, self.embedder, self.appearance):
+        for model in (self.describer, self.detector, self.speech, self.embedder, self.appearance, self.reader):
             close = getattr(model, "close", None)
             if callable(close) and id(model) not in seen:
                 seen.add(id(model))

@@ -15,9 +15,12 @@ import math
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from vidagent.errors import ToolInputError, VidagentError
+
+if TYPE_CHECKING:
+    from vidagent.tools.media import Media
 
 _log = logging.getLogger(__name__)
 _MAX_ERROR_CHARS = 500
@@ -25,9 +28,12 @@ _MAX_ERROR_CHARS = 500
 
 @dataclass(frozen=True)
 class Parameter:
+    """One argument of a tool. An ``optional`` one may be given as ``None`` (the tool gets None)."""
+
     name: str
     type: type  # int, float or str
     description: str
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,12 +51,14 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Observation:
-    """What a tool returns: text for the model, evidence spans for the user."""
+    """What a tool returns: text for the model, evidence spans for the user, and the clips or
+    crops it cut (``media``), which become new sources of the question."""
 
     text: str
     evidence: tuple[Evidence, ...] = ()
     is_error: bool = False
     artifacts: Mapping[str, Any] = field(default_factory=dict)
+    media: tuple["Media", ...] = ()
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,8 @@ def _split_positional(text: str, parameters: Sequence[Parameter]) -> list[str]:
 
 
 def _coerce(value: Any, parameter: Parameter, tool: Tool) -> Any:
+    if parameter.optional and (value is None or str(value).strip().lower() in ("", "none", "null")):
+        return None
     if parameter.type is str:
         if isinstance(value, (list, tuple)):
             value = " ".join(str(v) for v in value)

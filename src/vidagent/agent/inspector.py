@@ -1,0 +1,121 @@
+"""AssistGPT's Inspector and Executor: the sources a planner can point at, and the calls on them.
+
+The ``Inspector`` keeps every source of one attempt in order, ``visual[0]``, ``visual[1]``, ...:
+the user's videos and images first, then each clip or crop a module cuts, with a one-line summary
+(kind, where it came from, duration, audio, speech, on-screen text, what it shows) that goes into
+the planner's context as soon as the source appears. The ``Executor`` turns the modules into
+ordinary ``Tool``s taking ``(query, visual)``: it checks the index and the source's kind before
+running a module, so a wrong call becomes a precise error observation, never a crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from vidagent.perception.base import FrameDescriber
+from vidagent.tools.assist import VisualTool
+from vidagent.tools.base import Observation, Parameter, Tool
+from vidagent.tools.media import Media, MediaFacts, VideoMedia, facts
+
+
+@dataclass(frozen=True)
+class Entry:
+    media: Media
+    origin: str
+    summary: str
+
+    @property
+    def label(self) -> str:
+        return self.summary.split(":", 1)[0]
+
+
+@dataclass
+class Inspector:
+    """The sources of one attempt, each with its summary."""
+
+    describer: FrameDescriber | None = None
+    entries: list[Entry] = field(default_factory=list)
+
+    def add(self, media: Media, origin: str) -> tuple[Entry, bool]:
+        """Record a source (the same clip cut twice is kept once); returns its entry and whether it is new."""
+        for entry in self.entries:
+            if entry.media.source.id == media.source.id:
+                return entry, False
+        index = len(self.entries)
+        summary = f"visual[{index}]: {self._describe(media, origin, facts(media, self.describer))}"
+        entry = Entry(media, origin, summary)
+        self.entries.append(entry)
+        return entry, True
+
+    def label(self, source_id: str) -> str:
+        for index, entry in enumerate(self.entries):
+            if entry.media.source.id == source_id:
+                return f"visual[{index}]"
+        return source_id
+
+    def summaries(self) -> str:
+        return "\n".join(entry.summary for entry in self.entries)
+
+    def _describe(self, media: Media, origin: str, known: MediaFacts) -> str:
+        source = media.source
+        if isinstance(media, VideoMedia):
+            what = f"a {known.duration_s:.1f} s {source.kind}"
+            if source.kind == "clip" and source.window:
+                what += f" ({source.window[0]:.1f}-{source.window[1]:.1f} s of {self.label(source.parent or '')})"
+            details = [f"audio: {'yes' if known.has_audio else 'none'}",
+                       f"speech: {'yes' if known.has_speech else 'none'}",
+                       f"on-screen text: {'yes' if known.has_text else 'none'}"]
+        else:
+            width, height = known.size or (0, 0)
+            what = f"a {width}x{height} {'image' if source.kind == 'image' else 'crop'}"
+            if source.kind == "crop":
+                at = f" at {source.window[0]:.1f} s" if source.window else ""
+                what += f" of {self.label(source.parent or '')}{at}"
+            details = [f"text: {'yes' if known.has_text else 'none'}"]
+        content = f"; content: {known.content}" if known.content else ""
+        return f"{what}, {origin}; {', '.join(details)}{content}"
+
+
+class Executor:
+    """The modules as ``Tool``s over the inspector's sources. ``added`` collects the entries of
+    sources the modules cut since it was last emptied."""
+
+    def __init__(self, modules: Mapping[str, VisualTool], inspector: Inspector) -> None:
+        self.modules = modules
+        self.inspector = inspector
+        self.added: list[Entry] = []
+
+    def tools(self) -> list[Tool]:
+        parameters = (Parameter("query", str, "a text query, or None", optional=True),
+                      Parameter("visual", int, "visual[i], or None", optional=True))
+        return [Tool(module.name, module.usage(), parameters, self._runner(module)) for module in self.modules.values()]
+
+    def _runner(self, module: VisualTool):  # type: ignore[no-untyped-def]
+        def run(query: str | None, visual: int | None) -> Observation:
+            return self.execute(module, query, visual)
+        return run
+
+    def execute(self, module: VisualTool, query: str | None, visual: int | None) -> Observation:
+        """Check the call, run the module, and record any source it cut."""
+        query = query or ""
+        entries = self.inspector.entries
+        media: Media | None = None
+        label = "None"
+        if visual is not None and module.accepts:
+            if not 0 <= visual < len(entries):
+                last = f"visual[0] to visual[{len(entries) - 1}]" if entries else "no sources"
+                return Observation(f"Error: visual[{visual}] does not exist; there are {last}.", is_error=True)
+            media, label = entries[visual].media, f"visual[{visual}]"
+        refusal = module.refusal(query, media, label)
+        if refusal:
+            return Observation(f"Error: {refusal}", is_error=True)
+        observation = module.function(query, media)
+        lines = [observation.text]
+        for made in observation.media:
+            entry, new = self.inspector.add(made, f"cut by {module.name} from {label}")
+            if new:
+                self.added.append(entry)
+            lines.append(f"New source: {entry.summary}" if new else f"(this is {entry.label}, already listed)")
+        return Observation("\n".join(lines), observation.evidence, observation.is_error, observation.artifacts,
+                           observation.media)

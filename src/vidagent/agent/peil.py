@@ -1,0 +1,231 @@
+"""AssistGPT's Plan, Execute, Inspect, Learn as a planner over any number of sources.
+
+One attempt is a ReAct-style chain whose actions are code-like module calls,
+``Action: narration_ground("a dog", visual[1])``: the Executor checks each call against the
+module's accepted source kinds before running it, and the Inspector adds every clip or crop a
+module cuts as a new source, ``visual[n]``, summarised in the observation. The Learner then
+checks the finished attempt (against a known answer when teaching, else by the model's
+self-check); a failed attempt is tried again (up to ``attempts``) with the check's reason, at a
+higher temperature. A trace that succeeded after a failed try is kept in the library's example
+bank, and the most similar kept traces are shown to later questions as in-context examples.
+
+The trace: the task, one inspection step per user source, any examples replayed, then one branch
+per attempt (its tool calls, observations and new sources, its final answer and the Learner's
+verdict), and the stored example if one was kept.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
+from vidagent.agent.inspector import Executor, Inspector
+from vidagent.agent.learner import Learner, Verdict
+from vidagent.agent.planner import metered, register_planner, start
+from vidagent.agent.react_steps import CallKey, ReActSteps, answer_format
+from vidagent.agent.steps import FinalAnswerStep, InspectionStep, MemoryStep, Trace
+from vidagent.agent.task import Task
+from vidagent.agent.toolbox import Toolbox
+from vidagent.errors import PlannerError
+from vidagent.experience.examples import Example
+from vidagent.llm.base import ChatModel, Message
+from vidagent.llm.metered import MeteredChat
+from vidagent.prompts import load_prompt, render
+from vidagent.tools.assist import VisualTool
+from vidagent.tools.base import Evidence
+
+PROMPTS = "vidagent.agent"
+EXAMPLE_KIND = "trace"
+MAX_FORMAT_ERRORS = 3
+STEP_CHARS = 300  # an observation's length in a stored example or a self-check
+
+
+@dataclass(frozen=True)
+class Attempt:
+    number: int
+    final: FinalAnswerStep
+    text: str
+    choice_index: int | None
+    steps: str  # the attempt's steps as text, for the self-check and the example bank
+    evidence: tuple[Evidence, ...]
+    verdict: Verdict | None = None
+
+
+@register_planner("peil")
+@dataclass
+class PEILPlanner:
+    """Options: ``max_steps`` (module calls per attempt), ``attempts`` (tries, the Learner's N),
+    ``self_check`` (judge attempts with the model when no known answer is given), ``examples``
+    (kept traces shown as examples), ``min_similarity`` (how like the question a kept one must be),
+    ``retry_temperature``, ``modules`` (the AssistGPT modules offered; all by default)."""
+
+    max_steps: int = 8
+    attempts: int = 3
+    self_check: bool = True
+    examples: int = 2
+    min_similarity: float = 0.8
+    retry_temperature: float = 0.7
+    modules: tuple[str, ...] | None = None
+    name: ClassVar[str] = "peil"
+    tools: ClassVar[tuple[str, ...] | None] = ()
+    reads_memory: ClassVar[bool] = True
+    uses_llm: ClassVar[bool] = True
+    multi_source: ClassVar[bool] = True
+
+    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
+        if llm is None:
+            raise PlannerError("the PEIL planner needs a chat model")
+        if self.attempts < 1 or self.max_steps < 1:
+            raise PlannerError("attempts and max_steps must be at least 1")
+        modules = dict(toolbox.modules)
+        if self.modules is not None:
+            unknown = [name for name in self.modules if name not in modules]
+            if unknown:
+                raise PlannerError(f"no module named {', '.join(unknown)}; the modules are: {', '.join(modules)}")
+            modules = {name: modules[name] for name in self.modules}
+        if not modules:
+            raise PlannerError("the PEIL planner needs at least one module")
+        model = metered(llm)
+        trace, root = start(task, trace)
+        inspector = Inspector(toolbox.describer)
+        parent = root.id
+        for media in toolbox.sources:
+            entry, _ = inspector.add(media, "given by the user")
+            parent = trace.add(InspectionStep(parent_id=parent, label=entry.label, source=media.source.to_dict(),
+                                              origin=entry.origin, text=entry.summary)).id
+        examples = self._recall(task, toolbox, trace, parent)
+        if examples:
+            parent = trace.last.id  # type: ignore[union-attr]
+        learner = Learner(self.self_check)
+        attempts: list[Attempt] = []
+        for number in range(1, self.attempts + 1):
+            attempt = self._attempt(task, toolbox, modules, model, trace, parent, inspector, examples, number,
+                                    attempts[-1] if attempts else None)
+            verdict = learner.check(task, attempt.steps, attempt.text, attempt.choice_index, model, trace,
+                                    attempt.final.id)
+            attempts.append(replace(attempt, verdict=verdict))
+            if verdict.passed:
+                break
+        chosen = self._choose(attempts)
+        if chosen.verdict and chosen.verdict.passed and chosen.number > 1:
+            self._keep(task, toolbox, trace, chosen)
+        return Answer(task=task, text=chosen.text, planner=self.name, choice_index=chosen.choice_index,
+                      evidence=dedupe_evidence([e for a in attempts for e in a.evidence]),
+                      candidates=self._candidates(attempts),
+                      artifacts={"attempts": len(attempts),
+                                 "checks": [{"attempt": a.number, "answer": a.text,
+                                             "passed": bool(a.verdict and a.verdict.passed),
+                                             "mode": a.verdict.mode if a.verdict else None,
+                                             "reason": a.verdict.reason if a.verdict else ""} for a in attempts],
+                                 "examples_used": len(examples),
+                                 "sources": [entry.summary for entry in inspector.entries]},
+                      trace=trace, usage=model.usage)
+
+    # -- one attempt -----------------------------------------------------------------------------
+    def _attempt(self, task: Task, toolbox: Toolbox, modules: dict[str, VisualTool], model: MeteredChat, trace: Trace, parent: int,
+                 given: Inspector, examples: list[Example], number: int, previous: Attempt | None) -> Attempt:
+        inspector = Inspector(given.describer, list(given.entries))
+        executor = Executor(modules, inspector)
+        steps = ReActSteps(model, Toolbox.of(executor.tools()), trace)
+        messages = self._opening(task, toolbox, steps, inspector, examples, previous)
+        temperature = None if number == 1 else self.retry_temperature
+        seed = None if number == 1 else task.seed % (1 << 31) + number
+        evidence: list[Evidence] = []
+        seen: set[CallKey] = set()
+        final: FinalAnswerStep | None = None
+        format_errors = 0
+        for _ in range(self.max_steps):
+            outcome = steps.step(messages, parent, seen=seen, temperature=temperature, seed=seed)
+            parent = outcome.step_id
+            if outcome.final_answer is not None:
+                final = trace[outcome.step_id]  # type: ignore[assignment]
+                break
+            messages += outcome.messages
+            for entry in executor.added:
+                parent = trace.add(InspectionStep(parent_id=parent, label=entry.label,
+                                                  source=entry.media.source.to_dict(), origin=entry.origin,
+                                                  text=entry.summary)).id
+            executor.added.clear()
+            if outcome.call is not None and outcome.tool:
+                seen.add(outcome.call)
+                evidence.extend(outcome.evidence)
+                format_errors = 0 if not outcome.is_error else format_errors + 1
+            else:
+                format_errors += 1
+            if format_errors >= MAX_FORMAT_ERRORS:
+                break
+        if final is None:
+            final = steps.force_final(messages, parent, task)
+        choice_index = steps.choose_option(messages, final.answer, task, final.id)
+        return Attempt(number, final, task.answer_text(final.answer, choice_index), choice_index,
+                       _steps_text(trace, final.id), tuple(evidence))
+
+    def _opening(self, task: Task, toolbox: Toolbox, steps: ReActSteps, inspector: Inspector,
+                 examples: list[Example], previous: Attempt | None) -> list[Message]:
+        shown = "\n\n".join(f"Question: {e.question}\n{e.text}\nFinal Answer: {e.answer}" for e in examples)
+        system = render(load_prompt(PROMPTS, "peil_system"), memory_note=toolbox.memory_note,
+                        modules="\n".join(f"- {tool.description}" for tool in steps.toolbox.tools.values()),
+                        examples=render(load_prompt(PROMPTS, "peil_examples"), examples=shown) if examples else "")
+        feedback = ""
+        if previous is not None and previous.verdict is not None:
+            feedback = "\n" + render(load_prompt(PROMPTS, "peil_retry"), answer=previous.text,
+                                     reason=previous.verdict.reason).strip() + "\n"
+        question = render(load_prompt(PROMPTS, "peil_question"), sources=inspector.summaries() or "(none)",
+                          question=task.question, options=task.options_text(), feedback=feedback,
+                          answer_format=answer_format(task))
+        return [Message("system", system.strip()), Message("user", question.strip())]
+
+    # -- learning ----------------------------------------------------------------------------------
+    def _recall(self, task: Task, toolbox: Toolbox, trace: Trace, parent: int) -> list[Example]:
+        if toolbox.examples is None or self.examples <= 0:
+            return []
+        found = toolbox.examples.similar(task.question, EXAMPLE_KIND, self.name, limit=self.examples,
+                                         min_similarity=self.min_similarity)
+        if found:
+            listed = "; ".join(f"{e.question!r} ({e.similarity:.2f})" for e in found)
+            trace.add(MemoryStep(parent_id=parent, action="replayed", text=f"{len(found)} example(s): {listed}"))
+        return found
+
+    def _keep(self, task: Task, toolbox: Toolbox, trace: Trace, attempt: Attempt) -> None:
+        if toolbox.examples is None or attempt.verdict is None:
+            return
+        kept = toolbox.examples.add(Example(EXAMPLE_KIND, self.name, task.question, attempt.steps, attempt.text,
+                                            attempt.verdict.mode, attempt.number))
+        if kept:
+            trace.add(MemoryStep(parent_id=attempt.final.id, action="stored",
+                                 text=f"attempt {attempt.number}'s trace kept as an example ({attempt.verdict.mode})"))
+
+    @staticmethod
+    def _choose(attempts: list[Attempt]) -> Attempt:
+        """The attempt that passed its check; when none did, the answer most attempts gave (the earliest on a tie)."""
+        passed = [a for a in attempts if a.verdict and a.verdict.passed]
+        if passed:
+            return passed[-1]
+        counts = Counter(_answer_key(a) for a in attempts)
+        best = max(counts.values())
+        return next(a for a in attempts if counts[_answer_key(a)] == best)
+
+    @staticmethod
+    def _candidates(attempts: list[Attempt]) -> list[Candidate]:
+        grouped: dict[object, list[Attempt]] = {}
+        for attempt in attempts:
+            grouped.setdefault(_answer_key(attempt), []).append(attempt)
+        return [Candidate(group[0].text, group[0].choice_index, votes=len(group),
+                          reward=sum(1.0 for a in group if a.verdict and a.verdict.passed) / len(group),
+                          step_id=group[-1].final.id) for group in grouped.values()]
+
+
+def _answer_key(attempt: Attempt) -> object:
+    return attempt.choice_index if attempt.choice_index is not None else " ".join(attempt.text.lower().split())
+
+
+def _steps_text(trace: Trace, final_id: int) -> str:
+    """An attempt's thoughts, actions and observations as lines (long observations cut)."""
+    lines = []
+    for step in trace.path(final_id):
+        if step.kind in ("tool_call", "observation", "format_error"):
+            text = step.summary()
+            lines.append(text if len(text) <= STEP_CHARS else text[:STEP_CHARS] + " ...")
+    return "\n".join(lines)

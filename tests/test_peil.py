@@ -1,0 +1,212 @@
+"""The PEIL planner (AssistGPT) through ``Session.ask`` over real stored memories and the real
+offline perception, with a scripted chat model: wrong calls reaching the planner as precise
+errors, clips cut by grounding becoming new sources, the Learner's retries and its example bank.
+The rule-based temporal reasoning and the source handling are tested on their own."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image as PILImage
+
+from vidagent.agent.steps import EvaluationStep, InspectionStep, MemoryStep, ObservationStep
+from vidagent.agent.task import Reference
+from vidagent.config import Settings
+from vidagent.errors import PlannerError, ToolInputError, VideoError
+from vidagent.session import Session
+from vidagent.tools.assist import _temporal_window
+from vidagent.tools.media import ImageMedia
+from vidagent.video.image import Image, open_media
+from vidagent.video.source import Source
+
+from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, frame_at, video_path
+from scripted_llm import ScriptedLLM
+
+CHOICES = ["a guitar", "a car", "a house"]
+
+
+@pytest.fixture()
+def settings(temporal_library: Path, models_dir: Path, tmp_path: Path) -> Settings:
+    """The shared memory of the two clips, in a library copy of this test's own (the example bank writes to it)."""
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(temporal_library, home)
+    return replace(Settings.from_env(), home=home, models=models_dir)
+
+
+@pytest.fixture()
+def photo(tmp_path: Path) -> Path:
+    path = tmp_path / "drawing.png"
+    PILImage.fromarray(frame_at(TEMPORAL_TOY, 4.0)).save(path)
+    return path
+
+
+def observations(answer) -> list[ObservationStep]:
+    return [step for step in answer.trace if isinstance(step, ObservationStep)]
+
+
+def test_the_sources_are_summarised_and_wrong_calls_come_back_as_precise_errors(settings, photo):
+    llm = ScriptedLLM([
+        'Thought: caption the video\nAction: caption("what is drawn?", visual[0])',
+        'Thought: try a source that is not there\nAction: caption(None, visual[7])',
+        'Thought: the image then\nAction: asr(None, visual[2])',
+        "Thought: I now know the final answer\nFinal Answer: a guitar",
+        "Yes",
+    ])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask([video_path(TEMPORAL_TOY), video_path(TEMPORAL_TEXT), photo], "What is drawn?",
+                             CHOICES, planner="peil")
+    first_prompt = llm.requests[0][-1].content
+    assert "visual[0]: a 5.0 s video, given by the user; audio: none" in first_prompt
+    assert "visual[1]: a 6.1 s video, given by the user" in first_prompt
+    assert "visual[2]: a 224x224 image, given by the user; text: " in first_prompt
+    assert 'caption("query", visual[i])' not in first_prompt and 'caption(None, visual[i])' in llm.requests[0][0].content
+    errors = [step.text for step in observations(answer)]
+    assert errors[0].startswith("Error: caption takes image or crop sources, but visual[0] is a video.")
+    assert "get_frame" in errors[0]
+    assert errors[1] == "Error: visual[7] does not exist; there are visual[0] to visual[2]."
+    assert errors[2].startswith("Error: asr takes video or clip sources, but visual[2] is an image.")
+    assert all(step.is_error for step in observations(answer))
+    assert errors[0] in llm.requests[1][-1].content  # the planner saw the error as its observation
+    inspections = [step for step in answer.trace if isinstance(step, InspectionStep)]
+    assert [step.label for step in inspections] == ["visual[0]", "visual[1]", "visual[2]"]
+    assert [s.kind for s in answer.task.sources] == ["video", "video", "image"]
+    assert answer.choice_index == 0 and answer.artifacts["attempts"] == 1
+
+
+def test_a_clip_cut_by_grounding_becomes_the_next_source(settings):
+    llm = ScriptedLLM([
+        'Thought: the start\nAction: temporal_reason("beginning", visual[0])',
+        'Thought: narrate the clip\nAction: video_narration(None, visual[1])',
+        "Thought: I now know the final answer\nFinal Answer: a guitar",
+        "Yes",
+    ])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask([video_path(TEMPORAL_TOY)], "What is drawn first?", CHOICES, planner="peil")
+    cut, narration = observations(answer)
+    assert cut.text.startswith("'beginning' is 0.0-1.0 s.")
+    assert "New source: visual[1]: a 1.0 s clip (0.0-1.0 s of visual[0]), cut by temporal_reason from visual[0]" \
+        in cut.text
+    inspection = next(step for step in answer.trace if isinstance(step, InspectionStep) and step.label == "visual[1]")
+    assert inspection.parent_id == cut.id and inspection.source["kind"] == "clip"
+    assert inspection.source["parent"] == answer.task.sources[0].id and inspection.source["window"] == [0.0, 1.0]
+    assert narration.text.startswith("0.0-2.0 s: ") and "2.0-4.0 s" not in narration.text  # only the clip's segment
+    assert {e.source for e in answer.evidence} == {answer.task.sources[0].id, inspection.source["id"]}
+    assert "New source: visual[1]" in llm.requests[1][-1].content
+
+
+def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(settings):
+    first = ScriptedLLM([
+        'Thought: narrate\nAction: video_narration(None, visual[0])',
+        "Thought: I now know the final answer\nFinal Answer: a car",
+        # attempt 2, told why the first failed
+        'Thought: look at the end\nAction: temporal_reason("end", visual[0])',
+        "Thought: I now know the final answer\nFinal Answer: a guitar",
+    ])
+    with Session(settings, llm=first) as session:
+        answer = session.ask([video_path(TEMPORAL_TOY)], "What is being drawn on the tablet?", CHOICES,
+                             planner="peil", reference=Reference("a guitar", 0))
+        kept = session.examples.count("trace")
+    assert answer.choice_index == 0 and answer.artifacts["attempts"] == 2
+    assert [c["passed"] for c in answer.artifacts["checks"]] == [False, True]
+    assert first.sampling[0]["temperature"] is None and first.sampling[2]["temperature"] == 0.7
+    assert 'An earlier attempt answered "a car"' in first.requests[2][-1].content
+    verdicts = [step for step in answer.trace if isinstance(step, EvaluationStep)]
+    assert [v.score for v in verdicts] == [0.0, 1.0]
+    assert any(isinstance(s, MemoryStep) and s.action == "stored" for s in answer.trace)
+    assert kept == 1
+    assert {c.text: c.votes for c in answer.candidates} == {"a car": 1, "a guitar": 1}
+
+    later = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a guitar", "Yes"])
+    with Session(settings, llm=later) as session:
+        answer = session.ask([video_path(TEMPORAL_TOY)], "What is being drawn on the iPad?", CHOICES, planner="peil")
+    system = later.requests[0][0].content
+    assert "Here are solved questions like this one" in system
+    assert 'temporal_reason("end", visual[0])' in system and "Final Answer: a guitar" in system
+    assert answer.artifacts["examples_used"] == 1
+    assert any(isinstance(s, MemoryStep) and s.action == "replayed" for s in answer.trace)
+
+
+def test_when_no_attempt_passes_the_self_check_the_most_given_answer_wins(settings):
+    llm = ScriptedLLM([
+        "Thought: I now know the final answer\nFinal Answer: a car", "No: nothing was looked at",
+        "Thought: I now know the final answer\nFinal Answer: a guitar", "No: still nothing looked at",
+        "Thought: I now know the final answer\nFinal Answer: a guitar", "Maybe",
+    ])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "What is drawn?", CHOICES, planner="peil")
+    checks = answer.artifacts["checks"]
+    assert [c["passed"] for c in checks] == [False, False, False]
+    assert checks[0]["reason"] == "nothing was looked at" and "unclear check (Maybe)" in checks[2]["reason"]
+    assert answer.text == "a guitar" and answer.choice_index == 0
+    assert "nothing was looked at" in llm.requests[2][-1].content
+
+
+def test_single_video_planners_refuse_several_sources_and_images(settings, photo):
+    with Session(settings, llm=ScriptedLLM([])) as session:
+        with pytest.raises(PlannerError, match="answers about one video, and was given 2 sources; .* peil"):
+            session.ask([video_path(TEMPORAL_TOY), video_path(TEMPORAL_TEXT)], "What?", planner="react")
+        with pytest.raises(PlannerError, match="was given an image"):
+            session.ask(photo, "What?", planner="caption_only")
+
+
+def test_an_unreadable_source_among_several_is_named_before_any_work(settings, tmp_path):
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(200))
+    new_video = video_path("github_Ask-Anything/yoga.mp4")
+    llm = ScriptedLLM([])
+    with Session(settings, llm=llm) as session:
+        with pytest.raises(VideoError, match="broken.mp4"):
+            session.ask([new_video, broken], "What?", planner="peil")
+        with pytest.raises(VideoError, match="missing.png: no such file"):
+            session.ask([new_video, tmp_path / "missing.png"], "What?", planner="peil")
+        with pytest.raises(VideoError, match="the same file as"):
+            session.ask([new_video, new_video], "What?", planner="peil")
+        assert session.library.stage_names(open_media(new_video).content_hash) == []  # nothing was indexed
+    assert llm.requests == []
+
+
+def test_images_open_by_content_and_bad_images_are_clear_errors(tmp_path):
+    photo = tmp_path / "photo.mp4"  # a PNG with a video's name
+    PILImage.fromarray(np.full((20, 30, 3), 200, np.uint8)).save(photo, format="PNG")
+    opened = open_media(photo)
+    assert isinstance(opened, Image) and (opened.width, opened.height) == (30, 20)
+    text = tmp_path / "notes.jpg"
+    text.write_text("not an image")
+    with pytest.raises(VideoError, match="notes.jpg: cannot read as an image"):
+        open_media(text)
+    other = tmp_path / "notes.txt"
+    other.write_text("plain text")
+    with pytest.raises(VideoError, match="notes.txt: neither a video nor an image"):
+        open_media(other)
+
+
+def test_crops_and_clips_have_ids_that_name_their_parent():
+    image = ImageMedia(Source("abc", "image", "a.png"), np.zeros((40, 60, 3), np.uint8))
+    crop = image.crop((10.4, 5, 30, 25))
+    assert crop.source.id == "abc[10,5,30,25]" and crop.source.parent == "abc" and crop.pixels.shape == (20, 20, 3)
+    with pytest.raises(ToolInputError, match="empty"):
+        image.crop((10, 10, 10, 30))
+    with pytest.raises(ToolInputError, match="empty"):
+        image.crop((100, 100, 200, 200))  # wholly outside the image
+    clip = Source("vid", "video", "v.mp4").clip(2, 4.5)
+    assert clip.id == "vid@2-4.5s" and clip.parent == "vid" and clip.window == (2.0, 4.5)
+    frame = clip.crop((0, 0, 8, 8), 3.0)
+    assert frame.id == "vid@3s[0,0,8,8]" and frame.parent == clip.id and frame.window == (3.0, 3.0)
+
+
+@pytest.mark.parametrize("query, window", [
+    ("beginning", (0.0, 8.0)), ("in the middle of the video", (16.0, 24.0)), ("the end", (32.0, 40.0)),
+    ("before: 12", (5.0, 10.0)), ("after: 12-14", (15.0, 20.0)), ("after 39", None), ("before 2", None),
+    ("sometime", None),
+])
+def test_temporal_reason_follows_assistgpts_rule(query, window):
+    if window is None:
+        with pytest.raises(ToolInputError):
+            _temporal_window(query, (0.0, 40.0))
+    else:
+        assert _temporal_window(query, (0.0, 40.0)) == pytest.approx(window)
