@@ -12,7 +12,7 @@ import pytest
 
 from vidagent.perception.detector import detector_assets_installed
 
-from conftest import video_path
+from conftest import frame_at, video_path
 
 
 def run_cli(*args: str, home: Path, models_dir: Path | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -51,6 +51,15 @@ def test_zero_length_file(tmp_path):
     path = tmp_path / "empty.mp4"
     path.touch()
     assert_one_line_error(run_cli("index", str(path), home=tmp_path), 2, "empty.mp4")
+
+
+def test_the_question_comes_last_and_every_source_is_checked_first(tmp_path):
+    clip, other = video_path("github_LLaMA-Factory/4.mp4"), video_path("github_LLaMA-Factory/3.mp4")
+    assert_one_line_error(run_cli("ask", str(clip), str(other), home=tmp_path), 2, "the question comes last")
+    result = run_cli("ask", str(clip), str(tmp_path / "gone.jpg"), "what is drawn?", home=tmp_path)
+    assert_one_line_error(result, 2, "gone.jpg: no such file")
+    result = run_cli("ask", str(clip), str(other), "what is drawn?", "--planner", "react", home=tmp_path)
+    assert_one_line_error(result, 2, "the react planner answers about one video, and was given 2 sources")
 
 
 def test_empty_question(tmp_path):
@@ -161,3 +170,56 @@ def test_end_to_end_traveler_on_a_dev_question(dev_question, models_dir):
     assert len(bank) >= 5 and all(float(key) <= 9.7 for key in bank)
     assert len(answer["artifacts"]["frames_viewed"]) >= 8  # 5 single frames and a window
     assert answer["usage"]["llm_calls"] >= 4
+
+
+@pytest.fixture(scope="module")
+def peil_home(tmp_path_factory, models_dir):
+    from vidagent.models.install import installed_models
+
+    if "qwen2.5-1.5b" not in installed_models(models_dir) or not detector_assets_installed(models_dir):
+        pytest.skip("offline models are not installed")
+    return tmp_path_factory.mktemp("peil-home")
+
+
+def ask_sources(home: Path, models_dir: Path, *args: str) -> dict:
+    result = run_cli("ask", *args, "--json", "--trace", "-q", "--planner-option", "max_steps=4",
+                     "--planner-option", "attempts=2", home=home, models_dir=models_dir, timeout=1800)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.slow
+def test_end_to_end_peil_over_two_videos(peil_home, models_dir):
+    """Two shared clips, a question that needs both: the real stack with PEIL, chosen for several sources."""
+    dog, guitar = video_path("github_InternVideo/example1.mp4"), video_path("github_Ask-Anything/playing_guitar.mp4")
+    answer = ask_sources(peil_home, models_dir, str(dog), str(guitar), "Which of the two videos shows a dog?",
+                         "--choice", "the first video", "--choice", "the second video")
+    assert answer["planner"] == "peil" and [s["kind"] for s in answer["task"]["sources"]] == ["video", "video"]
+    summaries = answer["artifacts"]["sources"]
+    assert summaries[0].startswith("visual[0]: a 8.0 s video, given by the user") and "dog" in summaries[0]
+    assert summaries[1].startswith("visual[1]: a 10.0 s video, given by the user") and "dog" not in summaries[1]
+    assert answer["choice_index"] == 0
+    inspections = [step for step in answer["trace"] if step["type"] == "inspection"]
+    assert [step["label"] for step in inspections[:2]] == ["visual[0]", "visual[1]"]
+    checks = answer["artifacts"]["checks"]
+    assert 1 <= len(checks) <= 2 and checks[-1]["mode"] == "self_check"
+    source_ids = {s["id"] for s in answer["task"]["sources"]}
+    assert all(e["source"].split("@")[0].split("[")[0] in source_ids for e in answer["evidence"])
+
+
+@pytest.mark.slow
+def test_end_to_end_peil_over_an_image_and_a_video(peil_home, models_dir, tmp_path):
+    """An image beside a video: both summarised for the planner, the image's content read by the describer."""
+    from PIL import Image as PILImage
+
+    photo = tmp_path / "photo.png"
+    PILImage.fromarray(frame_at("github_Video-LLaMA/skateboarding_dog.mp4", 5.0)).save(photo)
+    video = video_path("github_InternVideo/example1.mp4")
+    answer = ask_sources(peil_home, models_dir, str(photo), str(video),
+                         "Does the video show the same kind of animal as the photo?", "--choice", "yes",
+                         "--choice", "no")
+    assert [s["kind"] for s in answer["task"]["sources"]] == ["image", "video"]
+    image_summary, video_summary = answer["artifacts"]["sources"][:2]
+    assert image_summary.startswith("visual[0]: a ") and " image, given by the user" in image_summary
+    assert "dog" in image_summary and "dog" in video_summary
+    assert answer["choice_index"] in (0, 1) and answer["usage"]["llm_calls"] >= 2

@@ -210,3 +210,13 @@ def test_temporal_reason_follows_assistgpts_rule(query, window):
             _temporal_window(query, (0.0, 40.0))
     else:
         assert _temporal_window(query, (0.0, 40.0)) == pytest.approx(window)
+
+
+def test_eval_teaching_gives_the_known_answer_as_the_reference():
+    from vidagent.eval.dataset import LOCALIZATION, MULTIPLE_CHOICE, OPEN_ENDED, EvalItem
+    from vidagent.eval.worker import reference
+
+    choice = EvalItem("q1", "v.mp4", "What?", MULTIPLE_CHOICE, choices=("a", "b"), answer_index=1)
+    assert reference(choice) == Reference("b", 1)
+    assert reference(EvalItem("q2", "v.mp4", "What?", OPEN_ENDED, answer="a dog")) == Reference("a dog")
+    assert reference(EvalItem("q3", "v.mp4", "When?", LOCALIZATION, spans=((1.0, 2.0),))) is None

@@ -11,17 +11,18 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.session import Session
 
 
-def ask(video: str | Path, question: str, choices: Sequence[str] | None = None,
+def ask(sources: str | Path | Sequence[str | Path], question: str, choices: Sequence[str] | None = None,
         *, planner: str = "react", planner_options: Mapping[str, Any] | None = None,
         settings: Settings | None = None) -> Answer:
-    """Answer ``question`` about ``video``; with ``choices``, pick one of them. ``planner`` names
-    the planner (``react``, ``mcts``, ``caption_only``, ``random``) and ``planner_options`` its settings.
+    """Answer ``question`` about a video (or, with ``planner="peil"``, several videos and images);
+    with ``choices``, pick one of them. ``planner`` names the planner (``react``, ``mcts``,
+    ``traveler``, ``peil``, ``caption_only``, ``random``) and ``planner_options`` its settings.
 
     Raises ``VideoError`` (unreadable video), ``LLMError`` (chat model failed),
     ``ModelUnavailableError`` (models not installed) — all subclasses of ``VidagentError``.
     """
     with Session(settings) as session:
-        return session.ask(video, question, choices, planner=planner, planner_options=planner_options)
+        return session.ask(sources, question, choices, planner=planner, planner_options=planner_options)
 
 
 def index(video: str | Path, *, settings: Settings | None = None, progress: bool = True) -> int:

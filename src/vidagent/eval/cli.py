@@ -53,6 +53,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--out", metavar="DIR", help="run folder (default eval-runs/<dataset>-<planner>; "
                                                      "for --compare, eval-runs/compare)")
     parser.add_argument("--judge", action="store_true", help="also grade open-ended answers with the LLM")
+    parser.add_argument("--teach", action="store_true",
+                        help="give learning planners (peil) each known answer to check theirs against and keep what "
+                             "worked as examples; such a run's accuracy is not a measurement (it saw the answers)")
     parser.add_argument("--no-clips", action="store_true",
                         help="ask about whole videos even where the dataset names a part (STAR, TVQA)")
     parser.add_argument("--compare", nargs="+", metavar="RUN_DIR", help="compare finished runs side by side")
@@ -89,7 +92,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         planner_options=tuple(parse_options(args.planner_option).items()), limit=args.limit,
         workers=args.workers, ray=args.ray is not None, ray_address=args.ray or None,
         out=Path(args.out) if args.out else None, judge=args.judge, cut_clips=not args.no_clips,
-        progress=not args.quiet,
+        progress=not args.quiet, teach=args.teach,
     )
     settings = Settings.from_env().with_overrides(
         home=getattr(args, "home", None), base_url=args.base_url, model=args.model, api_key=args.api_key,

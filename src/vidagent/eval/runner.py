@@ -29,8 +29,8 @@ from vidagent.eval.results import ResultsFile
 from vidagent.eval.worker import WorkerConfig
 
 # What must match for a folder's rows to be reused by a rerun.
-IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm")
-OPTIONAL_IDENTITY = {"planner_options": {}}  # what a run folder written before a key existed means by it
+IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm", "teach")
+OPTIONAL_IDENTITY = {"planner_options": {}, "teach": False}  # what a run folder written before a key existed means by it
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class RunConfig:
     judge: bool = False
     cut_clips: bool = True
     progress: bool = True
+    teach: bool = False  # give planners that learn (PEIL) each question's known answer to check against
 
 
 @dataclass
@@ -62,8 +63,8 @@ class RunResult:
     answered_now: int = 0
 
 
-def default_out(dataset: Dataset, planner: str, options: Sequence[tuple[str, str]] = ()) -> Path:
-    label = planner + "".join(f"-{key}_{value}" for key, value in options)
+def default_out(dataset: Dataset, planner: str, options: Sequence[tuple[str, str]] = (), teach: bool = False) -> Path:
+    label = planner + "".join(f"-{key}_{value}" for key, value in options) + ("-taught" if teach else "")
     safe = re.sub(r"[^\w.-]+", "_", label)
     return Path("eval-runs") / f"{dataset.name}-{safe}"
 
@@ -108,7 +109,7 @@ def _identity(dataset: Dataset, config: RunConfig, settings: Settings) -> dict[s
     model_free = not build_planner(config.planner, dict(config.planner_options)).uses_llm
     return {
         "dataset": str(dataset.source.resolve()), "format": dataset.format, "planner": config.planner,
-        "planner_options": dict(config.planner_options), "judge": config.judge,
+        "planner_options": dict(config.planner_options), "judge": config.judge, "teach": config.teach,
         "llm": None if model_free and not config.judge else f"{settings.llm.backend}:{settings.llm.model}",
     }
 
@@ -149,7 +150,7 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
     dataset = load_dataset(config.dataset, config.format)
     selected = Dataset(dataset.source, dataset.format, dataset.items[: config.limit] if config.limit else dataset.items)
     runnable, missing = resolve_videos(selected, config)
-    out = Path(config.out) if config.out else default_out(dataset, config.planner, config.planner_options)
+    out = Path(config.out) if config.out else default_out(dataset, config.planner, config.planner_options, config.teach)
     if not runnable:
         where = ", ".join(str(v) for v in config.videos) or str(dataset.source.parent)
         raise EvalError(f"none of the videos of {dataset.source.name} was found under {where} (use --videos DIR)")
@@ -173,7 +174,7 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
     pending = [item for item in runnable if item.id not in done]
     rows = {qid: row for qid, row in done.items() if qid in selected_ids}
     worker = WorkerConfig(settings=settings, planner=config.planner, planner_options=config.planner_options,
-                          judge=config.judge,
+                          judge=config.judge, teach=config.teach,
                           clips_dir=str(settings.home / "eval-clips") if config.cut_clips else None)
     scored = [r["correct"] for r in rows.values() if r.get("correct") is not None]
     bar = tqdm(total=len(runnable), initial=len(rows), desc=f"{config.planner} on {dataset.name}", unit="q",

@@ -10,10 +10,11 @@ from typing import Any
 
 from vidagent.agent.answer import Answer
 from vidagent.agent.planner import build_planner
+from vidagent.agent.task import Reference
 from vidagent.config import Settings
 from vidagent.errors import VidagentError
 from vidagent.eval.clips import cut_clip
-from vidagent.eval.dataset import LOCALIZATION, OPEN_ENDED, EvalItem
+from vidagent.eval.dataset import LOCALIZATION, MULTIPLE_CHOICE, OPEN_ENDED, EvalItem
 from vidagent.eval.errors import EvalError
 from vidagent.eval.judge import judge_answer
 from vidagent.eval.scoring import score_answer
@@ -31,6 +32,7 @@ class WorkerConfig:
     planner: str
     planner_options: tuple[tuple[str, str], ...] = ()
     judge: bool = False
+    teach: bool = False  # pass each question's known answer as the task's reference (learning planners check with it)
     clips_dir: str | None = None  # where the parts of videos that questions are about are cut to
 
 
@@ -53,7 +55,8 @@ class QuestionWorker:
             if not asked.video_path:
                 raise EvalError(f"question {item.id} has no video file")
             answer = self.session.ask(asked.video_path, item.question, list(item.choices) if item.choices else None,
-                                      planner=self.planner, task_id=item.id, wants_time=item.task == LOCALIZATION)
+                                      planner=self.planner, task_id=item.id, wants_time=item.task == LOCALIZATION,
+                                      reference=reference(item) if self.config.teach else None)
             row.update(answer_fields(answer))
             row.update(score_answer(item, answer))
             if self.config.judge and item.task == OPEN_ENDED and item.has_key:
@@ -72,6 +75,15 @@ class QuestionWorker:
 
     def close(self) -> None:
         self.session.close()
+
+
+def reference(item: EvalItem) -> Reference | None:
+    """The question's known answer, for a learning planner to check its own against (``--teach``)."""
+    if item.task == MULTIPLE_CHOICE and item.answer_index is not None and item.choices:
+        return Reference(item.choices[item.answer_index], item.answer_index)
+    if item.task == OPEN_ENDED and item.answer:
+        return Reference(item.answer)
+    return None
 
 
 def base_row(item: EvalItem, planner: str) -> dict[str, Any]:
