@@ -65,7 +65,7 @@ def main() -> int:
                            out=args.out / label)
         result = run_eval(config, settings)
         folders.append(result.out)
-        for summary in (_search_summary(result.rows), _frames_summary(result.rows)):
+        for summary in (_search_summary(result.rows), _frames_summary(result.rows), _learner_summary(result.rows)):
             if summary:
                 print(f"{label}: {summary}")
     paths = write_comparison(folders, args.out)
@@ -87,6 +87,20 @@ def _frames_summary(rows: list[dict]) -> str:
     frames = sum(len(r["artifacts"]["frames_viewed"]) for r in viewed) / len(viewed)
     windows = sum(len(r["artifacts"]["windows"]) for r in viewed) / len(viewed)
     return f"{frames:.1f} frames viewed per question ({windows:.1f} windows besides the 5 opening frames)"
+
+
+def _learner_summary(rows: list[dict]) -> str:
+    """For a planner with a Learner (PEIL): retries per question, how often a retry changed the answer and
+    whether that helped."""
+    checked = [r for r in rows if (r.get("artifacts") or {}).get("checks")]
+    if not checked:
+        return ""
+    retries = sum(len(r["artifacts"]["checks"]) - 1 for r in checked)
+    changed = [r for r in checked if r["artifacts"]["checks"][0]["answer"] != r["prediction"]]
+    passed_first = sum(1 for r in checked if r["artifacts"]["checks"][0]["passed"])
+    return (f"{retries / len(checked):.2f} learner retries per question; the first attempt passed its check in "
+            f"{passed_first} of {len(checked)}; a retry changed the answer in {len(changed)} of {len(checked)} "
+            f"({sum(1 for r in changed if r.get('correct'))} of those final answers right)")
 
 
 def _search_summary(rows: list[dict]) -> str:
