@@ -24,7 +24,7 @@ from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
 from vidagent.agent.inspector import Executor, Inspector
 from vidagent.agent.learner import Learner, Verdict
 from vidagent.agent.planner import metered, register_planner, start
-from vidagent.agent.react_steps import CallKey, ReActSteps, answer_format
+from vidagent.agent.react_steps import ReActSteps, StepOutcome, answer_format
 from vidagent.agent.steps import FinalAnswerStep, InspectionStep, MemoryStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -38,7 +38,6 @@ from vidagent.tools.base import Evidence
 
 PROMPTS = "vidagent.agent"
 EXAMPLE_KIND = "trace"
-MAX_FORMAT_ERRORS = 3
 STEP_CHARS = 300  # an observation's length in a stored example or a self-check
 
 
@@ -132,35 +131,21 @@ class PEILPlanner:
         messages = self._opening(task, toolbox, steps, inspector, examples, previous)
         temperature = None if number == 1 else self.retry_temperature
         seed = None if number == 1 else task.seed % (1 << 31) + number
-        evidence: list[Evidence] = []
-        seen: set[CallKey] = set()
-        final: FinalAnswerStep | None = None
-        format_errors = 0
-        for _ in range(self.max_steps):
-            outcome = steps.step(messages, parent, seen=seen, temperature=temperature, seed=seed)
+
+        def inspect(outcome: StepOutcome) -> int:
+            """Record the sources the step's module cut (already summarised in its observation)."""
             parent = outcome.step_id
-            if outcome.final_answer is not None:
-                final = trace[outcome.step_id]  # type: ignore[assignment]
-                break
-            messages += outcome.messages
             for entry in executor.added:
                 parent = trace.add(InspectionStep(parent_id=parent, label=entry.label,
                                                   source=entry.media.source.to_dict(), origin=entry.origin,
                                                   text=entry.summary)).id
             executor.added.clear()
-            if outcome.call is not None and outcome.tool:
-                seen.add(outcome.call)
-                evidence.extend(outcome.evidence)
-                format_errors = 0 if not outcome.is_error else format_errors + 1
-            else:
-                format_errors += 1
-            if format_errors >= MAX_FORMAT_ERRORS:
-                break
-        if final is None:
-            final = steps.force_final(messages, parent, task)
-        choice_index = steps.choose_option(messages, final.answer, task, final.id)
-        return Attempt(number, final, task.answer_text(final.answer, choice_index), choice_index,
-                       _steps_text(trace, final.id), tuple(evidence))
+            return parent
+
+        chain = steps.chain(task, messages, parent, max_steps=self.max_steps, temperature=temperature, seed=seed,
+                            after_step=inspect, errors_count=True)
+        return Attempt(number, chain.final, task.answer_text(chain.final.answer, chain.choice_index),
+                       chain.choice_index, _steps_text(trace, chain.final.id), chain.evidence)
 
     def _opening(self, task: Task, toolbox: Toolbox, steps: ReActSteps, inspector: Inspector,
                  examples: list[Example], previous: Attempt | None) -> list[Message]:

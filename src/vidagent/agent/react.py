@@ -13,14 +13,13 @@ from typing import ClassVar
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
 from vidagent.agent.planner import metered, register_planner, start
 from vidagent.agent.react_steps import CallKey, ReActSteps
-from vidagent.agent.steps import FinalAnswerStep, Trace
+from vidagent.agent.steps import Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel
 from vidagent.tools.base import Evidence
 
-MAX_FORMAT_ERRORS = 3  # unusable or repeated steps in a row before the answer is forced
 VIDEOAGENT_TOOLS = ("caption_retrieval", "segment_localization", "visual_question_answering",
                     "object_memory_querying")
 
@@ -56,27 +55,10 @@ class ReActPlanner:
             evidence.extend(overview.evidence)
             seen.add(overview.call)  # type: ignore[arg-type]
             parent = overview.step_id
-        final: FinalAnswerStep | None = None
-        format_errors = 0
-        for _ in range(self.max_steps):
-            outcome = steps.step(messages, parent, seen=seen)
-            parent = outcome.step_id
-            if outcome.final_answer is not None:
-                final = trace[outcome.step_id]  # type: ignore[assignment]
-                break
-            messages += outcome.messages
-            if outcome.call is not None and outcome.tool:
-                seen.add(outcome.call)
-                evidence.extend(outcome.evidence)
-                format_errors = 0
-            else:
-                format_errors += 1
-                if format_errors >= MAX_FORMAT_ERRORS:
-                    break
-        if final is None:
-            final = steps.force_final(messages, parent, task)
-        choice_index = steps.choose_option(messages, final.answer, task, final.id)
-        text = task.answer_text(final.answer, choice_index)
-        return Answer(task=task, text=text, planner=self.name, choice_index=choice_index,
-                      evidence=dedupe_evidence(evidence), candidates=[Candidate(text, choice_index, step_id=final.id)],
+        chain = steps.chain(task, messages, parent, max_steps=self.max_steps, seen=seen)
+        text = task.answer_text(chain.final.answer, chain.choice_index)
+        evidence.extend(chain.evidence)
+        return Answer(task=task, text=text, planner=self.name, choice_index=chain.choice_index,
+                      evidence=dedupe_evidence(evidence),
+                      candidates=[Candidate(text, chain.choice_index, step_id=chain.final.id)],
                       trace=trace, usage=model.usage)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Hashable, Sequence
+from typing import Callable, Hashable, Sequence
 
 from vidagent.agent.parsing import extract_choice, parse_react
 from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace, model_cost
@@ -25,6 +25,7 @@ from vidagent.tools.base import Evidence
 PROMPTS = "vidagent.agent"
 STOP = ("\nObservation:", "Observation:", "\nObservation")
 STEP_TOKENS = 200
+MAX_FORMAT_ERRORS = 3  # unusable or repeated steps in a row before a chain's answer is forced
 REPEATED_CALL = ("You already made this exact call; its result is above. Use another tool or other "
                  "arguments, or give your Final Answer.")
 TRIED_CALL = "This action was already tried from here; take a different one."
@@ -60,6 +61,15 @@ class StepOutcome:
         if not self.tool:
             return f"(an unusable reply: {' '.join(self.model_output.split())[:80]})"
         return f"Action: {self.tool}; Action Input: {self.raw_arguments}"
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A finished chain: its final answer step, the option it names, and the evidence of its tool calls."""
+
+    final: FinalAnswerStep
+    choice_index: int | None
+    evidence: tuple[Evidence, ...]
 
 
 class ReActSteps:
@@ -130,6 +140,38 @@ class ReActSteps:
             return self._format_error(parent_id, output, message, completion, started, call)
         return self._run_tool(parent_id, parsed.thought, parsed.action or "", parsed.action_input, output,
                               completion, started)
+
+    def chain(self, task: Task, messages: list[Message], parent_id: int, *, max_steps: int,
+              seen: set[CallKey] | None = None, temperature: float | None = None, seed: int | None = None,
+              after_step: Callable[[StepOutcome], int] | None = None, errors_count: bool = False) -> Chain:
+        """Steps until a final answer, ``max_steps`` model steps, or ``MAX_FORMAT_ERRORS`` unusable
+        steps in a row (``errors_count``: tool errors count too); then the answer is forced if
+        needed and mapped to an option. ``after_step`` may record more steps after each one and
+        returns the id the next step hangs from. ``messages`` grows with the conversation."""
+        seen = set() if seen is None else seen
+        evidence: list[Evidence] = []
+        final: FinalAnswerStep | None = None
+        parent, format_errors = parent_id, 0
+        for _ in range(max_steps):
+            outcome = self.step(messages, parent, seen=seen, temperature=temperature, seed=seed)
+            parent = outcome.step_id
+            if outcome.final_answer is not None:
+                final = self.trace[outcome.step_id]  # type: ignore[assignment]
+                break
+            messages += outcome.messages
+            if after_step is not None:
+                parent = after_step(outcome)
+            if outcome.call is not None and outcome.tool:
+                seen.add(outcome.call)
+                evidence.extend(outcome.evidence)
+                format_errors = format_errors + 1 if errors_count and outcome.is_error else 0
+            else:
+                format_errors += 1
+            if format_errors >= MAX_FORMAT_ERRORS:
+                break
+        if final is None:
+            final = self.force_final(messages, parent, task)
+        return Chain(final, self.choose_option(messages, final.answer, task, final.id), tuple(evidence))
 
     def chat(self, messages: Sequence[Message], *, max_tokens: int = STEP_TOKENS, temperature: float | None = None,
              seed: int | None = None) -> Completion:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from vidagent.errors import VideoError
-from vidagent.video.video import Video, file_content_hash
+from vidagent.video.video import Video, existing_file, file_content_hash
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 MAX_IMAGE_PIXELS = 100_000_000  # larger files are refused rather than decoded into gigabytes
@@ -24,11 +24,7 @@ class Image:
     def __init__(self, path: str | Path) -> None:
         from PIL import Image as PILImage, UnidentifiedImageError
 
-        self.path = Path(path).expanduser()
-        if not self.path.exists():
-            raise VideoError(f"{self.path}: no such file")
-        if not self.path.is_file():
-            raise VideoError(f"{self.path}: not a file")
+        self.path = existing_file(path)
         try:
             with PILImage.open(self.path) as opened:
                 if opened.width * opened.height == 0:

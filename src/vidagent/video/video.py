@@ -71,15 +71,21 @@ def file_content_hash(path: Path, chunk_bytes: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def existing_file(path: str | Path) -> Path:
+    """The path, user folder expanded; a ``VideoError`` when it names no file."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise VideoError(f"{path}: no such file")
+    if not path.is_file():
+        raise VideoError(f"{path}: not a file")
+    return path
+
+
 class Video:
     """A readable video file. Opening validates it; every failure is a ``VideoError``."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser()
-        if not self.path.exists():
-            raise VideoError(f"{self.path}: no such file")
-        if not self.path.is_file():
-            raise VideoError(f"{self.path}: not a file")
+        self.path = existing_file(path)
         self.info = self._probe()
 
     # -- metadata ---------------------------------------------------------------------------
