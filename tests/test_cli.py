@@ -196,7 +196,7 @@ def test_end_to_end_peil_over_two_videos(peil_home, models_dir):
                          "--choice", "the first video", "--choice", "the second video")
     assert answer["planner"] == "peil" and [s["kind"] for s in answer["task"]["sources"]] == ["video", "video"]
     summaries = answer["artifacts"]["sources"]
-    assert summaries[0].startswith("visual[0]: a 8.0 s video, given by the user") and "dog" in summaries[0]
+    assert summaries[0].startswith("visual[0]: an 8.0 s video, given by the user") and "dog" in summaries[0]
     assert summaries[1].startswith("visual[1]: a 10.0 s video, given by the user") and "dog" not in summaries[1]
     assert answer["choice_index"] == 0
     inspections = [step for step in answer["trace"] if step["type"] == "inspection"]

@@ -10,6 +10,7 @@ running a module, so a wrong call becomes a precise error observation, never a c
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -60,7 +61,8 @@ class Inspector:
     def _describe(self, media: Media, origin: str, known: MediaFacts) -> str:
         source = media.source
         if isinstance(media, VideoMedia):
-            what = f"a {known.duration_s:.1f} s {source.kind}"
+            duration = f"{known.duration_s:.1f}"
+            what = f"{_article_for_number(duration)} {duration} s {source.kind}"
             if source.kind == "clip" and source.window:
                 what += f" ({source.window[0]:.1f}-{source.window[1]:.1f} s of {self.label(source.parent or '')})"
             details = [f"audio: {'yes' if known.has_audio else 'none'}",
@@ -119,3 +121,8 @@ class Executor:
             lines.append(f"New source: {entry.summary}" if new else f"(this is {entry.label}, already listed)")
         return Observation("\n".join(lines), observation.evidence, observation.is_error, observation.artifacts,
                            observation.media)
+
+
+def _article_for_number(number: str) -> str:
+    """"an" before a number read with a leading vowel sound (8, 11, 18, 80-89, 800-899, ...), else "a"."""
+    return "an" if re.match(r"(8|11\.|18\.|11\d\d\d\.|18\d\d\d\.)", number) else "a"

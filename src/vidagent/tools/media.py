@@ -9,6 +9,7 @@ on-screen text, a short account of its content) for the planner's Inspector.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence, Union
 
@@ -116,8 +117,9 @@ def facts(media: Media, describer: FrameDescriber | None = None) -> MediaFacts:
         picked = _spread(segments, 3)
         seen: list[str] = []
         for segment in picked:
-            if segment.description and segment.description not in seen:
-                seen.append(segment.description)
+            description = _unlabelled(segment.description)
+            if description and description not in seen:
+                seen.append(description)
         return MediaFacts(media.source.kind, media.duration_s, None, media.memory.video.info.has_audio,
                           bool(media.speech()), any(s.on_screen_text for s in segments),
                           _words(" | ".join(seen), FACT_WORDS))
@@ -125,7 +127,7 @@ def facts(media: Media, describer: FrameDescriber | None = None) -> MediaFacts:
     content, has_text = "", False
     if describer is not None:
         description = describer.describe([media.pixels])[0]
-        content, has_text = _words(description.text, FACT_WORDS), bool(description.on_screen_text)
+        content, has_text = _words(_unlabelled(description.text), FACT_WORDS), bool(description.on_screen_text)
     return MediaFacts(media.source.kind, None, (width, height), False, False, has_text, content)
 
 
@@ -133,6 +135,12 @@ def _spread(items: list[SegmentRecord], count: int) -> list[SegmentRecord]:
     if len(items) <= count:
         return items
     return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
+
+
+def _unlabelled(description: str) -> str:
+    """A description without the describer's leading "[... description, not a caption]" label
+    (the planner is told once what descriptions are)."""
+    return re.sub(r"^\s*\[[^\]]*\]\s*", "", description)
 
 
 def _words(text: str, limit: int) -> str:
