@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from vidagent.agent.answer import Answer, Candidate
+from vidagent.agent.option_scoring import check_choose_by, score_options
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.planner import metered, register_planner, start
 from vidagent.agent.steps import FinalAnswerStep, Trace
@@ -30,14 +31,20 @@ PROMPT_RESERVE_TOKENS = 600
 @dataclass
 class CaptionOnlyPlanner:
     """Options: ``context_tokens`` (default: the chat model's, from the toolbox; the descriptions
-    are thinned evenly to fit it), ``answer_tokens``."""
+    are thinned evenly to fit it), ``answer_tokens``, ``choose_by`` (``text``: the option the
+    generated answer names; ``likelihood``: the option whose number the model finds likeliest,
+    one generated token)."""
 
     context_tokens: int | None = None
     answer_tokens: int = 60
+    choose_by: str = "text"
     name: ClassVar[str] = "caption_only"
     tools: ClassVar[tuple[str, ...] | None] = ()
     reads_memory: ClassVar[bool] = True
     uses_llm: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_choose_by(self.choose_by)
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
         if llm is None:
@@ -50,15 +57,24 @@ class CaptionOnlyPlanner:
         context = self.context_tokens or toolbox.context_tokens
         budget = int((context - PROMPT_RESERVE_TOKENS - self.answer_tokens) * CHARS_PER_TOKEN)
         kept = fit_evenly(lines, budget)
-        answer_format = load_prompt(PROMPTS, f"answer_format_{task.answer_type}").strip()
+        note = "" if len(kept) == len(lines) else f"{len(kept)} of {len(lines)} segment descriptions fit the context"
         system = render(load_prompt(PROMPTS, "caption_only_system"), memory_note=toolbox.memory_note).strip()
-        prompt = render(load_prompt(PROMPTS, "caption_only"), captions="\n".join(kept), question=task.question,
-                        options=task.options_text(), answer_format=answer_format).strip()
+        body = render(load_prompt(PROMPTS, "caption_only"), captions="\n".join(kept), question=task.question,
+                      options=task.options_text()).strip()
+        if self.choose_by == "likelihood" and task.choices:
+            scores = score_options(model, [Message("system", system), Message("user", body)], task, trace, root.id)
+            if scores is not None:
+                text = task.choices[scores.index]
+                candidate = Candidate(text, scores.index, likelihood=round(scores.probabilities[scores.index], 4),
+                                      step_id=len(trace) - 1)
+                return Answer(task=task, text=text, planner=self.name, choice_index=scores.index,
+                              candidates=[candidate], trace=trace, usage=model.usage)
+        answer_format = load_prompt(PROMPTS, f"answer_format_{task.answer_type}").strip()
+        prompt = body + "\n" + render(load_prompt(PROMPTS, "answer_line"), answer_format=answer_format).strip()
         completion = model.chat([Message("system", system), Message("user", prompt)],
                                   max_tokens=self.answer_tokens, temperature=0.0)
         text = answer_line(completion.text)
         choice_index = extract_choice(text, task.choices) if task.choices else None
-        note = "" if len(kept) == len(lines) else f"{len(kept)} of {len(lines)} segment descriptions fit the context"
         step = trace.add(FinalAnswerStep(parent_id=root.id, thought=note, answer=text, model_output=completion.text,
                                          prompt_tokens=completion.prompt_tokens,
                                          completion_tokens=completion.completion_tokens,

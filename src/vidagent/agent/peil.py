@@ -23,6 +23,7 @@ from typing import ClassVar
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
 from vidagent.agent.inspector import Executor, Inspector
 from vidagent.agent.learner import Learner, Verdict
+from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.planner import metered, register_planner, start
 from vidagent.agent.react_steps import ReActSteps, StepOutcome, answer_format
 from vidagent.agent.steps import FinalAnswerStep, InspectionStep, MemoryStep, Trace
@@ -58,7 +59,8 @@ class PEILPlanner:
     """Options: ``max_steps`` (module calls per attempt), ``attempts`` (tries, the Learner's N),
     ``self_check`` (judge attempts with the model when no known answer is given), ``examples``
     (kept traces shown as examples), ``min_similarity`` (how like the question a kept one must be),
-    ``retry_temperature``, ``modules`` (the AssistGPT modules offered; all by default)."""
+    ``retry_temperature``, ``modules`` (the AssistGPT modules offered; all by default), ``choose_by``
+    (``text`` or ``likelihood``, as for react)."""
 
     max_steps: int = 8
     attempts: int = 3
@@ -67,11 +69,15 @@ class PEILPlanner:
     min_similarity: float = 0.8
     retry_temperature: float = 0.7
     modules: tuple[str, ...] | None = None
+    choose_by: str = "text"
     name: ClassVar[str] = "peil"
     tools: ClassVar[tuple[str, ...] | None] = ()
     reads_memory: ClassVar[bool] = True
     uses_llm: ClassVar[bool] = True
     multi_source: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_choose_by(self.choose_by)
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
         if llm is None:
@@ -143,7 +149,7 @@ class PEILPlanner:
             return parent
 
         chain = steps.chain(task, messages, parent, max_steps=self.max_steps, temperature=temperature, seed=seed,
-                            after_step=inspect, errors_count=True)
+                            after_step=inspect, errors_count=True, choose_by=self.choose_by)
         return Attempt(number, chain.final, task.answer_text(chain.final.answer, chain.choice_index),
                        chain.choice_index, _steps_text(trace, chain.final.id), chain.evidence)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
+from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.planner import metered, register_planner, start
 from vidagent.agent.react_steps import CallKey, ReActSteps
 from vidagent.agent.steps import Trace
@@ -28,14 +29,19 @@ VIDEOAGENT_TOOLS = ("caption_retrieval", "segment_localization", "visual_questio
 @dataclass
 class ReActPlanner:
     """Options: ``max_steps`` (model steps before the answer is forced), ``overview_segments``
-    (segments read before the model speaks; 0 for none)."""
+    (segments read before the model speaks; 0 for none), ``choose_by`` (``text``: the option the
+    final answer names; ``likelihood``: the option the model gives the highest probability)."""
 
     max_steps: int = 8
     overview_segments: int = 15
+    choose_by: str = "text"
     name: ClassVar[str] = "react"
     tools: tuple[str, ...] | None = VIDEOAGENT_TOOLS
     reads_memory: ClassVar[bool] = True
     uses_llm: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_choose_by(self.choose_by)
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
         if not toolbox.tools:
@@ -55,10 +61,11 @@ class ReActPlanner:
             evidence.extend(overview.evidence)
             seen.add(overview.call)  # type: ignore[arg-type]
             parent = overview.step_id
-        chain = steps.chain(task, messages, parent, max_steps=self.max_steps, seen=seen)
+        chain = steps.chain(task, messages, parent, max_steps=self.max_steps, seen=seen, choose_by=self.choose_by)
         text = task.answer_text(chain.final.answer, chain.choice_index)
         evidence.extend(chain.evidence)
         return Answer(task=task, text=text, planner=self.name, choice_index=chain.choice_index,
                       evidence=dedupe_evidence(evidence),
-                      candidates=[Candidate(text, chain.choice_index, step_id=chain.final.id)],
+                      candidates=[Candidate(text, chain.choice_index, step_id=chain.final.id,
+                                            likelihood=chain.likelihood)],
                       trace=trace, usage=model.usage)

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
+from vidagent.agent.option_scoring import score_options
 from vidagent.agent.parsing import extract_choice, parse_react
 from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace, model_cost
 from vidagent.agent.task import Task
@@ -70,6 +71,14 @@ class Chain:
     final: FinalAnswerStep
     choice_index: int | None
     evidence: tuple[Evidence, ...]
+    option_probabilities: tuple[float, ...] | None = None
+
+    @property
+    def likelihood(self) -> float | None:
+        """The chosen option's probability, when it was chosen by likelihood."""
+        if self.option_probabilities is None or self.choice_index is None:
+            return None
+        return round(self.option_probabilities[self.choice_index], 4)
 
 
 class ReActSteps:
@@ -143,11 +152,14 @@ class ReActSteps:
 
     def chain(self, task: Task, messages: list[Message], parent_id: int, *, max_steps: int,
               seen: set[CallKey] | None = None, temperature: float | None = None, seed: int | None = None,
-              after_step: Callable[[StepOutcome], int] | None = None, errors_count: bool = False) -> Chain:
+              after_step: Callable[[StepOutcome], int] | None = None, errors_count: bool = False,
+              choose_by: str = "text") -> Chain:
         """Steps until a final answer, ``max_steps`` model steps, or ``MAX_FORMAT_ERRORS`` unusable
         steps in a row (``errors_count``: tool errors count too); then the answer is forced if
         needed and mapped to an option. ``after_step`` may record more steps after each one and
-        returns the id the next step hangs from. ``messages`` grows with the conversation."""
+        returns the id the next step hangs from. ``messages`` grows with the conversation.
+        ``choose_by="likelihood"`` picks the option by the model's probabilities after the whole
+        chain (falling back to reading the answer when the backend gives none)."""
         seen = set() if seen is None else seen
         evidence: list[Evidence] = []
         final: FinalAnswerStep | None = None
@@ -171,6 +183,11 @@ class ReActSteps:
                 break
         if final is None:
             final = self.force_final(messages, parent, task)
+        if choose_by == "likelihood" and task.choices:
+            ended = [*messages, Message("assistant", final.model_output or f"Final Answer: {final.answer}")]
+            scores = score_options(self.llm, ended, task, self.trace, final.id)
+            if scores is not None:
+                return Chain(final, scores.index, tuple(evidence), scores.probabilities)
         return Chain(final, self.choose_option(messages, final.answer, task, final.id), tuple(evidence))
 
     def chat(self, messages: Sequence[Message], *, max_tokens: int = STEP_TOKENS, temperature: float | None = None,

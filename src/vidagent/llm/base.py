@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -22,24 +22,31 @@ class Sampling:
     """How a reply is drawn: part of every request and of its cache key.
 
     ``temperature`` 0 is greedy decoding; ``seed`` makes sampling at a higher temperature
-    repeatable (two seeds, two draws); ``n`` asks for that many completions of one prompt.
+    repeatable (two seeds, two draws); ``n`` asks for that many completions of one prompt;
+    ``top_logprobs`` asks for the log-probabilities of that many likeliest first tokens (how a
+    planner scores options by likelihood; 0: none).
     """
 
     temperature: float = 0.0
     seed: int | None = None
     n: int = 1
+    top_logprobs: int = 0
 
     def __post_init__(self) -> None:
         if self.n < 1:
             raise ValueError(f"n must be at least 1, got {self.n}")
         if self.temperature < 0:
             raise ValueError(f"temperature must not be negative, got {self.temperature}")
+        if not 0 <= self.top_logprobs <= 20:
+            raise ValueError(f"top_logprobs must be between 0 and 20, got {self.top_logprobs}")
 
 
 @dataclass(frozen=True)
 class Completion:
     """What one chat call returned, with its cost. ``text`` is the first completion; a request
-    for ``n`` completions keeps the others in ``others`` (``texts`` has them all)."""
+    for ``n`` completions keeps the others in ``others`` (``texts`` has them all). A request for
+    ``top_logprobs`` gets ``first_token_logprobs``: (token, log-probability) of the likeliest
+    first tokens of ``text``, most likely first."""
 
     text: str
     prompt_tokens: int
@@ -47,6 +54,7 @@ class Completion:
     seconds: float
     cached: bool = False
     others: tuple[str, ...] = ()
+    first_token_logprobs: tuple[tuple[str, float], ...] = ()
 
     @property
     def texts(self) -> tuple[str, ...]:
@@ -113,4 +121,16 @@ class ChatModel(Protocol):
         temperature: float | None = None,
         seed: int | None = None,
         n: int = 1,
+        top_logprobs: int = 0,
     ) -> Completion: ...
+
+
+def first_token_logprobs(choice: Any) -> tuple[tuple[str, float], ...]:
+    """(token, log-probability) of the likeliest first tokens in an OpenAI-style choice's
+    ``logprobs`` (empty when the reply has none)."""
+    try:
+        first = ((choice.get("logprobs") or {}).get("content") or [])[0]
+        pairs = [(str(item["token"]), float(item["logprob"])) for item in first.get("top_logprobs") or []]
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError):
+        return ()
+    return tuple(sorted(pairs, key=lambda pair: -pair[1]))

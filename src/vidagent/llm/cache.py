@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS responses (
     prompt_tokens INTEGER NOT NULL,
     completion_tokens INTEGER NOT NULL,
     created REAL NOT NULL,
-    others TEXT NOT NULL DEFAULT '[]'
+    others TEXT NOT NULL DEFAULT '[]',
+    logprobs TEXT NOT NULL DEFAULT '[]'
 )
 """
 
@@ -55,6 +56,8 @@ def cache_key(backend: str, messages: Sequence[Message], *, stop: Sequence[str],
         "seed": sampling.seed,
         "n": int(sampling.n),
     }
+    if sampling.top_logprobs:  # absent otherwise, so keys written before it existed still match
+        request["top_logprobs"] = int(sampling.top_logprobs)
     canonical = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -66,6 +69,7 @@ class CachedResponse:
     texts: tuple[str, ...]
     prompt_tokens: int
     completion_tokens: int
+    first_token_logprobs: tuple[tuple[str, float], ...] = ()
 
 
 class ResponseCache:
@@ -84,6 +88,8 @@ class ResponseCache:
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
             if "others" not in columns:  # a cache written before completions could hold several texts
                 self._db.execute("ALTER TABLE responses ADD COLUMN others TEXT NOT NULL DEFAULT '[]'")
+            if "logprobs" not in columns:  # ... or before they could hold first-token log-probabilities
+                self._db.execute("ALTER TABLE responses ADD COLUMN logprobs TEXT NOT NULL DEFAULT '[]'")
         except (OSError, sqlite3.Error) as exc:
             raise LLMError(f"cannot open the LLM response cache at {self.path}: {exc}") from exc
 
@@ -92,7 +98,8 @@ class ResponseCache:
         try:
             with self._lock:
                 row = self._db.execute(
-                    "SELECT text, others, prompt_tokens, completion_tokens FROM responses WHERE key = ?", (key,)
+                    "SELECT text, others, prompt_tokens, completion_tokens, logprobs FROM responses WHERE key = ?",
+                    (key,)
                 ).fetchone()
         except sqlite3.Error:
             return None
@@ -100,19 +107,21 @@ class ResponseCache:
             return None
         try:
             others = tuple(str(t) for t in json.loads(row[1]))
+            logprobs = tuple((str(token), float(value)) for token, value in json.loads(row[4]))
         except (ValueError, TypeError):
             return None
-        return CachedResponse((row[0],) + others, row[2], row[3])
+        return CachedResponse((row[0],) + others, row[2], row[3], logprobs)
 
     def put(self, key: str, completion: Completion) -> None:
         """Store ``completion`` under ``key`` (a failed write is ignored: caching is best effort)."""
         try:
             with self._lock:
                 self._db.execute(
-                    "INSERT OR REPLACE INTO responses (key, text, prompt_tokens, completion_tokens, created, others)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO responses (key, text, prompt_tokens, completion_tokens, created, others,"
+                    " logprobs) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (key, completion.text, completion.prompt_tokens, completion.completion_tokens,
-                     time.time(), json.dumps(list(completion.others), ensure_ascii=False)),
+                     time.time(), json.dumps(list(completion.others), ensure_ascii=False),
+                     json.dumps([list(pair) for pair in completion.first_token_logprobs], ensure_ascii=False)),
                 )
         except sqlite3.Error:
             pass

@@ -36,7 +36,8 @@ class LLM:
         return self.backend.supports_images
 
     def chat(self, messages: Sequence[Message], *, stop: Sequence[str] = (), max_tokens: int = 512,
-             temperature: float | None = None, seed: int | None = None, n: int = 1) -> Completion:
+             temperature: float | None = None, seed: int | None = None, n: int = 1,
+             top_logprobs: int = 0) -> Completion:
         """Answer ``messages``, from the cache when this exact request was answered before.
 
         The sampling settings (temperature, seed, n) are part of the cache key: a new seed draws
@@ -45,7 +46,8 @@ class LLM:
         if not messages:
             raise LLMError("no messages to send to the model")
         try:
-            sampling = Sampling(self.default_temperature if temperature is None else float(temperature), seed, int(n))
+            sampling = Sampling(self.default_temperature if temperature is None else float(temperature), seed, int(n),
+                                int(top_logprobs))
         except ValueError as error:
             raise LLMError(f"bad sampling settings: {error}") from error
         if not self.supports_images:
@@ -58,7 +60,8 @@ class LLM:
             hit = self.cache.get(key)
             if hit is not None:
                 return Completion(hit.texts[0], hit.prompt_tokens, hit.completion_tokens,
-                                  time.perf_counter() - started, cached=True, others=hit.texts[1:])
+                                  time.perf_counter() - started, cached=True, others=hit.texts[1:],
+                                  first_token_logprobs=hit.first_token_logprobs)
         completion = self.backend.complete(messages, stop=stop, max_tokens=max_tokens, sampling=sampling)
         if self.cache is not None and key is not None:
             self.cache.put(key, completion)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from vidagent.errors import LLMError, ModelUnavailableError
-from vidagent.llm.base import Completion, Message, Sampling
+from vidagent.llm.base import Completion, Message, Sampling, first_token_logprobs
 
 _GGUF_MAGIC = b"GGUF"
 
@@ -78,6 +78,9 @@ class LocalGGUFBackend:
             request["top_k"] = 1
         if stop:
             request["stop"] = list(stop)
+        if sampling.top_logprobs:
+            request["logprobs"] = True
+            request["top_logprobs"] = int(sampling.top_logprobs)
         draws: list[Completion] = []
         with self._lock:
             server = self._ensure_loaded()
@@ -93,7 +96,8 @@ class LocalGGUFBackend:
                 self.last_timings = dict(reply.get("timings") or {})
         first = draws[0]
         return Completion(first.text, first.prompt_tokens, sum(d.completion_tokens for d in draws),
-                          sum(d.seconds for d in draws), others=tuple(d.text for d in draws[1:]))
+                          sum(d.seconds for d in draws), others=tuple(d.text for d in draws[1:]),
+                          first_token_logprobs=first.first_token_logprobs)
 
     def _ensure_loaded(self) -> Any:
         if self._server is not None:
@@ -160,6 +164,8 @@ def _completion(reply: Any, seconds: float, model: str) -> Completion:
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             seconds=seconds,
+            first_token_logprobs=first_token_logprobs(reply["choices"][0]),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise LLMError(f"local model {model} returned an unexpected response: {exc!r}") from exc
+

@@ -25,8 +25,9 @@ class MeteredChat:
         temperature: float | None = None,
         seed: int | None = None,
         n: int = 1,
+        top_logprobs: int = 0,
     ) -> Completion:
         completion = self.model.chat(messages, stop=stop, max_tokens=max_tokens, temperature=temperature,
-                                     seed=seed, n=n)
+                                     seed=seed, n=n, top_logprobs=top_logprobs)
         self.usage.add(completion)
         return completion

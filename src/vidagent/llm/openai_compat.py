@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 
 from vidagent.errors import LLMError
-from vidagent.llm.base import Completion, Message, Sampling
+from vidagent.llm.base import Completion, Message, Sampling, first_token_logprobs
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -96,6 +96,9 @@ class OpenAICompatibleBackend:
             body["n"] = int(sampling.n)
         if stop:
             body["stop"] = list(stop)
+        if sampling.top_logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = int(sampling.top_logprobs)
         started = time.perf_counter()
         data = self._post(body)
         seconds = time.perf_counter() - started
@@ -108,7 +111,9 @@ class OpenAICompatibleBackend:
             prompt_tokens = sum(estimate_tokens(m.content) + 4 for m in messages)
         if completion_tokens is None:
             completion_tokens = sum(estimate_tokens(t) for t in texts)
-        return Completion(text, prompt_tokens, completion_tokens, seconds, others=tuple(texts[1:]))
+        choices = data.get("choices") or [{}]
+        return Completion(text, prompt_tokens, completion_tokens, seconds, others=tuple(texts[1:]),
+                          first_token_logprobs=first_token_logprobs(choices[0]) if sampling.top_logprobs else ())
 
     def _http(self) -> httpx.Client:
         with self._lock:
