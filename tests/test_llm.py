@@ -154,6 +154,22 @@ def test_sampling_seeds_draw_distinct_completions_and_each_is_cached(smol: Local
         llm.chat(ask, n=0)
 
 
+def test_first_token_logprobs_come_back_and_are_cached(smol: LocalGGUFBackend, tmp_path: Path) -> None:
+    llm = LLM(smol, ResponseCache(tmp_path / "cache.sqlite"))
+    ask = [Message("user", "Which is larger, 2 or 7? Reply with the number only.")]
+    first = llm.chat(ask, max_tokens=1, top_logprobs=5)
+    tokens = [token for token, _ in first.first_token_logprobs]
+    values = [value for _, value in first.first_token_logprobs]
+    assert len(tokens) == 5 and values == sorted(values, reverse=True) and all(v <= 0 for v in values)
+    assert first.text.strip() == tokens[0].strip()  # greedy: the reply's token is the likeliest one
+    again = llm.chat(ask, max_tokens=1, top_logprobs=5)
+    assert again.cached and again.first_token_logprobs == first.first_token_logprobs
+    plain = llm.chat(ask, max_tokens=1)
+    assert not plain.cached and plain.first_token_logprobs == ()  # another request: its own cache entry
+    with pytest.raises(LLMError, match="top_logprobs"):
+        llm.chat(ask, top_logprobs=50)
+
+
 def test_cache_written_before_several_completions_is_upgraded(tmp_path: Path) -> None:
     import sqlite3
 
@@ -234,9 +250,14 @@ class _Handler(BaseHTTPRequestHandler):
         messages = [Message(m["role"], m["content"] if isinstance(m["content"], str) else
                             " ".join(p.get("text", "") for p in m["content"])) for m in body["messages"]]
         c = self.backend.complete(messages, stop=body.get("stop", ()), max_tokens=body["max_tokens"],
-                                  sampling=Sampling(body["temperature"], body.get("seed"), body.get("n", 1)))
+                                  sampling=Sampling(body["temperature"], body.get("seed"), body.get("n", 1),
+                                                    body.get("top_logprobs", 0) if body.get("logprobs") else 0))
         reply: dict[str, Any] = {"choices": [{"index": i, "message": {"role": "assistant", "content": text}}
                                              for i, text in enumerate(c.texts)]}
+        if c.first_token_logprobs:
+            token, logprob = c.first_token_logprobs[0]
+            reply["choices"][0]["logprobs"] = {"content": [{"token": token, "logprob": logprob, "top_logprobs": [
+                {"token": t, "logprob": p} for t, p in c.first_token_logprobs]}]}
         if mode != "nousage":
             reply["usage"] = {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
         self._send(200, json.dumps(reply).encode(), "application/json")
@@ -347,4 +368,9 @@ def test_openai_backend_sends_seed_and_n_and_returns_every_choice(server: tuple[
     assert len(c.texts) == 2
     plain = backend.complete([Message("user", "Name a colour.")], max_tokens=6)
     assert "seed" not in handler.requests[-1]["body"] and "n" not in handler.requests[-1]["body"]
-    assert plain.others == ()
+    assert "logprobs" not in handler.requests[-1]["body"]
+    assert plain.others == () and plain.first_token_logprobs == ()
+    scored = backend.complete([Message("user", "Name a colour.")], max_tokens=1, sampling=Sampling(top_logprobs=3))
+    sent = handler.requests[-1]["body"]
+    assert (sent["logprobs"], sent["top_logprobs"]) == (True, 3)
+    assert len(scored.first_token_logprobs) == 3 and scored.first_token_logprobs[0][0].strip() == scored.text.strip()
