@@ -6,6 +6,8 @@ vidagent index VIDEO [--stage NAME ...]
 vidagent sql VIDEO QUERY [--json]
 vidagent models install [NAME ...] | vidagent models list
 vidagent eval DATASET_FILE [--videos DIR] [--planner NAME] ... | vidagent eval --compare RUN_DIR ...
+vidagent serve [--host 127.0.0.1] [--port 8000] [--videos DIR ...] [--token TOKEN]
+vidagent mcp [--transport stdio|http] [--videos DIR ...]
 
 Errors print one line on stderr and exit non-zero; ``--debug`` shows the traceback.
 """
@@ -201,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     models.set_defaults(run=_cmd_models)
 
     add_eval_parser(sub)
+    from vidagent.server.cli import add_serve_parsers
+
+    add_serve_parsers(sub, add_llm_options, _settings)
     return parser
 
 

@@ -1,0 +1,120 @@
+"""Questions as runs in the model lane, each step published as soon as the planner makes it.
+
+A run whose client has gone is cancelled: it is dropped if it has not started, and stopped at its
+next step if it has, so a closed browser tab never holds the lane for a whole search.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from vidagent.agent.answer import Answer
+from vidagent.agent.planner import Planner, build_planner, planner_names
+from vidagent.agent.steps import Step
+from vidagent.errors import VidagentError
+from vidagent.server.errors import AskCancelledError, RequestError, error_body
+from vidagent.server.events import EventLog
+from vidagent.server.lane import ModelLane
+from vidagent.video.video import Video
+
+log = logging.getLogger(__name__)
+MAX_QUESTION_CHARS = 4000
+MAX_CHOICES = 26
+MAX_SOURCES = 8
+
+AskFunction = Callable[..., Answer]  # Session.ask
+
+
+@dataclass(frozen=True)
+class AskSpec:
+    """A question as a client gives it: the videos (ids), the question, options, planner and its settings.
+    ``planner`` None picks ``react`` for one video and ``peil`` for several."""
+
+    videos: tuple[str, ...]
+    question: str
+    choices: tuple[str, ...] | None = None
+    planner: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def planner_name(self) -> str:
+        return self.planner or ("react" if len(self.videos) == 1 else "peil")
+
+    def check(self) -> Planner:
+        """Refuse a malformed question before it queues; the planner, built with its options."""
+        if not self.videos:
+            raise RequestError("name at least one video (its video_id)")
+        if len(self.videos) > MAX_SOURCES:
+            raise RequestError(f"at most {MAX_SOURCES} videos per question")
+        if len(set(self.videos)) != len(self.videos):
+            raise RequestError("each video may be named once")
+        if not self.question.strip():
+            raise RequestError("the question is empty")
+        if len(self.question) > MAX_QUESTION_CHARS:
+            raise RequestError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
+        if self.choices is not None:
+            if not 2 <= len(self.choices) <= MAX_CHOICES:
+                raise RequestError(f"give between 2 and {MAX_CHOICES} choices, or none")
+            if any(not choice.strip() for choice in self.choices):
+                raise RequestError("a choice is empty")
+        if self.planner_name not in planner_names():  # never ``module:Class`` from a client: that imports code
+            raise RequestError(f"unknown planner {self.planner_name!r}: use one of {', '.join(planner_names())}")
+        return build_planner(self.planner_name, dict(self.options))
+
+
+@dataclass
+class AskRun:
+    id: str
+    spec: AskSpec
+    events: EventLog = field(default_factory=EventLog)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    future: Future[Answer] | None = None
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        if self.future is not None:
+            self.future.cancel()
+
+
+class AskRunner:
+    def __init__(self, lane: ModelLane, ask: AskFunction) -> None:
+        self._lane = lane
+        self._ask = ask
+        self._ids = itertools.count(1)
+
+    def start(self, spec: AskSpec, videos: Sequence[Video]) -> AskRun:
+        """Queue the question (checked first: a bad one raises here, before anything streams)."""
+        planner = spec.check()
+        run = AskRun(f"ask-{next(self._ids)}", spec)
+        run.events.publish("queued", {"ask_id": run.id, "planner": planner.name, "ahead": self._lane.pending})
+        run.future = self._lane.submit(lambda: self._run(run, planner, videos))
+        return run
+
+    def _run(self, run: AskRun, planner: Planner, videos: Sequence[Video]) -> Answer:
+        def on_step(step: Step) -> None:
+            if run.cancelled.is_set():
+                raise AskCancelledError(f"{run.id}: the client went away")
+            run.events.publish("step", {**step.to_dict(), "summary": step.summary()})
+
+        try:
+            if run.cancelled.is_set():
+                raise AskCancelledError(f"{run.id}: the client went away before it started")
+            run.events.publish("started", {"ask_id": run.id})
+            spec = run.spec
+            answer = self._ask(list(videos), spec.question, list(spec.choices) if spec.choices else None,
+                               planner=planner, on_step=on_step)
+        except AskCancelledError:
+            log.info("%s cancelled: its client disconnected", run.id)
+            run.events.publish("error", {"error": "Cancelled", "message": "the client went away", "status": 499})
+            raise
+        except Exception as error:
+            log.warning("%s failed: %s", run.id, error, exc_info=not isinstance(error, VidagentError))
+            run.events.publish("error", error_body(error))
+            raise
+        run.events.publish("answer", answer.to_dict())
+        return answer

@@ -1,0 +1,115 @@
+"""What the library holds, as the server shows it: the videos a client may see, and each one's memory.
+
+Only videos whose file lies in a folder the server reads (or in its upload folder) are visible; a
+library shared with the CLI may hold others, and their paths stay private.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from vidagent.memory.store import Library
+from vidagent.server.errors import NotFoundError
+
+_LIST_SQL = """
+SELECT v.video_id, v.path, v.duration_s, v.fps, v.width, v.height, v.has_audio, v.added_at,
+       (SELECT group_concat(stage, ',') FROM stages s WHERE s.video_id = v.video_id)
+FROM videos v ORDER BY v.added_at DESC, v.path
+"""
+STAGE_ORDER = ("frames", "speech", "segments", "objects")
+
+
+@dataclass(frozen=True)
+class VideoEntry:
+    """A visible video and the memory stages built for it."""
+
+    video_id: str
+    path: str
+    duration_s: float
+    fps: float
+    width: int
+    height: int
+    has_audio: bool
+    added_at: str
+    stages: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"video_id": self.video_id, "name": self.name, "path": self.path,
+                "duration_s": round(self.duration_s, 3), "fps": round(self.fps, 3), "width": self.width,
+                "height": self.height, "has_audio": self.has_audio, "added_at": self.added_at,
+                "stages": list(self.stages)}
+
+
+class Catalog:
+    """Reads the library for listings; its own connection, so listing never waits on a build."""
+
+    def __init__(self, library: Library, visible: Callable[[Path], bool]) -> None:
+        self.library = library
+        self._visible = visible
+        self._seen: dict[str, bool] = {}
+        self._lock = threading.Lock()
+
+    def _is_visible(self, path: str) -> bool:
+        with self._lock:
+            known = self._seen.get(path)
+        if known is None:
+            known = self._visible(Path(path))
+            with self._lock:
+                self._seen[path] = known
+        return known
+
+    def videos(self) -> list[VideoEntry]:
+        entries = []
+        for row in self.library.rows(_LIST_SQL):
+            if self._is_visible(row[1]):
+                stages = tuple(s for s in STAGE_ORDER if s in (row[8] or "").split(","))
+                entries.append(VideoEntry(row[0], row[1], row[2], row[3], row[4], row[5], bool(row[6]), row[7], stages))
+        return entries
+
+    def video(self, video_id: str) -> VideoEntry:
+        """The visible video with this id; ``NotFoundError`` otherwise."""
+        row = self.library.video_row(video_id) if _looks_like_id(video_id) else None
+        if row is None or not self._is_visible(row["path"]):
+            raise NotFoundError(f"no video with id {video_id!r}: list them with GET /api/videos")
+        names = set(self.library.stage_names(video_id))
+        return VideoEntry(video_id, row["path"], row["duration_s"], row["fps"], row["width"], row["height"],
+                          bool(row["has_audio"]), row["added_at"], tuple(s for s in STAGE_ORDER if s in names))
+
+    def forget_path(self, path: str) -> None:
+        with self._lock:
+            self._seen.pop(path, None)
+
+    def memory(self, video_id: str) -> dict[str, Any]:
+        """The video's memory for a timeline: segments, speech, on-screen text and objects (with the
+        segments each object appears in)."""
+        entry = self.video(video_id)
+        library = self.library
+        appearances: dict[int, list[list[float]]] = {}
+        for object_id, first_s, last_s in library.rows(
+                "SELECT object_id, first_s, last_s FROM object_segments WHERE video_id=? ORDER BY object_id, first_s",
+                (video_id,)):
+            appearances.setdefault(object_id, []).append([round(first_s, 2), round(last_s, 2)])
+        return {
+            "video": entry.to_dict(),
+            "segments": [{"segment_id": s.segment_id, "start_s": s.start_s, "end_s": s.end_s,
+                          "description": s.description, "speech": s.speech, "on_screen_text": s.on_screen_text}
+                         for s in library.segments(video_id)],
+            "speech": [{"start_s": start, "end_s": end, "text": text} for start, end, text in library.speech(video_id)],
+            "text": [{"time_s": time_s, "segment_id": segment, "text": text}
+                     for time_s, segment, text in library.text_in_frames(video_id)],
+            "objects": [{"object_id": o.object_id, "category": o.category, "first_s": o.first_s, "last_s": o.last_s,
+                         "frame_count": o.frame_count, "description": o.description,
+                         "appearances": appearances.get(o.object_id, [[o.first_s, o.last_s]])}
+                        for o in library.objects(video_id)],
+        }
+
+
+def _looks_like_id(video_id: str) -> bool:
+    return 8 <= len(video_id) <= 128 and all(c in "0123456789abcdef" for c in video_id)

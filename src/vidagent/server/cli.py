@@ -1,0 +1,84 @@
+"""The ``vidagent serve`` and ``vidagent mcp`` commands (added to the main parser by ``vidagent.cli``)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import os
+from pathlib import Path
+from typing import Callable
+
+from vidagent.config import Settings
+from vidagent.server.config import DEFAULT_MAX_UPLOAD_BYTES, TOKEN_ENV, ServeConfig
+from vidagent.server.errors import ServeSetupError
+
+SettingsOf = Callable[[argparse.Namespace], Settings]
+
+
+def add_serve_parsers(sub: argparse._SubParsersAction, add_llm_options: Callable[[argparse.ArgumentParser], None],
+                      settings_of: SettingsOf) -> None:
+    serve = sub.add_parser("serve", help="the HTTP API, the web page and the MCP endpoint",
+                           description="Serve the API under /api (OpenAPI docs at /docs), the web page at / and the "
+                                       "MCP tools at /mcp. Beyond loopback a token is required.")
+    _add_common(serve, default_port=8000)
+    serve.add_argument("--max-upload-mb", type=float, default=DEFAULT_MAX_UPLOAD_BYTES / 2**20,
+                       help="largest upload accepted (default %(default)g MiB)")
+    add_llm_options(serve)
+    serve.set_defaults(run=lambda args: _serve(args, settings_of))
+
+    mcp = sub.add_parser("mcp", help="the MCP server (stdio for desktop agents, or streamable HTTP)",
+                         description="Tools list_videos, index_video, ask_video, query_video_memory over MCP.")
+    mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                     help="stdio (default: the agent starts this command) or streamable HTTP at /mcp")
+    _add_common(mcp, default_port=8001)
+    add_llm_options(mcp)
+    mcp.set_defaults(run=lambda args: _mcp(args, settings_of))
+
+
+def _add_common(parser: argparse.ArgumentParser, default_port: int) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=default_port, help="port (default %(default)s)")
+    parser.add_argument("--videos", action="append", metavar="DIR", default=[],
+                        help="a folder whose videos may be named by path (repeatable)")
+    parser.add_argument("--token", help=f"bearer token clients must send (default: ${TOKEN_ENV}); "
+                                        "required to listen beyond loopback")
+
+
+def _config(args: argparse.Namespace, settings_of: SettingsOf, **extra: object) -> ServeConfig:
+    folders = tuple(Path(folder).expanduser() for folder in args.videos)
+    for folder in folders:
+        if not folder.is_dir():
+            raise ServeSetupError(f"--videos {folder}: not a folder")
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    return ServeConfig(settings=settings_of(args), video_dirs=folders, token=token, host=args.host, port=args.port,
+                       **extra)  # type: ignore[arg-type]
+
+
+def _require_extra() -> None:
+    missing = [name for name in ("fastapi", "uvicorn", "mcp") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ServeSetupError(f"{', '.join(missing)} not installed: pip install 'vidagent[serve]'")
+
+
+def _serve(args: argparse.Namespace, settings_of: SettingsOf) -> int:
+    _require_extra()
+    from vidagent.server.run import serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = _config(args, settings_of, max_upload_bytes=int(args.max_upload_mb * 2**20))
+    config.check_binding()
+    serve(config)
+    return 0
+
+
+def _mcp(args: argparse.Namespace, settings_of: SettingsOf) -> int:
+    _require_extra()
+    from vidagent.server.run import run_mcp
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = _config(args, settings_of)
+    if args.transport == "http":
+        config.check_binding()
+    run_mcp(config, args.transport)
+    return 0

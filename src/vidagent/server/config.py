@@ -1,0 +1,58 @@
+"""What a server is started with: where videos may come from, upload limits, the token, the address."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vidagent.config import Settings
+from vidagent.server.errors import ServeSetupError
+
+TOKEN_ENV = "VIDAGENT_TOKEN"
+DEFAULT_MAX_UPLOAD_BYTES = 2 << 30  # 2 GiB
+DEFAULT_MAX_CLIP_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """``video_dirs``: the folders whose videos may be registered by path (uploads go to ``upload_dir``,
+    default ``<home>/uploads``). ``token``: the bearer token every API request must carry (required
+    when ``host`` is not a loopback address)."""
+
+    settings: Settings = field(default_factory=Settings.from_env)
+    video_dirs: tuple[Path, ...] = ()
+    upload_dir: Path | None = None
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    max_clip_seconds: float = DEFAULT_MAX_CLIP_SECONDS
+    token: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+    @property
+    def uploads(self) -> Path:
+        return self.upload_dir or self.settings.home / "uploads"
+
+    @property
+    def clips_dir(self) -> Path:
+        return self.settings.home / "serve-clips"
+
+    def check_binding(self) -> None:
+        """Refuse to listen beyond loopback without a token: anyone who can reach the port could
+        otherwise read the registered videos and spend the machine's time."""
+        if self.token is not None and len(self.token) < 8:
+            raise ServeSetupError("the token is too short: use at least 8 characters (e.g. `openssl rand -hex 16`)")
+        if not is_loopback(self.host) and not self.token:
+            raise ServeSetupError(
+                f"refusing to listen on {self.host} without a token: anyone on the network could use the server. "
+                f"Give --token TOKEN (or set {TOKEN_ENV}); clients send it as 'Authorization: Bearer TOKEN'")
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1); any other name counts as beyond loopback."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,81 @@
+"""Errors the server adds to vidagent's, and the HTTP status of every error a request can meet."""
+
+from __future__ import annotations
+
+from vidagent.errors import (LLMError, MemoryStoreError, ModelUnavailableError, PlannerError, QueryRefusedError,
+                             VidagentError, VideoError)
+
+
+class ServeSetupError(VidagentError):
+    """The server cannot start as asked (an unsafe address without a token, a missing folder)."""
+
+    exit_code = 2
+
+
+class RequestError(VidagentError):
+    """A request the server refuses; ``status`` is its HTTP status."""
+
+    status = 400
+    exit_code = 2
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+
+
+class PathRefusedError(RequestError):
+    """A path outside the folders the server was started with (or one that leads out of them)."""
+
+    status = 403
+
+
+class NotFoundError(RequestError):
+    """An unknown video id or job id."""
+
+    status = 404
+
+
+class NotIndexedError(RequestError):
+    """The video has no memory yet for what was asked."""
+
+    status = 409
+
+
+class UploadError(RequestError):
+    """An upload over the size limit (413) or one that is no video (415)."""
+
+
+class AskCancelledError(Exception):
+    """The client that asked went away; the question is stopped at its next step (not a
+    ``VidagentError``, so no part of vidagent mistakes it for a failure to report and go on from)."""
+
+
+_STATUS: tuple[tuple[type[BaseException], int], ...] = (
+    (RequestError, 400),  # its own status wins (see status_of)
+    (QueryRefusedError, 403),
+    (PlannerError, 400),
+    (VideoError, 422),
+    (MemoryStoreError, 409),
+    (ModelUnavailableError, 503),
+    (LLMError, 502),
+    (ValueError, 400),
+)
+
+
+def status_of(error: BaseException) -> int:
+    """The HTTP status for an error raised while serving a request (500 for a bug)."""
+    if isinstance(error, RequestError):
+        return error.status
+    for kind, status in _STATUS:
+        if isinstance(error, kind):
+            return status
+    return 500
+
+
+def error_body(error: BaseException) -> dict[str, object]:
+    """The JSON body of an error response: what kind, what happened, and the status."""
+    status = status_of(error)
+    kind = type(error).__name__ if status != 500 else "InternalError"
+    message = str(error) if status != 500 else f"internal error ({type(error).__name__}); see the server log"
+    return {"error": kind, "message": message, "status": status}

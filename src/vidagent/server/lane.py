@@ -1,0 +1,50 @@
+"""The model lane: one worker thread that runs every job needing the models, in the order they came.
+
+The embedded LLM, the detector's worker process and the other perception models are not made for
+several threads at once, and on a CPU two jobs side by side are no faster than one after the other.
+So index builds and questions queue here; HTTP requests, SQL and thumbnails never wait on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+class ModelLane:
+    def __init__(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vidagent-models")
+        self._lock = threading.Lock()
+        self._pending = 0
+
+    @property
+    def pending(self) -> int:
+        """Jobs submitted and not finished (the one running included)."""
+        with self._lock:
+            return self._pending
+
+    def submit(self, job: Callable[[], T]) -> Future[T]:
+        with self._lock:
+            self._pending += 1
+        try:
+            return self._executor.submit(self._run, job)
+        except RuntimeError:
+            with self._lock:
+                self._pending -= 1
+            raise
+
+    def _run(self, job: Callable[[], T]) -> T:
+        try:
+            return job()
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def close(self) -> None:
+        """Drop the jobs still waiting and wait for the running one to end."""
+        self._executor.shutdown(wait=True, cancel_futures=True)

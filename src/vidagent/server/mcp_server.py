@@ -1,0 +1,102 @@
+"""The MCP server (official ``mcp`` SDK): video question answering as tools for desktop agents.
+
+Tools: ``list_videos``, ``index_video``, ``ask_video``, ``query_video_memory``, over the same
+``VideoService`` as the HTTP API (same allowed folders, same model lane). ``vidagent mcp`` serves them
+over stdio or streamable HTTP; ``vidagent serve`` also mounts them at ``/mcp``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, Iterator
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from starlette.applications import Starlette
+
+from vidagent import __version__
+from vidagent.errors import VidagentError
+from vidagent.prompts import load_prompt
+from vidagent.server.asks import AskSpec
+from vidagent.server.service import VideoService
+
+SUMMARY_CHARS = 300
+
+
+@contextlib.contextmanager
+def _reported() -> Iterator[None]:
+    """vidagent's own errors reach the calling agent as tool errors with their one-line message."""
+    try:
+        yield
+    except (VidagentError, ValueError) as error:
+        raise ToolError(str(error)) from error
+
+
+def build_mcp(service: VideoService) -> MCPServer:
+    server: MCPServer = MCPServer("vidagent", version=__version__, log_level="WARNING",
+                                  instructions=load_prompt("vidagent.server", "mcp_instructions"))
+    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+    @server.tool(annotations=read_only)
+    def list_videos() -> dict[str, Any]:
+        """The videos this server knows, with their ids, paths, durations and built memory stages."""
+        return {"videos": [entry.to_dict() for entry in service.videos()]}
+
+    @server.tool()
+    async def index_video(video: str, ctx: Context, stages: list[str] | None = None) -> dict[str, Any]:
+        """Build a video's memory ahead of questions (all stages by default: frames, speech, segments,
+        objects). ``video`` is a path inside the server's video folders, or a video id."""
+        with _reported():
+            entry = await asyncio.to_thread(service.find, video)
+            job = await asyncio.to_thread(service.index, entry.video_id, stages)
+            async for event in job.events.follow():
+                if event.name == "progress" and event.data.get("state") == "done":
+                    await ctx.report_progress(event.data["number"], event.data["total"],
+                                              f"built {event.data['stage']}")
+            if job.state != "done":
+                raise ToolError((job.error or {}).get("message", "the index build failed"))
+            return (await asyncio.to_thread(service.video, entry.video_id)).to_dict()
+
+    @server.tool()
+    def ask_video(video: str, question: str, choices: list[str] | None = None, planner: str | None = None,
+                  options: dict[str, str | int | float | bool] | None = None,
+                  more_videos: list[str] | None = None) -> dict[str, Any]:
+        """Answer a question about a video (path inside the server's folders, or video id), building its memory
+        first if needed. ``choices``: answer options to pick from. ``planner``: react (default), mcts,
+        traveler, caption_only, random, or peil (for several videos: list the others in ``more_videos``).
+        Returns the answer, the chosen option, evidence time spans, candidates, cost and each reasoning step."""
+        with _reported():
+            ids = [service.find(reference).video_id for reference in [video, *(more_videos or [])]]
+            answer = service.ask(AskSpec(tuple(ids), question, tuple(choices) if choices else None, planner,
+                                         dict(options or {})))
+            data = answer.to_dict()
+            steps = [f"[{step.id}<-{step.parent_id}] {one_line(step.summary())}" for step in answer.trace]
+            return {key: data[key] for key in ("answer", "choice_index", "choice", "planner", "evidence",
+                                                "candidates", "usage", "video_id")} | {"steps": steps}
+
+    @server.tool(annotations=read_only)
+    def query_video_memory(video: str, sql: str, max_rows: int = 100) -> dict[str, Any]:
+        """Run one read-only SQL SELECT over an indexed video's memory. Tables: segments (start_s, end_s,
+        description, speech, on_screen_text), frames, speech, text_in_frame, objects (category, first_s,
+        last_s, appearance, motion, description), object_segments, detections, tracks. Rows are this
+        video's only."""
+        with _reported():
+            entry = service.find(video)
+            result = service.sql(entry.video_id, sql, max_rows)
+            return result.to_json()
+
+    return server
+
+
+def mcp_http_app(service: VideoService, host: str, path: str = "/mcp") -> Starlette:
+    """The MCP tools over streamable HTTP at ``path``, as a Starlette app (its lifespan runs the sessions).
+    On a loopback address the SDK's DNS-rebinding protection checks the Host and Origin headers."""
+    return build_mcp(service).streamable_http_app(streamable_http_path=path, host=host)
+
+
+def one_line(summary: str) -> str:
+    """A step's summary on one line, cut to ``SUMMARY_CHARS``."""
+    text = " | ".join(line.strip() for line in summary.splitlines() if line.strip())
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 3] + "..."

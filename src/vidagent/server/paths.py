@@ -1,0 +1,42 @@
+"""The folders a server may read videos from, and the check every given path goes through."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+from vidagent.server.errors import PathRefusedError
+
+
+class AllowedFolders:
+    """Paths are resolved (``..`` and every symlink followed) before they are compared, so neither a
+    ``..`` trick nor a symlink that leads out of the folders reaches a file outside them."""
+
+    def __init__(self, folders: Iterable[Path]) -> None:
+        self.folders = tuple(Path(folder).expanduser().resolve() for folder in folders)
+
+    def contains(self, path: Path) -> bool:
+        """Whether ``path`` (resolved) lies in one of the folders."""
+        resolved = Path(os.path.realpath(path))
+        return any(resolved.is_relative_to(folder) for folder in self.folders)
+
+    def resolve(self, given: str) -> Path:
+        """The real path of ``given``, which must name an existing file inside the folders."""
+        if not given or "\x00" in given:
+            raise PathRefusedError("give the path of a video file", status=400)
+        if not self.folders:
+            raise PathRefusedError("this server takes no videos by path (start it with --videos DIR); upload instead")
+        path = Path(given).expanduser()
+        candidates = [path] if path.is_absolute() else [folder / path for folder in self.folders]
+        inside = [Path(os.path.realpath(c)) for c in candidates]
+        inside = [p for p in inside if any(p.is_relative_to(folder) for folder in self.folders)]
+        if not inside:
+            raise PathRefusedError(f"{given}: outside the folders this server reads ({self.describe()})")
+        for resolved in inside:
+            if resolved.is_file():
+                return resolved
+        raise PathRefusedError(f"{given}: no such file in {self.describe()}", status=404)
+
+    def describe(self) -> str:
+        return ", ".join(str(folder) for folder in self.folders) or "no folders"

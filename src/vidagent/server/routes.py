@@ -1,0 +1,113 @@
+"""The routes under ``/api``: videos, their memory, index jobs, questions, SQL and evidence media."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from vidagent import __version__
+from vidagent.agent.planner import planner_names
+from vidagent.server import sse
+from vidagent.server.schemas import AskBody, IndexBody, RegisterBody, SqlBody
+from vidagent.server.service import VideoService
+from vidagent.server.uploads import upload_suffix
+
+
+def api_router(service: VideoService) -> APIRouter:
+    router = APIRouter(prefix="/api")
+
+    @router.get("/health", summary="the server is up; how many jobs wait for the models")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__, "lane_pending": service.lane.pending}
+
+    @router.get("/planners", summary="the planners a question may name")
+    def planners() -> dict[str, Any]:
+        return {"planners": planner_names(), "default": "react", "several_videos": "peil"}
+
+    @router.get("/videos", summary="the registered videos with their memory stages")
+    def list_videos() -> dict[str, Any]:
+        return {"videos": [entry.to_dict() for entry in service.videos()]}
+
+    @router.post("/videos", status_code=201, summary="register a video by its path (inside the --videos folders)")
+    def register(body: RegisterBody) -> dict[str, Any]:
+        return service.register_path(body.path).to_dict()
+
+    @router.post("/videos/upload", status_code=201,
+                 summary="upload a video: the raw file as the body (any content type), its name as ?filename=")
+    async def upload(request: Request, filename: str | None = Query(None, max_length=255)) -> dict[str, Any]:
+        suffix = upload_suffix(filename)
+        declared = request.headers.get("content-length")
+        service.uploads.check_length(int(declared) if declared and declared.isdigit() else None)
+        temporary, content_hash = await service.uploads.receive(request.stream())
+        entry = await run_in_threadpool(service.register_upload, temporary, content_hash, suffix)
+        return entry.to_dict()
+
+    @router.get("/videos/{video_id}", summary="one video")
+    def video(video_id: str) -> dict[str, Any]:
+        return service.video(video_id).to_dict()
+
+    @router.get("/videos/{video_id}/memory", summary="segments, speech, on-screen text and objects, for a timeline")
+    def memory(video_id: str) -> dict[str, Any]:
+        return service.memory(video_id)
+
+    @router.post("/videos/{video_id}/index", status_code=202, summary="build the memory in the background")
+    def index(video_id: str, body: IndexBody | None = None) -> dict[str, Any]:
+        job = service.index(video_id, body.stages if body else None)
+        return job.to_dict()
+
+    @router.get("/jobs/{job_id}", summary="an index job's state")
+    def job(job_id: str) -> dict[str, Any]:
+        return service.jobs.get(job_id).to_dict()
+
+    @router.get("/jobs/{job_id}/events", summary="an index job's progress as server-sent events")
+    def job_events(job_id: str) -> StreamingResponse:
+        job = service.jobs.get(job_id)
+        return StreamingResponse(sse.stream(job.events), media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+
+    @router.post("/videos/{video_id}/sql", summary="one read-only SQL statement over the video's memory")
+    def sql(video_id: str, body: SqlBody) -> dict[str, Any]:
+        result = service.sql(video_id, body.query, body.max_rows)
+        return {**result.to_json(), "seconds": round(result.seconds, 4)}
+
+    @router.post("/ask", summary="ask and wait: the answer as JSON (with its trace)")
+    async def ask(body: AskBody) -> dict[str, Any]:
+        run = await run_in_threadpool(service.start_ask, body.spec())
+        assert run.future is not None
+        answer = await asyncio.wrap_future(run.future)
+        return answer.to_dict()
+
+    @router.post("/ask/stream", summary="ask and watch: queued, started, each step, then the answer, as SSE")
+    async def ask_stream(body: AskBody) -> StreamingResponse:
+        run = await run_in_threadpool(service.start_ask, body.spec())
+        return StreamingResponse(sse.stream(run.events, on_abandon=run.cancel), media_type=sse.MEDIA_TYPE,
+                                 headers=sse.HEADERS)
+
+    @router.get("/videos/{video_id}/file", summary="the video file, for a player (supports ranges)")
+    def file(video_id: str) -> FileResponse:
+        entry = service.video(video_id)
+        service.handle(video_id)  # the file is still there and still this video
+        return FileResponse(entry.path, media_type=_video_type(entry.path), filename=entry.name,
+                            content_disposition_type="inline")
+
+    @router.get("/videos/{video_id}/frame", summary="the frame at t seconds as a JPEG thumbnail")
+    def frame(video_id: str, t: float = Query(ge=0), width: int = Query(320)) -> Response:
+        data = service.thumbnail(video_id, t, width)
+        return Response(data, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
+
+    @router.get("/videos/{video_id}/clip", summary="the start-end stretch as a short mp4, cut on demand")
+    def clip(video_id: str, start: float = Query(ge=0), end: float = Query(gt=0)) -> FileResponse:
+        return FileResponse(service.clip(video_id, start, end), media_type="video/mp4")
+
+    return router
+
+
+def _video_type(path: str) -> str:
+    suffix = path.rsplit(".", 1)[-1].lower()
+    return {"mp4": "video/mp4", "m4v": "video/mp4", "mov": "video/quicktime", "webm": "video/webm",
+            "mkv": "video/x-matroska", "ogv": "video/ogg", "avi": "video/x-msvideo", "gif": "image/gif"}.get(
+        suffix, "application/octet-stream")
+

@@ -1,0 +1,85 @@
+"""Starting the servers: ``vidagent serve`` (API, page and MCP on uvicorn), ``vidagent mcp`` (stdio or
+streamable HTTP), and ``BackgroundServer`` for tests and benchmarks (a loopback port in a thread)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Any, Literal
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from vidagent.server.app import create_app
+from vidagent.server.auth import TokenGuard
+from vidagent.server.config import ServeConfig
+from vidagent.server.mcp_server import build_mcp, mcp_http_app
+from vidagent.server.service import VideoService
+from vidagent.session import Session
+
+log = logging.getLogger(__name__)
+Transport = Literal["stdio", "http"]
+
+
+def serve(config: ServeConfig, *, session: Session | None = None, log_level: str = "info") -> None:
+    """Run the API, the web page and the MCP endpoint until interrupted."""
+    config.check_binding()
+    service = VideoService(config, session)
+    try:
+        log.info("vidagent serving http://%s:%d/ (videos from %s)", config.host, config.port,
+                 service.folders.describe())
+        uvicorn.run(create_app(service), host=config.host, port=config.port, log_level=log_level,
+                    timeout_graceful_shutdown=5)
+    finally:
+        service.close()
+
+
+def run_mcp(config: ServeConfig, transport: Transport = "stdio", *, log_level: str = "warning") -> None:
+    """Serve the MCP tools over stdio (for a desktop agent that starts the process) or streamable HTTP."""
+    service = VideoService(config)
+    try:
+        if transport == "stdio":
+            build_mcp(service).run("stdio")
+            return
+        config.check_binding()
+        app: ASGIApp = mcp_http_app(service, config.host)
+        if config.token:
+            app = TokenGuard(app, config.token, protected=("/mcp",))
+        uvicorn.run(app, host=config.host, port=config.port, log_level=log_level, timeout_graceful_shutdown=5)
+    finally:
+        service.close()
+
+
+class BackgroundServer:
+    """An ASGI app served on a free loopback port in a daemon thread, for as long as the ``with`` lasts."""
+
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", **options: Any) -> None:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, 0))
+        self.host, self.port = self._socket.getsockname()[:2]
+        config = uvicorn.Config(app, log_level=options.pop("log_level", "warning"), timeout_graceful_shutdown=2,
+                                **options)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
+                                        name="vidagent-test-server", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> "BackgroundServer":
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the background server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._socket.close()

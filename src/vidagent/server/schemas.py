@@ -1,0 +1,41 @@
+"""The JSON bodies the API accepts (validated by FastAPI; anything else is a 4xx error)."""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vidagent.server.asks import MAX_CHOICES, MAX_QUESTION_CHARS, MAX_SOURCES, AskSpec
+
+Stage = Literal["frames", "speech", "segments", "objects"]
+OptionValue = Union[bool, int, float, str]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RegisterBody(_Body):
+    path: str = Field(min_length=1, max_length=4096, description="a video file inside the server's --videos folders")
+
+
+class IndexBody(_Body):
+    stages: list[Stage] | None = Field(None, description="stages to build (default: all)")
+
+
+class AskBody(_Body):
+    videos: list[str] = Field(min_length=1, max_length=MAX_SOURCES, description="video ids (several: planner peil)")
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    choices: list[str] | None = Field(None, max_length=MAX_CHOICES, description="answer options, or none")
+    planner: str | None = Field(None, description="react (default for one video), mcts, traveler, peil, ...")
+    options: dict[str, OptionValue] = Field(default_factory=dict, description="the planner's options, e.g. {'n': 2}")
+
+    def spec(self) -> AskSpec:
+        return AskSpec(tuple(self.videos), self.question, tuple(self.choices) if self.choices is not None else None,
+                       self.planner or None, dict(self.options))
+
+
+class SqlBody(_Body):
+    query: str = Field(min_length=1, max_length=20000, description="one read-only SELECT over this video's memory")
+    max_rows: int = Field(200, ge=1, le=1000)

@@ -1,0 +1,159 @@
+"""``VideoService``: everything a face (the HTTP API, the MCP server) can do with videos, in one place.
+
+It holds the session (models loaded once), the folders videos may come from, the model lane that
+index builds and questions queue in, and the library's catalog. Methods are synchronous and
+thread-safe; the faces call the slow ones from worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+from vidagent.agent.answer import Answer
+from vidagent.errors import VideoError
+from vidagent.memory.builder import ALL_STAGES
+from vidagent.memory.sql import QueryResult, ReadOnlyQueries
+from vidagent.memory.store import Library
+from vidagent.server.asks import AskRun, AskRunner, AskSpec
+from vidagent.server.catalog import Catalog, VideoEntry
+from vidagent.server.config import ServeConfig
+from vidagent.server.errors import NotIndexedError, RequestError, UploadError
+from vidagent.server.jobs import IndexJob, IndexJobs
+from vidagent.server.lane import ModelLane
+from vidagent.server.media import MediaCutter
+from vidagent.server.paths import AllowedFolders
+from vidagent.server.uploads import UploadFolder
+from vidagent.session import Session
+from vidagent.video.video import Video
+
+log = logging.getLogger(__name__)
+MAX_SQL_ROWS = 1000
+
+
+class VideoService:
+    def __init__(self, config: ServeConfig, session: Session | None = None) -> None:
+        self.config = config
+        self.session = session or Session(config.settings)
+        self.folders = AllowedFolders(config.video_dirs)
+        config.uploads.mkdir(parents=True, exist_ok=True)
+        self.uploads = UploadFolder(config.uploads, config.max_upload_bytes)
+        upload_folder = AllowedFolders([config.uploads])
+        self._library = Library(config.settings.library_path)
+        self.catalog = Catalog(self._library, lambda path: self.folders.contains(path) or upload_folder.contains(path))
+        self.lane = ModelLane()
+        self.media = MediaCutter(config.clips_dir, config.max_clip_seconds)
+        self.jobs = IndexJobs(self.lane, self.session.builder)
+        self.asks = AskRunner(self.lane, self.session.ask)
+        self._handles: dict[str, tuple[tuple[int, int], Video]] = {}
+        self._handles_lock = threading.Lock()
+
+    # -- videos --------------------------------------------------------------------------------
+    def videos(self) -> list[VideoEntry]:
+        return self.catalog.videos()
+
+    def video(self, video_id: str) -> VideoEntry:
+        return self.catalog.video(video_id)
+
+    def register_path(self, given: str) -> VideoEntry:
+        """Register the video at ``given`` (inside the allowed folders): probed, hashed, added to the library."""
+        path = self.folders.resolve(given)
+        return self._register(Video(path))
+
+    def find(self, reference: str) -> VideoEntry:
+        """A video by its id, or by a path inside the allowed folders (registered on the way)."""
+        if not any(sep in reference for sep in ("/", "\\", ".")):
+            return self.catalog.video(reference)
+        return self.register_path(reference)
+
+    def register_upload(self, temporary: Path, content_hash: str, suffix: str) -> VideoEntry:
+        """Keep an upload received by ``UploadFolder.receive`` if it is a video (415 and deleted if not)."""
+        try:
+            probed = Video(temporary)
+        except VideoError as error:
+            temporary.unlink(missing_ok=True)
+            reason = str(error).split(": ", 1)[-1]
+            raise UploadError(f"the upload is not a video vidagent can read ({reason})", status=415) from None
+        kept = self.uploads.keep(temporary, content_hash, suffix)
+        probed.path, probed.info = kept, replace(probed.info, path=str(kept))
+        return self._register(probed)
+
+    def _register(self, video: Video) -> VideoEntry:
+        self._library.add_video(video.info)
+        self.catalog.forget_path(video.info.path)
+        self._remember(video)
+        return self.catalog.video(video.content_hash)
+
+    def handle(self, video_id: str) -> Video:
+        """An open handle on a visible video (reopened when its file changed since)."""
+        entry = self.catalog.video(video_id)
+        try:
+            stat = os.stat(entry.path)
+        except OSError:
+            raise VideoError(f"{entry.path}: the file is gone") from None
+        stamp = (stat.st_size, stat.st_mtime_ns)
+        with self._handles_lock:
+            cached = self._handles.get(video_id)
+        if cached is not None and cached[0] == stamp and str(cached[1].path) == entry.path:
+            return cached[1]
+        video = Video(entry.path)
+        if video.content_hash != video_id:
+            raise VideoError(f"{entry.path}: the file changed since it was registered; register it again")
+        self._remember(video)
+        return video
+
+    def _remember(self, video: Video) -> None:
+        stat = os.stat(video.path)
+        with self._handles_lock:
+            self._handles[video.content_hash] = ((stat.st_size, stat.st_mtime_ns), video)
+
+    # -- memory --------------------------------------------------------------------------------
+    def index(self, video_id: str, stages: Sequence[str] | None = None) -> IndexJob:
+        """Start (or join) a background build of the video's memory; all stages by default."""
+        wanted = tuple(stages) if stages else ALL_STAGES
+        unknown = [s for s in wanted if s not in ALL_STAGES]
+        if unknown:
+            raise RequestError(f"unknown stage {unknown[0]!r}; stages are {', '.join(ALL_STAGES)}")
+        return self.jobs.start(self.handle(video_id), wanted)
+
+    def memory(self, video_id: str) -> dict[str, object]:
+        return self.catalog.memory(video_id)
+
+    def sql(self, video_id: str, query: str, max_rows: int = 200, timeout_s: float = 5.0) -> QueryResult:
+        """Run one read-only statement over the video's memory."""
+        entry = self.catalog.video(video_id)
+        if not entry.stages:
+            raise NotIndexedError(f"{entry.name} has no memory yet: index it first")
+        if not 1 <= max_rows <= MAX_SQL_ROWS:
+            raise RequestError(f"max_rows must be between 1 and {MAX_SQL_ROWS}")
+        with ReadOnlyQueries(self.config.settings.library_path, video_id, max_rows=max_rows,
+                             timeout_s=min(timeout_s, 30.0)) as queries:
+            return queries.run(query)
+
+    # -- questions -----------------------------------------------------------------------------
+    def start_ask(self, spec: AskSpec) -> AskRun:
+        """Queue a question; its steps and answer arrive on ``run.events``."""
+        handles = [self.handle(video_id) for video_id in spec.videos]
+        return self.asks.start(spec, handles)
+
+    def ask(self, spec: AskSpec, timeout_s: float | None = None) -> Answer:
+        """Ask and wait for the answer."""
+        run = self.start_ask(spec)
+        assert run.future is not None
+        return run.future.result(timeout=timeout_s)
+
+    # -- evidence ------------------------------------------------------------------------------
+    def thumbnail(self, video_id: str, time_s: float, max_side: int = 320) -> bytes:
+        return self.media.thumbnail(self.handle(video_id), time_s, max_side)
+
+    def clip(self, video_id: str, start_s: float, end_s: float) -> Path:
+        return self.media.clip(self.handle(video_id), start_s, end_s)
+
+    def close(self) -> None:
+        self.lane.close()
+        self.session.close()
+        self._library.close()

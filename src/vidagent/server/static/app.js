@@ -1,0 +1,449 @@
+// vidagent's page: pick a video, see its memory on a timeline, ask, watch the steps arrive, seek to evidence.
+"use strict";
+
+const $ = (selector) => document.querySelector(selector);
+const state = { videos: [], video: null, memory: null, planners: [], steps: new Map(), open: new Set(), answer: null, asking: null };
+const LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+const STAGES = ["frames", "speech", "segments", "objects"];
+const MAX_OBJECT_LANES = 6;
+
+// -- the token: given once as #token=..., kept for this tab and as a SameSite cookie for <video>/<img> -------------
+(function takeToken() {
+  const match = location.hash.match(/token=([^&]+)/);
+  if (match) {
+    sessionStorage.setItem("vidagent_token", decodeURIComponent(match[1]));
+    history.replaceState(null, "", location.pathname);
+  }
+  const token = sessionStorage.getItem("vidagent_token");
+  if (token) document.cookie = `vidagent_token=${encodeURIComponent(token)}; path=/; SameSite=Strict`;
+})();
+
+function headers(extra = {}) {
+  const token = sessionStorage.getItem("vidagent_token");
+  return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(path, { ...options, headers: headers(options.headers || {}) });
+  const body = response.headers.get("content-type")?.includes("json") ? await response.json() : null;
+  if (!response.ok) throw new Error(body?.message || `${response.status} ${response.statusText}`);
+  return body;
+}
+
+function notify(message, ok = false) {
+  const box = $("#notice");
+  box.textContent = message;
+  box.classList.toggle("ok", ok);
+  box.hidden = !message;
+  if (ok) setTimeout(() => { if (box.textContent === message) box.hidden = true; }, 4000);
+}
+
+const el = (tag, attrs = {}, ...children) => {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value !== undefined && value !== null) node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) if (child !== null && child !== undefined) node.append(child);
+  return node;
+};
+const seconds = (t) => `${Number(t).toFixed(1)} s`;
+const clock = (t) => { const s = Math.max(0, t); return `${Math.floor(s / 60)}:${String(Math.floor(s % 60)).padStart(2, "0")}`; };
+
+// -- videos -------------------------------------------------------------------------------------------------------
+async function loadVideos(selectId) {
+  const { videos } = await api("/api/videos");
+  state.videos = videos;
+  const list = $("#video-list");
+  list.replaceChildren(...videos.map((video) => el("li", {
+    "data-video-id": video.video_id, class: state.video?.video_id === video.video_id ? "active" : "",
+    title: video.path, onclick: () => selectVideo(video.video_id),
+  }, el("div", { class: "name" }, video.name),
+     el("div", { class: "meta" }, `${seconds(video.duration_s)} · ${video.width}×${video.height} · ${video.stages.includes("segments") ? "memory built" : "no memory yet"}`))));
+  $("#video-empty").hidden = videos.length > 0;
+  const wanted = selectId || state.video?.video_id;
+  if (wanted) await selectVideo(wanted);
+}
+
+async function selectVideo(videoId) {
+  const video = state.videos.find((v) => v.video_id === videoId);
+  if (!video) return;
+  const changed = state.video?.video_id !== videoId;
+  state.video = video;
+  for (const item of document.querySelectorAll("#video-list li")) item.classList.toggle("active", item.dataset.videoId === videoId);
+  $("#video-title").textContent = `· ${video.name}`;
+  if (changed) {
+    const player = $("#player");
+    player.src = `/api/videos/${videoId}/file`;
+    $(".player-wrap").classList.add("has-video");
+  }
+  renderStages(video.stages);
+  $("#ask-button").disabled = false;
+  await loadMemory();
+}
+
+function renderStages(built) {
+  $("#stages").replaceChildren(...STAGES.map((stage) => el("span", { class: `stage${built.includes(stage) ? " built" : ""}` }, stage)));
+  const complete = STAGES.every((s) => built.includes(s));
+  $("#index-button").textContent = complete ? "Memory built" : "Build memory";
+  $("#index-button").disabled = complete;
+}
+
+async function loadMemory() {
+  if (!state.video) return;
+  try {
+    state.memory = await api(`/api/videos/${state.video.video_id}/memory`);
+  } catch (error) {
+    state.memory = null;
+    notify(error.message);
+  }
+  renderTimeline();
+}
+
+// -- the memory timeline --------------------------------------------------------------------------------------------
+function renderTimeline() {
+  const box = $("#timeline");
+  const memory = state.memory;
+  if (!memory || !state.video) { box.replaceChildren(); return; }
+  const duration = Math.max(state.video.duration_s, 0.1);
+  const pct = (t) => `${Math.min(100, Math.max(0, (t / duration) * 100))}%`;
+  const span = (start, end) => ({ left: pct(start), width: pct(Math.max(end - start, 0)) });
+  const block = (kind, start, end, label, title, onclick) => {
+    const node = el("div", { class: `block ${kind}`, title, "data-start": start }, label || "");
+    const { left, width } = span(start, end);
+    node.style.left = left;
+    node.style.width = width;
+    node.addEventListener("click", (event) => { event.stopPropagation(); seek(start); if (onclick) onclick(); });
+    return node;
+  };
+  const lane = (label, blocks, name) => {
+    const track = el("div", { class: "lane-track", "data-lane": name }, blocks);
+    track.addEventListener("click", (event) => {
+      const rect = track.getBoundingClientRect();
+      seek(((event.clientX - rect.left) / rect.width) * duration);
+    });
+    return el("div", { class: "lane" }, el("div", { class: "lane-label", title: label }, label), track);
+  };
+  const lanes = [];
+  lanes.push(lane("Segments", memory.segments.map((s) => block("segment", s.start_s, s.end_s, String(s.segment_id),
+    `${seconds(s.start_s)}–${seconds(s.end_s)}\n${s.description}`, () => showSegment(s))), "segments"));
+  if (memory.speech.length) lanes.push(lane("Speech", memory.speech.map((s) => block("speech", s.start_s, s.end_s, s.text, `“${s.text}”`)), "speech"));
+  if (memory.text.length) {
+    lanes.push(lane("On-screen text", memory.text.map((t) => block("text", t.time_s, t.time_s + Math.min(1, duration / 40), "", `${seconds(t.time_s)}: ${t.text}`)), "text"));
+  }
+  const objects = [...memory.objects].sort((a, b) => b.frame_count - a.frame_count).slice(0, MAX_OBJECT_LANES);
+  for (const object of objects) {
+    lanes.push(lane(`${object.category} #${object.object_id}`, object.appearances.map(([start, end]) =>
+      block("object", start, Math.max(end, start + 0.2), "", `${object.category} #${object.object_id}: ${object.description}`)), `object-${object.object_id}`));
+  }
+  if (!memory.segments.length) {
+    lanes.splice(0, lanes.length, el("p", { class: "muted" }, "No memory yet: build it, or just ask (the first question builds it)."));
+  }
+  const ticks = [];
+  const step = duration > 120 ? 30 : duration > 40 ? 10 : duration > 12 ? 2 : 1;
+  for (let t = 0; t <= duration + 1e-6; t += step) ticks.push(el("span", { style: `left:${pct(t)}` }, clock(t)));
+  const overlay = el("div", { class: "timeline-overlay" });
+  box.replaceChildren(...lanes, el("div", { class: "axis" }, el("div"), el("div", { class: "axis-track" }, ticks)), overlay);
+  drawOverlay();
+}
+
+function showSegment(segment) {
+  const parts = [el("b", {}, `Segment ${segment.segment_id} · ${seconds(segment.start_s)}–${seconds(segment.end_s)}: `), segment.description];
+  if (segment.speech) parts.push(el("div", {}, el("b", {}, "Speech: "), `“${segment.speech}”`));
+  if (segment.on_screen_text) parts.push(el("div", {}, el("b", {}, "On-screen text: "), segment.on_screen_text));
+  $("#segment-detail").replaceChildren(...parts);
+  $("#segment-detail").classList.remove("muted");
+}
+
+// the playhead and the highlighted evidence band, drawn over every lane's track
+function drawOverlay() {
+  const duration = Math.max(state.video?.duration_s || 0, 0.1);
+  const now = $("#player").currentTime || 0;
+  for (const track of document.querySelectorAll(".lane-track")) {
+    let head = track.querySelector(".playhead");
+    if (!head) { head = el("div", { class: "playhead" }); track.append(head); }
+    head.style.left = `${Math.min(100, (now / duration) * 100)}%`;
+    track.querySelectorAll(".band").forEach((band) => band.remove());
+    if (state.band) {
+      const band = el("div", { class: "band" });
+      band.style.left = `${(state.band[0] / duration) * 100}%`;
+      band.style.width = `${(Math.max(state.band[1] - state.band[0], 0.1) / duration) * 100}%`;
+      track.append(band);
+    }
+  }
+  const segment = state.memory?.segments.find((s) => now >= s.start_s && now < s.end_s);
+  if (segment && segment !== state.shownSegment) { state.shownSegment = segment; showSegment(segment); }
+}
+
+function seek(t) {
+  const player = $("#player");
+  player.currentTime = Math.max(0, Math.min(t, (state.video?.duration_s || t) - 0.01));
+  drawOverlay();
+}
+
+// -- building the memory ----------------------------------------------------------------------------------------------
+async function buildMemory() {
+  if (!state.video) return;
+  const videoId = state.video.video_id;
+  $("#index-button").disabled = true;
+  const bar = $("#index-progress");
+  const setBar = (fraction, text) => { bar.hidden = false; bar.querySelector(".progress-fill").style.width = `${fraction * 100}%`; bar.querySelector(".progress-text").textContent = text; };
+  setBar(0, "queued…");
+  try {
+    const job = await api(`/api/videos/${videoId}/index`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+    await new Promise((resolve, reject) => {
+      const source = new EventSource(`/api/jobs/${job.job_id}/events`);
+      source.addEventListener("started", (e) => { const d = JSON.parse(e.data); setBar(0.02, d.missing.length ? `building ${d.missing.join(", ")}` : "already built"); });
+      source.addEventListener("progress", (e) => {
+        const d = JSON.parse(e.data);
+        const done = d.state === "done" ? d.number : d.number - 1;
+        setBar(Math.max(0.03, done / d.total), d.state === "done" ? `${d.stage} built (${d.number}/${d.total}, ${d.seconds} s)` : `building ${d.stage} (${d.number}/${d.total})…`);
+      });
+      source.addEventListener("done", () => { source.close(); setBar(1, "memory built"); resolve(); });
+      source.addEventListener("error", (e) => { source.close(); reject(new Error(e.data ? JSON.parse(e.data).error?.message || "the build failed" : "lost the connection")); });
+    });
+    await loadVideos(videoId);
+    setTimeout(() => { bar.hidden = true; }, 1500);
+  } catch (error) {
+    notify(error.message);
+    bar.hidden = true;
+  } finally {
+    renderStages(state.video?.stages || []);
+  }
+}
+
+// -- asking -------------------------------------------------------------------------------------------------------------
+function addChoice(text = "") {
+  const box = $("#choices");
+  if (box.children.length >= LETTERS.length) return;
+  const row = el("div", { class: "choice" }, el("span", { class: "letter" }),
+    el("input", { type: "text", value: text, placeholder: "an answer option", "aria-label": "answer option" }),
+    el("button", { type: "button", class: "remove", title: "remove", onclick: () => { row.remove(); letterChoices(); } }, "×"));
+  box.append(row);
+  letterChoices();
+  row.querySelector("input").focus();
+}
+function letterChoices() { [...$("#choices").children].forEach((row, i) => { row.querySelector(".letter").textContent = LETTERS[i]; }); }
+
+function parseOptions(text) {
+  const options = {};
+  for (const pair of text.split(/[\s,]+/).filter(Boolean)) {
+    const [key, ...rest] = pair.split("=");
+    if (!rest.length) throw new Error(`a planner option is KEY=VALUE, got “${pair}”`);
+    options[key.replace(/-/g, "_")] = rest.join("=");
+  }
+  return options;
+}
+
+async function ask(event) {
+  event.preventDefault();
+  if (!state.video || state.asking) return;
+  const question = $("#question").value.trim();
+  if (!question) return;
+  const choices = [...$("#choices").querySelectorAll("input")].map((input) => input.value.trim()).filter(Boolean);
+  let options;
+  try { options = parseOptions($("#planner-options").value); } catch (error) { notify(error.message); return; }
+  const body = { videos: [state.video.video_id], question, choices: choices.length ? choices : null,
+                 planner: $("#planner").value || null, options };
+  state.steps = new Map(); state.open = new Set(); state.answer = null; state.band = null;
+  $("#trace").replaceChildren(); $("#answer").hidden = true; notify("");
+  $("#ask-button").disabled = true;
+  const controller = new AbortController();
+  state.asking = controller;
+  const started = performance.now();
+  status("sending…");
+  try {
+    const response = await fetch("/api/ask/stream", { method: "POST", signal: controller.signal,
+      headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }), body: JSON.stringify(body) });
+    if (!response.ok) {
+      const problem = await response.json().catch(() => ({}));
+      throw new Error(problem.message || `${response.status} ${response.statusText}`);
+    }
+    await readEvents(response, (name, data) => onAskEvent(name, data, started));
+  } catch (error) {
+    if (error.name !== "AbortError") { notify(error.message); status("failed"); }
+  } finally {
+    state.asking = null;
+    $("#ask-button").disabled = false;
+  }
+}
+
+// server-sent events from a fetch body (EventSource cannot POST)
+async function readEvents(response, handle) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const chunk = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message"; const data = [];
+      for (const line of chunk.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+      }
+      if (data.length) handle(name, JSON.parse(data.join("\n")));
+    }
+  }
+}
+
+function status(text) { $("#ask-status").textContent = text; }
+
+function onAskEvent(name, data, started) {
+  const elapsed = ((performance.now() - started) / 1000).toFixed(1);
+  if (name === "queued") status(data.ahead ? `queued behind ${data.ahead} job${data.ahead > 1 ? "s" : ""}…` : `queued (${data.planner})…`);
+  else if (name === "started") status("building the memory if needed, then thinking…");
+  else if (name === "step") { state.steps.set(data.id, data); renderTrace(data.id); status(`${state.steps.size} steps · ${elapsed} s`); }
+  else if (name === "answer") { state.answer = data; renderAnswer(data); status(`answered in ${elapsed} s`); }
+  else if (name === "error") { notify(data.message || "the question failed"); status("failed"); }
+}
+
+// -- the trace: a chain stays flat, every fork of a search indents its branches ----------------------------------------
+function renderTrace(freshId) {
+  const children = new Map();
+  for (const step of state.steps.values()) {
+    const key = step.parent_id ?? "root";
+    if (!children.has(key)) children.set(key, []);
+    children.get(key).push(step);
+  }
+  const build = (parentKey) => {
+    const nodes = [];
+    let kids = children.get(parentKey) || [];
+    while (kids.length === 1) { nodes.push(stepNode(kids[0], freshId)); kids = children.get(kids[0].id) || []; }
+    for (const kid of kids) nodes.push(el("div", { class: "branch fork" }, stepNode(kid, freshId), build(kid.id)));
+    return nodes;
+  };
+  const trace = $("#trace");
+  const atBottom = trace.scrollHeight - trace.scrollTop - trace.clientHeight < 40;
+  trace.replaceChildren(...build("root"));
+  if (atBottom) trace.scrollTop = trace.scrollHeight;
+}
+
+function stepNode(step, freshId) {
+  const error = step.type === "observation" && step.is_error ? " error" : "";
+  const cost = step.prompt_tokens || step.completion_tokens || step.seconds >= 0.05
+    ? `${step.seconds.toFixed(1)} s${step.prompt_tokens ? ` · ${step.prompt_tokens}+${step.completion_tokens} tok` : ""}` : "";
+  const label = step.type === "tool_call" ? (step.automatic ? "auto call" : "call") : step.type.replace("_", " ");
+  const text = stepText(step);
+  const node = el("div", { class: `step${state.open.has(step.id) ? " open" : ""}${step.id === freshId ? " fresh" : ""}`,
+                           "data-step-id": step.id, "data-type": step.type, title: "click to expand" },
+    el("div", { class: "head" },
+      el("span", { class: "id" }, `#${step.id}`),
+      el("span", { class: `kind ${step.type}${error}` }, label),
+      step.type === "evaluation" && step.score !== null && step.score !== undefined ? el("span", { class: "score" }, (step.score >= 0 ? "+" : "") + Number(step.score).toFixed(2)) : null,
+      el("span", { class: "text" }, text),
+      cost ? el("span", { class: "cost" }, cost) : null));
+  node.addEventListener("click", () => {
+    if (state.open.has(step.id)) state.open.delete(step.id); else state.open.add(step.id);
+    node.classList.toggle("open");
+  });
+  if (step.id === freshId) setTimeout(() => node.classList.remove("fresh"), 900);
+  return node;
+}
+
+function stepText(step) {
+  if (step.type === "tool_call") return `${step.tool}(${step.raw_arguments})${step.thought ? `  — ${step.thought}` : ""}`;
+  if (step.type === "observation") return step.text;
+  if (step.type === "final_answer") return step.answer + (step.thought ? `  — ${step.thought}` : "");
+  const summary = step.summary || "";
+  return summary.replace(/^[A-Za-z ()]+: /, "");
+}
+
+// -- the answer, with evidence that seeks the player ----------------------------------------------------------------------
+function renderAnswer(answer) {
+  $("#answer").hidden = false;
+  const option = answer.choice_index !== null && answer.choice_index !== undefined ? el("span", { class: "option" }, `${LETTERS[answer.choice_index]}.`) : null;
+  $("#answer-text").replaceChildren(option || "", answer.answer);
+  $("#candidates").replaceChildren(...(answer.candidates.length > 1 ? answer.candidates.map((c) =>
+    el("span", { class: `candidate${c.text === answer.answer ? " chosen" : ""}` },
+      `${c.text} · ${c.votes} vote${c.votes === 1 ? "" : "s"}${c.reward !== null ? ` · reward ${c.reward.toFixed(2)}` : ""}`)) : []));
+  const known = new Set(state.videos.map((v) => v.video_id));
+  const items = answer.evidence.slice(0, 12).map((item) => {
+    const videoId = item.source.split("@")[0].split("[")[0] || answer.video_id;
+    const at = item.start_s;
+    const image = known.has(videoId) ? el("img", { src: `/api/videos/${videoId}/frame?t=${Math.max(0, (item.start_s + item.end_s) / 2).toFixed(2)}&width=320`, alt: `frame at ${seconds(at)}`, loading: "lazy" }) : null;
+    return el("button", { type: "button", class: "evidence-item", "data-start": item.start_s, "data-end": item.end_s, title: item.text,
+                          onclick: () => showEvidence(videoId, item) },
+      image, el("div", { class: "when" }, `${seconds(item.start_s)} – ${seconds(item.end_s)}`), el("div", { class: "what" }, item.text));
+  });
+  $("#evidence").replaceChildren(...items);
+  const usage = answer.usage;
+  $("#usage").textContent = `${answer.planner} · ${usage.llm_calls} LLM calls (${usage.cached_calls} cached) · ${usage.prompt_tokens}+${usage.completion_tokens} tokens · ${usage.seconds.toFixed(1)} s in the LLM`;
+}
+
+async function showEvidence(videoId, item) {
+  if (state.video?.video_id !== videoId) await selectVideo(videoId);
+  state.band = [item.start_s, item.end_s];
+  seek(item.start_s);
+}
+
+// -- SQL ------------------------------------------------------------------------------------------------------------------
+async function runSql(event) {
+  event.preventDefault();
+  if (!state.video) return;
+  const out = $("#sql-result");
+  try {
+    const result = await api(`/api/videos/${state.video.video_id}/sql`, { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ query: $("#sql-query").value, max_rows: 200 }) });
+    out.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, result.columns.map((c) => el("th", {}, c)))),
+      el("tbody", {}, result.rows.map((row) => el("tr", {}, row.map((v) => el("td", {}, v === null ? "" : typeof v === "number" ? String(Math.round(v * 1000) / 1000) : String(v))))))),
+      result.truncated ? el("p", { class: "muted" }, "more rows were cut") : "");
+  } catch (error) {
+    out.replaceChildren(el("p", { class: "notice" }, error.message));
+  }
+}
+
+// -- adding videos ----------------------------------------------------------------------------------------------------------
+async function register(event) {
+  event.preventDefault();
+  const path = $("#register-path").value.trim();
+  if (!path) return;
+  try {
+    const video = await api("/api/videos", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ path }) });
+    $("#register-path").value = "";
+    notify(`added ${video.name}`, true);
+    await loadVideos(video.video_id);
+  } catch (error) { notify(error.message); }
+}
+
+async function upload() {
+  const file = $("#upload-input").files[0];
+  if (!file) return;
+  notify(`uploading ${file.name}…`, true);
+  try {
+    const video = await api(`/api/videos/upload?filename=${encodeURIComponent(file.name)}`, { method: "POST", body: file,
+      headers: { "Content-Type": file.type || "application/octet-stream" } });
+    notify(`uploaded ${video.name}`, true);
+    await loadVideos(video.video_id);
+  } catch (error) { notify(error.message); }
+  $("#upload-input").value = "";
+}
+
+// -- start ----------------------------------------------------------------------------------------------------------------
+async function start() {
+  $("#ask-form").addEventListener("submit", ask);
+  $("#add-choice").addEventListener("click", () => addChoice());
+  $("#index-button").addEventListener("click", buildMemory);
+  $("#register-form").addEventListener("submit", register);
+  $("#upload-input").addEventListener("change", upload);
+  $("#sql-form").addEventListener("submit", runSql);
+  $("#question").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) ask(e); });
+  const player = $("#player");
+  player.addEventListener("timeupdate", drawOverlay);
+  player.addEventListener("seeked", drawOverlay);
+  window.addEventListener("keydown", (e) => { if (e.key === "Escape" && state.asking) { state.asking.abort(); status("stopped"); } });
+  try {
+    const { planners, default: fallback } = await api("/api/planners");
+    $("#planner").replaceChildren(...planners.map((name) => el("option", { value: name, ...(name === fallback ? { selected: "" } : {}) }, name)));
+    await loadVideos();
+    if (!state.video && state.videos.length) await selectVideo(state.videos[0].video_id);
+  } catch (error) { notify(error.message); }
+  document.body.dataset.ready = "true";
+}
+
+start();

@@ -1,0 +1,66 @@
+"""Uploaded videos: streamed to disk under a size limit, checked to be a video, kept under their content hash.
+
+Bytes go to a temporary file first; a body over the limit, a client that goes away mid-upload or a file
+that is no video leaves nothing behind. A kept upload is named ``<content hash><suffix>``, so the same
+video uploaded twice is one file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from pathlib import Path
+from typing import AsyncIterator
+
+from vidagent.server.errors import UploadError
+
+VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ogv", ".gif")
+
+
+def upload_suffix(filename: str | None) -> str:
+    """The suffix an upload is kept with; a name that is no video's is refused (415)."""
+    suffix = Path(filename or "upload.mp4").suffix.lower()
+    if suffix not in VIDEO_SUFFIXES:
+        raise UploadError(f"{filename}: not a video file name (use one of {', '.join(VIDEO_SUFFIXES)})", status=415)
+    return suffix
+
+
+class UploadFolder:
+    def __init__(self, folder: Path, max_bytes: int) -> None:
+        self.folder = folder
+        self.max_bytes = max_bytes
+
+    def check_length(self, declared: int | None) -> None:
+        if declared is not None and declared > self.max_bytes:
+            raise UploadError(f"the upload is {declared} bytes; the limit is {self.max_bytes}", status=413)
+
+    async def receive(self, chunks: AsyncIterator[bytes]) -> tuple[Path, str]:
+        """Write the body to a temporary file; its path and the BLAKE2b content hash (as videos are hashed)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        temporary = self.folder / f".upload-{uuid.uuid4().hex}.part"
+        digest = hashlib.blake2b(digest_size=16)
+        size = 0
+        try:
+            with temporary.open("wb") as handle:
+                async for chunk in chunks:
+                    size += len(chunk)
+                    if size > self.max_bytes:
+                        raise UploadError(f"the upload is over the limit of {self.max_bytes} bytes", status=413)
+                    digest.update(chunk)
+                    handle.write(chunk)
+            if size == 0:
+                raise UploadError("the upload is empty")
+        except BaseException:  # over the limit, a client gone mid-body, a full disk: nothing half-written stays
+            temporary.unlink(missing_ok=True)
+            raise
+        return temporary, digest.hexdigest()
+
+    def keep(self, temporary: Path, content_hash: str, suffix: str) -> Path:
+        """Move a checked upload to its lasting name (an identical upload already kept wins)."""
+        target = self.folder / f"{content_hash}{suffix}"
+        if target.exists():
+            temporary.unlink(missing_ok=True)
+        else:
+            os.replace(temporary, target)
+        return target
