@@ -13,11 +13,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from vidagent import __version__
 from vidagent.errors import VidagentError
-from vidagent.server.auth import TokenGuard
+from vidagent.server.auth import LoopbackHostGuard, TokenGuard
 from vidagent.server.config import is_loopback
 from vidagent.server.errors import error_body, status_of
 from vidagent.server.mcp_server import mcp_http_app
@@ -25,7 +24,6 @@ from vidagent.server.routes import api_router
 from vidagent.server.service import VideoService
 
 log = logging.getLogger(__name__)
-LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 
 def static_dir() -> Path:
@@ -61,7 +59,7 @@ def create_app(service: VideoService, *, with_mcp: bool = True) -> FastAPI:
     if token:
         app.add_middleware(TokenGuard, token=token)
     elif is_loopback(service.config.host):
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_HOSTS)
+        app.add_middleware(LoopbackHostGuard)
     return app
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 TERMINAL = frozenset({"answer", "done", "error"})
@@ -57,23 +57,53 @@ class EventLog:
         with self._lock:
             return bool(self._events) and self._events[-1].terminal
 
+    def subscribe(self) -> "Subscription":
+        """The events so far, and a queue that receives each later one (on the calling event loop)."""
+        subscription = Subscription(self, asyncio.Queue())
+        with self._lock:
+            subscription.past = list(self._events)
+            self._subscribers.append((asyncio.get_running_loop(), subscription.queue))
+        return subscription
+
+    def _unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
+        with self._lock:
+            self._subscribers = [(loop, q) for loop, q in self._subscribers if q is not queue]
+
     async def follow(self) -> AsyncIterator[Event]:
         """Every event so far, then each new one as it comes, until the terminal event."""
-        queue: asyncio.Queue[Event] = asyncio.Queue()
-        entry = (asyncio.get_running_loop(), queue)
-        with self._lock:
-            past = list(self._events)
-            self._subscribers.append(entry)
+        subscription = self.subscribe()
         try:
-            for event in past:
+            async for event in subscription:
                 yield event
-                if event.terminal:
-                    return
-            while True:
-                event = await queue.get()
-                yield event
-                if event.terminal:
-                    return
         finally:
-            with self._lock:
-                self._subscribers.remove(entry)
+            subscription.close()
+
+
+@dataclass
+class Subscription:
+    """One reader of an ``EventLog``: ``next()`` gives the past events, then waits for new ones; after the
+    terminal event it gives ``None``. Close it when done (waiting on it may be cancelled at any time)."""
+
+    log: EventLog
+    queue: asyncio.Queue[Event]
+    past: list[Event] = field(default_factory=list)
+    ended: bool = False
+
+    async def next(self) -> Event | None:
+        if self.ended:
+            return None
+        event = self.past.pop(0) if self.past else await self.queue.get()
+        self.ended = event.terminal
+        return event
+
+    def __aiter__(self) -> "Subscription":
+        return self
+
+    async def __anext__(self) -> Event:
+        event = await self.next()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    def close(self) -> None:
+        self.log._unsubscribe(self.queue)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from vidagent.agent.answer import Answer
-from vidagent.errors import VideoError
+from vidagent.errors import MemoryStoreError, VideoError
 from vidagent.memory.builder import ALL_STAGES
 from vidagent.memory.sql import QueryResult, ReadOnlyQueries
 from vidagent.memory.store import Library
@@ -132,7 +132,10 @@ class VideoService:
             raise RequestError(f"max_rows must be between 1 and {MAX_SQL_ROWS}")
         with ReadOnlyQueries(self.config.settings.library_path, video_id, max_rows=max_rows,
                              timeout_s=min(timeout_s, 30.0)) as queries:
-            return queries.run(query)
+            try:
+                return queries.run(query)
+            except MemoryStoreError as error:  # the statement's own fault: a syntax error, a timeout
+                raise RequestError(str(error)) from None
 
     # -- questions -----------------------------------------------------------------------------
     def start_ask(self, spec: AskSpec) -> AskRun:

@@ -22,30 +22,17 @@ async def stream(log: EventLog, on_abandon: Callable[[], None] | None = None,
                  keepalive_s: float = KEEPALIVE_S) -> AsyncIterator[str]:
     """The log's events as SSE text until its terminal event. When the stream stops before that (the
     client went away and the response was cancelled), ``on_abandon`` is called."""
-    events = log.follow()
-    pending: asyncio.Future[Event] | None = None
-    finished = False
+    subscription = log.subscribe()
     try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(events))
-            done, _ = await asyncio.wait({pending}, timeout=keepalive_s)
-            if not done:
+        while not subscription.ended:
+            try:
+                event = await asyncio.wait_for(subscription.next(), keepalive_s)
+            except asyncio.TimeoutError:
                 yield ": keep-alive\n\n"
                 continue
-            try:
-                event = pending.result()
-            except StopAsyncIteration:
-                finished = True
-                return
-            pending = None
-            yield encode(event)
-            if event.terminal:
-                finished = True
-                return
+            if event is not None:
+                yield encode(event)
     finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-        await events.aclose()
-        if not finished and on_abandon is not None:
+        subscription.close()
+        if not subscription.ended and on_abandon is not None:
             on_abandon()

@@ -1,0 +1,80 @@
+"""Support for the server tests: a private copy of the test library, a scripted chat model that answers
+each question by the tag in it, and a server over them on a loopback port."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from vidagent.config import Settings
+from vidagent.llm.base import Message
+from vidagent.server.app import create_app
+from vidagent.server.config import ServeConfig
+from vidagent.server.run import BackgroundServer
+from vidagent.server.service import VideoService
+from vidagent.session import Session
+
+from scripted_llm import ScriptedLLM
+
+TAG = re.compile(r"\[(q\d+|slow)\]")
+SELECTION = "Does answering it need the space-dominant memory?"
+
+
+def copy_home(source_home: Path, target_home: Path) -> Path:
+    """A new vidagent home holding a copy of ``source_home``'s library (the shared one stays untouched)."""
+    target_home.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(source_home / "library.sqlite") as source, \
+            sqlite3.connect(target_home / "library.sqlite") as target:
+        source.backup(target)
+    return target_home
+
+
+def tagged_reply(messages: Sequence[Message]) -> str:
+    """Answers ``[qN]`` questions with "answer to qN" at once; a ``[slow]`` question keeps calling a tool,
+    a third of a second per call (for a client that leaves mid-stream)."""
+    text = "\n".join(message.content for message in messages)
+    if SELECTION in messages[-1].content:
+        return "no"
+    tag = TAG.search(text)
+    if tag and tag.group(1) == "slow":
+        time.sleep(0.35)
+        calls = text.count("Observation")
+        return f"Thought: look again\nAction: segment_localization\nAction Input: a guitar drawing, take {calls}"
+    name = tag.group(1) if tag else "untagged"
+    return f"Thought: the memory says so\nFinal Answer: answer to {name}"
+
+
+def tagged_llm() -> ScriptedLLM:
+    return ScriptedLLM([tagged_reply] * 10_000)
+
+
+@contextlib.contextmanager
+def running_server(home: Path, models: Path, folders: Sequence[Path], llm: ScriptedLLM | None,
+                   **config: object) -> Iterator[tuple[BackgroundServer, VideoService]]:
+    """A server (API, page and MCP) over ``home`` in a thread; ``llm`` None uses the real local model."""
+    settings = replace(Settings.from_env(), home=home, models=models)
+    service = VideoService(ServeConfig(settings=settings, video_dirs=tuple(folders), **config),  # type: ignore[arg-type]
+                           Session(settings, llm=llm) if llm is not None else None)
+    try:
+        with BackgroundServer(create_app(service)) as server:
+            yield server, service
+    finally:
+        service.close()
+
+
+def read_sse(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
+    """(event name, data) pairs from the lines of a server-sent event stream."""
+    name, data = "message", []
+    for line in lines:
+        if line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif not line and data:
+            yield name, "\n".join(data)
+            name, data = "message", []
