@@ -1,0 +1,82 @@
+"""The MCP server through the official SDK's client: over stdio (``vidagent mcp`` started as a process, as a
+desktop agent starts it) and over streamable HTTP (the ``/mcp`` endpoint of ``vidagent serve``)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from vidagent.video.video import Video
+
+from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, video_path
+from serve_helpers import copy_home, running_server, tagged_llm
+
+TOOLS = {"list_videos", "index_video", "ask_video", "query_video_memory"}
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, timeout=120))
+
+
+def structured(result) -> dict:
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def test_stdio_tools_list_index_query_and_ask(temporal_library, models_dir, tmp_path):
+    home = copy_home(temporal_library, tmp_path / "home")
+    folder = video_path(TEMPORAL_TOY).parent
+    toy_id = Video(video_path(TEMPORAL_TOY)).content_hash
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "vidagent.cli", "--home", str(home), "mcp", "--videos", str(folder)],
+        env={"VIDAGENT_MODELS": str(models_dir)})
+
+    async def session() -> None:
+        async with Client(server, read_timeout_seconds=120) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            assert set(tools) == TOOLS
+            assert tools["query_video_memory"].annotations.read_only_hint
+            videos = structured(await client.call_tool("list_videos", {}))["videos"]
+            assert {v["name"] for v in videos} == {"3.mp4", "4.mp4"}  # the library's clips in the served folder
+            built = structured(await client.call_tool("index_video", {"video": str(video_path(TEMPORAL_TOY)),
+                                                                       "stages": ["segments"]}))
+            assert built["video_id"] == toy_id and "segments" in built["stages"]
+            rows = structured(await client.call_tool("query_video_memory", {
+                "video": toy_id, "sql": "SELECT segment_id, start_s FROM segments ORDER BY segment_id"}))
+            assert rows["rows"] == [[0, 0.0], [1, 2.0], [2, 4.0]]
+            refused = await client.call_tool("query_video_memory", {"video": toy_id, "sql": "DROP TABLE segments"})
+            assert refused.is_error and "SQL refused" in refused.content[0].text
+            answer = structured(await client.call_tool("ask_video", {
+                "video": Path(TEMPORAL_TEXT).name, "question": "Which is it?", "choices": ["a", "b", "c"],
+                "planner": "random"}))  # a planner that needs no model: the process has only the real one
+            assert answer["choice"] in ("a", "b", "c") and answer["planner"] == "random"
+            assert answer["steps"][0].startswith("[0<-None] Question: Which is it?")
+            outside = await client.call_tool("ask_video", {"video": str(video_path("github_InternVideo/example1.mp4")),
+                                                           "question": "What?"})
+            assert outside.is_error and "outside the folders" in outside.content[0].text
+            unknown = await client.call_tool("ask_video", {"video": toy_id, "question": "What?", "planner": "tot"})
+            assert unknown.is_error and "unknown planner" in unknown.content[0].text
+
+    run(session())
+
+
+def test_streamable_http_at_the_servers_mcp_endpoint(temporal_library, models_dir, tmp_path):
+    home = copy_home(temporal_library, tmp_path / "home")
+    folder = video_path(TEMPORAL_TOY).parent
+    with running_server(home, models_dir, [folder], tagged_llm()) as (server, _):
+        async def session() -> None:
+            async with Client(f"{server.url}/mcp", read_timeout_seconds=120) as client:
+                assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+                answer = structured(await client.call_tool("ask_video", {
+                    "video": str(video_path(TEMPORAL_TOY)), "question": "[q7] What is drawn?",
+                    "choices": ["answer to q7", "a car"]}))
+                assert answer["answer"] == "answer to q7" and answer["choice_index"] == 0
+                assert any("Final Answer: answer to q7" in step for step in answer["steps"])
+                assert answer["evidence"] and answer["usage"]["llm_calls"] >= 1
+
+        run(session())
