@@ -21,7 +21,7 @@ from vidagent.session import Session
 
 from scripted_llm import ScriptedLLM
 
-TAG = re.compile(r"\[(q\d+|slow|walk)\]")
+TAG = re.compile(r"\[(q\d+|slow)\]")
 SELECTION = "Does answering it need the space-dominant memory?"
 
 
@@ -36,7 +36,7 @@ def copy_home(source_home: Path, target_home: Path) -> Path:
 
 def tagged_reply(messages: Sequence[Message]) -> str:
     """Answers ``[qN]`` questions with "answer to qN" at once; a ``[slow]`` question keeps calling a tool,
-    a third of a second per call (for a client that leaves mid-stream); a ``[walk]`` question takes one
+    a third of a second per call (for a client that leaves mid-stream); an untagged question takes one
     tool call, then answers "a guitar", each reply after a pause (so a page sees the steps arrive)."""
     text = "\n".join(message.content for message in messages)
     if SELECTION in messages[-1].content:
@@ -46,13 +46,12 @@ def tagged_reply(messages: Sequence[Message]) -> str:
         time.sleep(0.35)
         calls = text.count("Observation")
         return f"Thought: look again\nAction: segment_localization\nAction Input: a guitar drawing, take {calls}"
-    if tag and tag.group(1) == "walk":
+    if tag is None:
         time.sleep(0.4)
         if "Action: segment_localization" not in text:
             return "Thought: find where the drawing is clearest\nAction: segment_localization\nAction Input: a guitar"
         return "Thought: the tablet shows a guitar being drawn\nFinal Answer: a guitar"
-    name = tag.group(1) if tag else "untagged"
-    return f"Thought: the memory says so\nFinal Answer: answer to {name}"
+    return f"Thought: the memory says so\nFinal Answer: answer to {tag.group(1)}"
 
 
 def tagged_llm() -> ScriptedLLM:

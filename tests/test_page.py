@@ -52,7 +52,7 @@ def test_pick_build_ask_watch_the_steps_and_seek_to_evidence(temporal_library, m
                 page.wait_for_selector(".stage.built:text-is('objects')", timeout=90_000)
                 page.wait_for_selector(".lane-track[data-lane^=object-] .block")
 
-                page.fill("#question", "[walk] What is being drawn on the tablet?")
+                page.fill("#question", "What is being drawn on the tablet?")
                 for choice in ("a guitar", "a car", "a house"):
                     page.click("#add-choice")
                     page.locator(".choice input").last.fill(choice)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -86,14 +87,30 @@ class AskRunner:
         self._lane = lane
         self._ask = ask
         self._ids = itertools.count(1)
+        self._live: dict[str, AskRun] = {}
+        self._lock = threading.Lock()
+
+    def cancel_all(self) -> None:
+        """Stop every question still queued or running (the server is shutting down)."""
+        with self._lock:
+            runs = list(self._live.values())
+        for run in runs:
+            run.cancel()
 
     def start(self, spec: AskSpec, videos: Sequence[Video]) -> AskRun:
         """Queue the question (checked first: a bad one raises here, before anything streams)."""
         planner = spec.check()
         run = AskRun(f"ask-{next(self._ids)}", spec)
         run.events.publish("queued", {"ask_id": run.id, "planner": planner.name, "ahead": self._lane.pending})
+        with self._lock:
+            self._live[run.id] = run
         run.future = self._lane.submit(lambda: self._run(run, planner, videos))
+        run.future.add_done_callback(lambda _: self._forget(run.id))
         return run
+
+    def _forget(self, run_id: str) -> None:
+        with self._lock:
+            self._live.pop(run_id, None)
 
     def _run(self, run: AskRun, planner: Planner, videos: Sequence[Video]) -> Answer:
         def on_step(step: Step) -> None:
@@ -106,6 +123,7 @@ class AskRunner:
                 raise AskCancelledError(f"{run.id}: the client went away before it started")
             run.events.publish("started", {"ask_id": run.id})
             spec = run.spec
+            started = time.perf_counter()
             answer = self._ask(list(videos), spec.question, list(spec.choices) if spec.choices else None,
                                planner=planner, on_step=on_step)
         except AskCancelledError:
@@ -116,5 +134,7 @@ class AskRunner:
             log.warning("%s failed: %s", run.id, error, exc_info=not isinstance(error, VidagentError))
             run.events.publish("error", error_body(error))
             raise
+        log.info("%s answered in %.1f s (%s, %d LLM calls, %d cached)", run.id, time.perf_counter() - started,
+                 answer.planner, answer.usage.llm_calls, answer.usage.cached_calls)
         run.events.publish("answer", answer.to_dict())
         return answer

@@ -36,12 +36,6 @@ class NotFoundError(RequestError):
     status = 404
 
 
-class NotIndexedError(RequestError):
-    """The video has no memory yet for what was asked."""
-
-    status = 409
-
-
 class UploadError(RequestError):
     """An upload over the size limit (413) or one that is no video (415)."""
 

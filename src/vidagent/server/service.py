@@ -22,7 +22,7 @@ from vidagent.memory.store import Library
 from vidagent.server.asks import AskRun, AskRunner, AskSpec
 from vidagent.server.catalog import Catalog, VideoEntry
 from vidagent.server.config import ServeConfig
-from vidagent.server.errors import NotIndexedError, RequestError, UploadError
+from vidagent.server.errors import RequestError, UploadError
 from vidagent.server.jobs import IndexJob, IndexJobs
 from vidagent.server.lane import ModelLane
 from vidagent.server.media import MediaCutter
@@ -127,7 +127,7 @@ class VideoService:
         """Run one read-only statement over the video's memory."""
         entry = self.catalog.video(video_id)
         if not entry.stages:
-            raise NotIndexedError(f"{entry.name} has no memory yet: index it first")
+            raise RequestError(f"{entry.name} has no memory yet: index it first", status=409)
         if not 1 <= max_rows <= MAX_SQL_ROWS:
             raise RequestError(f"max_rows must be between 1 and {MAX_SQL_ROWS}")
         with ReadOnlyQueries(self.config.settings.library_path, video_id, max_rows=max_rows,
@@ -157,6 +157,8 @@ class VideoService:
         return self.media.clip(self.handle(video_id), start_s, end_s)
 
     def close(self) -> None:
+        """Stop the questions under way (at their next step), wait for the lane, free the models."""
+        self.asks.cancel_all()
         self.lane.close()
         self.session.close()
         self._library.close()
