@@ -266,11 +266,17 @@ def test_a_client_that_leaves_mid_stream_stops_its_question(served):
         for name, _ in read_sse(response.iter_lines()):
             if name == "step":
                 break  # the client goes away after the first step
+        # meanwhile another client queues a question behind it and leaves before it starts
+        with httpx.Client(base_url=str(client.base_url), timeout=30) as other:
+            with other.stream("POST", "/api/ask/stream", json={"videos": [toy], "question": "[slow] Never asked"}) as queued:
+                assert next(read_sse(queued.iter_lines()))[0] == "queued"
     deadline = time.monotonic() + 20
     while service.lane.pending and time.monotonic() < deadline:
         time.sleep(0.1)
     assert service.lane.pending == 0
-    assert len(llm.requests) - calls_before <= 4  # the selection, then at most a few steps: not the 8-step chain
+    asked = llm.requests[calls_before:]
+    assert len(asked) <= 4  # the selection, then at most a few steps: not the 8-step chain
+    assert not any("Never asked" in message.content for request in asked for message in request)
     answer = client.post("/api/ask", json={"videos": [toy], "question": "[q3] Still there?"}).json()
     assert answer["answer"] == "answer to q3"
 
@@ -283,6 +289,16 @@ def test_the_page_and_its_files_are_served(served):
         response = client.get(f"/static/{name}")
         assert response.status_code == 200 and kind in response.headers["content-type"]
     error_of(client.get("/api/health", headers={"Host": "evil.example"}), 400)  # DNS rebinding: refused
+
+
+def test_vidagent_serve_refuses_to_listen_beyond_loopback_without_a_token(capsys, monkeypatch):
+    from vidagent.cli import main
+
+    monkeypatch.delenv("VIDAGENT_TOKEN", raising=False)
+    assert main(["serve", "--host", "0.0.0.0", "--port", "8999"]) == 2
+    assert "refusing to listen on 0.0.0.0 without a token" in capsys.readouterr().err
+    assert main(["serve", "--videos", "/no/such/folder"]) == 2
+    assert "not a folder" in capsys.readouterr().err
 
 
 def test_beyond_loopback_needs_a_token(temporal_library, models_dir, tmp_path):

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from vidagent import __version__
 from vidagent.errors import VidagentError
@@ -88,5 +89,11 @@ def _add_error_handlers(app: FastAPI) -> None:
             log.info("%s %s: %s %s", request.method, request.url.path, status, error)
         return JSONResponse(error_body(error), status_code=status)
 
+    async def client_gone(request: Request, error: Exception) -> JSONResponse:
+        log.info("%s %s: the client went away mid-request", request.method, request.url.path)
+        return JSONResponse({"error": "ClientDisconnected", "message": "the client went away", "status": 400},
+                            status_code=400)
+
+    app.add_exception_handler(ClientDisconnect, client_gone)
     for kind in (VidagentError, ValueError, Exception):  # Exception: a bug still answers JSON (and is logged)
         app.add_exception_handler(kind, json_error)

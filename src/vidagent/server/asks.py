@@ -29,6 +29,7 @@ MAX_CHOICES = 26
 MAX_SOURCES = 8
 
 AskFunction = Callable[..., Answer]  # Session.ask
+CANCELLED = {"error": "Cancelled", "message": "the question was stopped: its client went away", "status": 499}
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,10 @@ class AskRun:
     future: Future[Answer] | None = None
 
     def cancel(self) -> None:
+        """Drop the question if it still waits; stop it at its next step if it runs."""
         self.cancelled.set()
-        if self.future is not None:
-            self.future.cancel()
+        if self.future is not None and self.future.cancel():
+            self.events.publish("error", CANCELLED)
 
 
 class AskRunner:
@@ -128,7 +130,7 @@ class AskRunner:
                                planner=planner, on_step=on_step)
         except AskCancelledError:
             log.info("%s cancelled: its client disconnected", run.id)
-            run.events.publish("error", {"error": "Cancelled", "message": "the client went away", "status": 499})
+            run.events.publish("error", CANCELLED)
             raise
         except Exception as error:
             log.warning("%s failed: %s", run.id, error, exc_info=not isinstance(error, VidagentError))

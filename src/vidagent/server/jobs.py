@@ -48,13 +48,11 @@ class IndexJob:
 
 class IndexJobs:
     """Starts, joins and finds index jobs. ``builder`` gives the session's memory builder (called in the
-    lane); ``on_finish`` is told when a video's stages changed."""
+    lane)."""
 
-    def __init__(self, lane: ModelLane, builder: Callable[[], MemoryBuilder],
-                 on_finish: Callable[[str], None] = lambda video_id: None) -> None:
+    def __init__(self, lane: ModelLane, builder: Callable[[], MemoryBuilder]) -> None:
         self._lane = lane
         self._builder = builder
-        self._on_finish = on_finish
         self._jobs: dict[str, IndexJob] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -98,14 +96,12 @@ class IndexJobs:
                                                 "elapsed_s": round(time.perf_counter() - started, 2)})
             builder.build(video, job.stages, progress=False)  # registers the video even when nothing was missing
             job.state = "done"
-            self._on_finish(job.video_id)
             job.events.publish("done", {**job.to_dict(), "seconds": round(time.perf_counter() - started, 2)})
         except Exception as error:  # noqa: BLE001 - a failed build ends its job, never the server
             log.warning("index job %s for %s failed: %s", job.id, video.path, error,
                         exc_info=not isinstance(error, VidagentError))
             job.state = "failed"
             job.error = error_body(error)
-            self._on_finish(job.video_id)
             job.events.publish("error", {**job.to_dict()})
 
     def _forget_old(self) -> None:

@@ -29,21 +29,20 @@ class ModelLane:
             return self._pending
 
     def submit(self, job: Callable[[], T]) -> Future[T]:
+        """Queue ``job``; its future may be cancelled while it waits (then it never runs)."""
         with self._lock:
             self._pending += 1
         try:
-            return self._executor.submit(self._run, job)
-        except RuntimeError:
-            with self._lock:
-                self._pending -= 1
+            future = self._executor.submit(job)
+        except RuntimeError:  # the lane is closed
+            self._finished()
             raise
+        future.add_done_callback(lambda _: self._finished())  # run, failed or cancelled alike
+        return future
 
-    def _run(self, job: Callable[[], T]) -> T:
-        try:
-            return job()
-        finally:
-            with self._lock:
-                self._pending -= 1
+    def _finished(self) -> None:
+        with self._lock:
+            self._pending -= 1
 
     def close(self) -> None:
         """Drop the jobs still waiting and wait for the running one to end."""
