@@ -1,10 +1,15 @@
 """The MCP server through the official SDK's client: over stdio (``vidagent mcp`` started as a process, as a
-desktop agent starts it) and over streamable HTTP (the ``/mcp`` endpoint of ``vidagent serve``)."""
+desktop agent starts it) and over streamable HTTP (``vidagent mcp --transport http``, and the ``/mcp``
+endpoint of ``vidagent serve``)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -80,3 +85,38 @@ def test_streamable_http_at_the_servers_mcp_endpoint(temporal_library, models_di
                 assert answer["evidence"] and answer["usage"]["llm_calls"] >= 1
 
         run(session())
+
+
+def test_vidagent_mcp_over_streamable_http(temporal_library, models_dir, tmp_path):
+    home = copy_home(temporal_library, tmp_path / "home")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "vidagent.cli", "--home", str(home), "mcp", "--transport", "http",
+               "--port", str(port), "--videos", str(video_path(TEMPORAL_TOY).parent)]
+    process = subprocess.Popen(command, env={**os.environ, "VIDAGENT_MODELS": str(models_dir)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()[-2000:]
+            time.sleep(0.2)
+
+        async def session() -> None:
+            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=60) as client:
+                assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+                videos = structured(await client.call_tool("list_videos", {}))["videos"]
+                toy = next(v["video_id"] for v in videos if v["name"] == "4.mp4")
+                rows = structured(await client.call_tool("query_video_memory", {
+                    "video": toy, "sql": "SELECT COUNT(*) FROM segments"}))
+                assert rows["rows"] == [[3]]
+
+        run(session())
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
