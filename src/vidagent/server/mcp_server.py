@@ -37,7 +37,7 @@ def _reported() -> Iterator[None]:
 def build_mcp(service: VideoService) -> MCPServer:
     server: MCPServer = MCPServer("vidagent", version=__version__, log_level="WARNING",
                                   instructions=load_prompt("vidagent.server", "mcp_instructions"))
-    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=read_only)
     def list_videos() -> dict[str, Any]:
