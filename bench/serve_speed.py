@@ -67,7 +67,8 @@ def default_models() -> Path:
 def percentiles(values: list[float]) -> str:
     ordered = sorted(values)
     pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return f"p50 {statistics.median(ordered) * 1000:.1f} ms, p95 {pick(0.95) * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms"
+    return (f"p50 {statistics.median(ordered) * 1000:.1f} ms, p95 {pick(0.95) * 1000:.1f} ms, "
+            f"max {ordered[-1] * 1000:.1f} ms")
 
 
 async def hammer_list(base: str, clients: int, seconds: float) -> dict[str, Any]:
@@ -140,7 +141,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="how long to request the video list")
     parser.add_argument("--asks-per-client", type=int, default=3)
     parser.add_argument("--planner", default="react", help="planner of the asks (random: no LLM, to check the harness)")
-    parser.add_argument("--home", type=Path, help="vidagent home (default: a scratch folder; its LLM cache starts empty)")
+    parser.add_argument("--home", type=Path,
+                        help="vidagent home (default: a scratch folder; its LLM cache starts empty)")
     args = parser.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="vidagent-serve-bench-"))
     port = free_port()
@@ -165,7 +167,8 @@ def main() -> int:
               f"({fresh['llm_calls']:.0f} LLM calls)")
         again = first_steps(base, video_id, QUESTION, args.planner)
         print(f"ask, cached: first step after {again['first_step_s'] * 1000:.0f} ms, first model step "
-              f"{again.get('first_model_step_s', float('nan')) * 1000:.0f} ms, answer {again['answer_s'] * 1000:.0f} ms "
+              f"{again.get('first_model_step_s', float('nan')) * 1000:.0f} ms, "
+              f"answer {again['answer_s'] * 1000:.0f} ms "
               f"({again['cached_calls']:.0f}/{again['llm_calls']:.0f} calls cached)")
 
         asks = asyncio.run(cached_asks(base, video_id, args.clients, args.asks_per_client, args.planner))

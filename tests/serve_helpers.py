@@ -63,8 +63,8 @@ def running_server(home: Path, models: Path, folders: Sequence[Path], llm: Scrip
                    **config: object) -> Iterator[tuple[BackgroundServer, VideoService]]:
     """A server (API, page and MCP) over ``home`` in a thread; ``llm`` None uses the real local model."""
     settings = replace(Settings.from_env(), home=home, models=models)
-    service = VideoService(ServeConfig(settings=settings, video_dirs=tuple(folders), **config),  # type: ignore[arg-type]
-                           Session(settings, llm=llm) if llm is not None else None)
+    serve_config = ServeConfig(settings=settings, video_dirs=tuple(folders), **config)  # type: ignore[arg-type]
+    service = VideoService(serve_config, Session(settings, llm=llm) if llm is not None else None)
     try:
         with BackgroundServer(create_app(service)) as server:
             yield server, service

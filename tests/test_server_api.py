@@ -192,9 +192,11 @@ def test_planners_are_checked_before_anything_streams(served):
     client, _, _, _ = served
     toy = register(client, TEMPORAL_TOY)["video_id"]
     ask = {"videos": [toy], "question": "What?"}
-    assert "unknown planner 'tot'" in error_of(client.post("/api/ask/stream", json={**ask, "planner": "tot"}), 400)["message"]
+    unknown = error_of(client.post("/api/ask/stream", json={**ask, "planner": "tot"}), 400)
+    assert "unknown planner 'tot'" in unknown["message"]
     error_of(client.post("/api/ask", json={**ask, "planner": "subprocess:run", "options": {"args": "true"}}), 400)
-    assert "no option 'depth'" in error_of(client.post("/api/ask", json={**ask, "options": {"depth": 3}}), 400)["message"]
+    no_option = error_of(client.post("/api/ask", json={**ask, "options": {"depth": 3}}), 400)
+    assert "no option 'depth'" in no_option["message"]
     error_of(client.post("/api/ask", json={**ask, "planner": "mcts", "options": {"n": "many"}}), 400)
     error_of(client.post("/api/ask", json={**ask, "choices": ["a", " "]}), 400)
     assert client.get("/api/planners").json()["planners"] == sorted(client.get("/api/planners").json()["planners"])
@@ -211,7 +213,8 @@ def test_read_only_sql(served):
     assert "SQL refused" in error_of(client.post(f"/api/videos/{toy}/sql", json={"query": "DELETE FROM segments"}),
                                       403)["message"]
     error_of(client.post(f"/api/videos/{toy}/sql", json={"query": "SELEC nonsense"}), 400)
-    assert client.post(f"/api/videos/{toy}/sql", json={"query": "SELECT COUNT(*) FROM segments"}).json()["rows"] == [[3]]
+    count = client.post(f"/api/videos/{toy}/sql", json={"query": "SELECT COUNT(*) FROM segments"})
+    assert count.json()["rows"] == [[3]]  # the memory is as it was
 
 
 def test_thumbnails_and_clips_cut_on_demand(served, tmp_path):
@@ -262,13 +265,15 @@ def test_a_client_that_leaves_mid_stream_stops_its_question(served):
     client, service, _, llm = served
     toy = register(client, TEMPORAL_TOY)["video_id"]
     calls_before = len(llm.requests)
-    with client.stream("POST", "/api/ask/stream", json={"videos": [toy], "question": "[slow] Keep looking"}) as response:
+    slow = {"videos": [toy], "question": "[slow] Keep looking"}
+    with client.stream("POST", "/api/ask/stream", json=slow) as response:
         for name, _ in read_sse(response.iter_lines()):
             if name == "step":
                 break  # the client goes away after the first step
         # meanwhile another client queues a question behind it and leaves before it starts
         with httpx.Client(base_url=str(client.base_url), timeout=30) as other:
-            with other.stream("POST", "/api/ask/stream", json={"videos": [toy], "question": "[slow] Never asked"}) as queued:
+            never = {"videos": [toy], "question": "[slow] Never asked"}
+            with other.stream("POST", "/api/ask/stream", json=never) as queued:
                 assert next(read_sse(queued.iter_lines()))[0] == "queued"
     deadline = time.monotonic() + 20
     while service.lane.pending and time.monotonic() < deadline:

@@ -16,8 +16,8 @@ from vidagent.server.errors import ServeSetupError
 SettingsOf = Callable[[argparse.Namespace], Settings]
 
 
-def add_serve_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", add_llm_options: Callable[[argparse.ArgumentParser], None],
-                      settings_of: SettingsOf) -> None:
+def add_serve_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]",
+                      add_llm_options: Callable[[argparse.ArgumentParser], None], settings_of: SettingsOf) -> None:
     serve = sub.add_parser("serve", help="the HTTP API, the web page and the MCP endpoint",
                            description="Serve the API under /api (OpenAPI docs at /docs), the web page at / and the "
                                        "MCP tools at /mcp. Beyond loopback a token is required.")
