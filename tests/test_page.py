@@ -12,10 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, video_path
+from conftest import TEMPORAL_TOY, video_path
 from serve_helpers import copy_home, running_server, tagged_llm
 
 CHROMIUM = Path("/usr/bin/chromium")
+UNREGISTERED = "github_LLaMA-Factory/1.mp4"  # in the served folder, not in the library yet
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -28,7 +29,6 @@ def test_pick_build_ask_watch_the_steps_and_seek_to_evidence(temporal_library, m
     with running_server(home, models_dir, [video_path(TEMPORAL_TOY).parent], tagged_llm()) as (server, _):
         with httpx.Client(base_url=server.url) as client:
             toy = client.post("/api/videos", json={"path": str(video_path(TEMPORAL_TOY))}).json()["video_id"]
-            client.post("/api/videos", json={"path": str(video_path(TEMPORAL_TEXT))})
         with playwright.sync_playwright() as driver:
             browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
             try:
@@ -37,7 +37,11 @@ def test_pick_build_ask_watch_the_steps_and_seek_to_evidence(temporal_library, m
                 page.on("pageerror", lambda error: problems.append(str(error)))
                 page.goto(server.url + "/")
                 page.wait_for_selector("body[data-ready=true]")
-                assert page.locator("#video-list li").count() == 2
+                assert page.locator("#video-list li").count() == 2  # the two clips of the library
+                page.click(f"#file-list li[data-path='{video_path(UNREGISTERED)}']")  # a file in the folder: added
+                page.wait_for_function("document.querySelectorAll('#video-list li').length === 3")
+                page.wait_for_selector("#video-title:text('1.mp4')")
+                assert page.locator(f"#file-list li[data-path='{video_path(UNREGISTERED)}']").count() == 0
 
                 page.click(f"#video-list li[data-video-id='{toy}']")
                 page.wait_for_selector(".lane-track[data-lane=segments] .block")

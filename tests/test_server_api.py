@@ -97,6 +97,9 @@ def test_paths_outside_the_folders_are_refused(served, tmp_path):
     assert "notes.mp4" in error_of(client.post("/api/videos", json={"path": str(local / "notes.mp4")}), 422)["message"]
     listed = client.get("/api/videos").json()["videos"]
     assert Video(outside).content_hash not in {v["video_id"] for v in listed}
+    files = {Path(f["path"]).name: f for f in client.get("/api/files").json()["files"]}
+    assert {"3.mp4", "4.mp4", "notes.mp4"} <= set(files) and "innocent.mp4" not in files  # the link out is hidden
+    assert "4.mp3" not in files and files["4.mp4"]["registered"] is True
     still_up(client)
 
 

@@ -38,5 +38,34 @@ class AllowedFolders:
                 return resolved
         raise PathRefusedError(f"{given}: no such file in {self.describe()}", status=404)
 
+    def files(self, suffixes: Iterable[str], limit: int = 500, depth: int = 3) -> list[Path]:
+        """Files with one of ``suffixes`` in the folders (``depth`` levels down, at most ``limit``), each
+        resolved and still inside: a symlink that leads out is left out."""
+        wanted = {suffix.lower() for suffix in suffixes}
+        found: list[Path] = []
+        seen: set[Path] = set()
+
+        def walk(folder: Path, level: int) -> None:
+            try:
+                entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+            except OSError:
+                return
+            for entry in entries:
+                if len(found) >= limit or entry.name.startswith("."):
+                    continue
+                resolved = Path(os.path.realpath(entry.path))
+                if not self.contains(resolved) or resolved in seen:
+                    continue
+                if entry.is_dir() and level < depth:
+                    seen.add(resolved)
+                    walk(resolved, level + 1)
+                elif entry.is_file() and resolved.suffix.lower() in wanted:
+                    seen.add(resolved)
+                    found.append(resolved)
+
+        for folder in self.folders:
+            walk(folder, 1)
+        return found
+
     def describe(self) -> str:
         return ", ".join(str(folder) for folder in self.folders) or "no folders"

@@ -32,6 +32,10 @@ def api_router(service: VideoService) -> APIRouter:
     def list_videos() -> dict[str, Any]:
         return {"videos": [entry.to_dict() for entry in service.videos()]}
 
+    @router.get("/files", summary="the video files in the --videos folders (registered or not)")
+    def files() -> dict[str, Any]:
+        return {"folders": [str(folder) for folder in service.folders.folders], "files": service.folder_files()}
+
     @router.post("/videos", status_code=201, summary="register a video by its path (inside the --videos folders)")
     def register(body: RegisterBody) -> dict[str, Any]:
         return service.register_path(body.path).to_dict()

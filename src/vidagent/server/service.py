@@ -27,7 +27,7 @@ from vidagent.server.jobs import IndexJob, IndexJobs
 from vidagent.server.lane import ModelLane
 from vidagent.server.media import MediaCutter
 from vidagent.server.paths import AllowedFolders
-from vidagent.server.uploads import UploadFolder
+from vidagent.server.uploads import VIDEO_SUFFIXES, UploadFolder
 from vidagent.session import Session
 from vidagent.video.video import Video
 
@@ -58,6 +58,13 @@ class VideoService:
 
     def video(self, video_id: str) -> VideoEntry:
         return self.catalog.video(video_id)
+
+    def folder_files(self) -> list[dict[str, object]]:
+        """The video files in the allowed folders, each saying whether it is registered (by path)."""
+        registered = {entry.path for entry in self.catalog.videos()}
+        return [{"path": str(path), "name": path.name, "folder": str(path.parent),
+                 "bytes": path.stat().st_size, "registered": str(path) in registered}
+                for path in self.folders.files(VIDEO_SUFFIXES)]
 
     def register_path(self, given: str) -> VideoEntry:
         """Register the video at ``given`` (inside the allowed folders): probed, hashed, added to the library."""

@@ -62,8 +62,20 @@ async function loadVideos(selectId) {
   }, el("div", { class: "name" }, video.name),
      el("div", { class: "meta" }, `${seconds(video.duration_s)} · ${video.width}×${video.height} · ${video.stages.includes("segments") ? "memory built" : "no memory yet"}`))));
   $("#video-empty").hidden = videos.length > 0;
+  loadFiles();
   const wanted = selectId || state.video?.video_id;
   if (wanted) await selectVideo(wanted);
+}
+
+// the files in the server's folders that are not registered yet: one click adds one
+async function loadFiles() {
+  let files = [];
+  try { ({ files } = await api("/api/files")); } catch (error) { return; }
+  const fresh = files.filter((file) => !file.registered).slice(0, 200);
+  $("#file-list").replaceChildren(...fresh.map((file) => el("li", { title: file.path, "data-path": file.path,
+    onclick: () => registerPath(file.path) },
+    el("div", { class: "name" }, file.name), el("div", { class: "meta" }, `${(file.bytes / 1e6).toFixed(1)} MB · add`))));
+  $("#folder-files").hidden = fresh.length === 0;
 }
 
 async function selectVideo(videoId) {
@@ -299,7 +311,11 @@ function onAskEvent(name, data, started) {
   if (name === "queued") status(data.ahead ? `queued behind ${data.ahead} job${data.ahead > 1 ? "s" : ""}…` : `queued (${data.planner})…`);
   else if (name === "started") status("building the memory if needed, then thinking…");
   else if (name === "step") { state.steps.set(data.id, data); renderTrace(data.id); status(`${state.steps.size} steps · ${elapsed} s`); }
-  else if (name === "answer") { state.answer = data; renderAnswer(data); status(`answered in ${elapsed} s`); }
+  else if (name === "answer") {
+    state.answer = data; renderAnswer(data); status(`answered in ${elapsed} s`);
+    const video = state.videos.find((v) => v.video_id === data.video_id);
+    if (video && !video.stages.includes("segments")) loadVideos(video.video_id);  // the ask built its memory
+  }
   else if (name === "error") { notify(data.message || "the question failed"); status("failed"); }
 }
 
@@ -402,13 +418,16 @@ async function runSql(event) {
 async function register(event) {
   event.preventDefault();
   const path = $("#register-path").value.trim();
-  if (!path) return;
+  if (path && await registerPath(path)) $("#register-path").value = "";
+}
+
+async function registerPath(path) {
   try {
     const video = await api("/api/videos", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ path }) });
-    $("#register-path").value = "";
     notify(`added ${video.name}`, true);
     await loadVideos(video.video_id);
-  } catch (error) { notify(error.message); }
+    return true;
+  } catch (error) { notify(error.message); return false; }
 }
 
 async function upload() {
