@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import FileResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from vidagent import __version__
@@ -29,8 +29,8 @@ def api_router(service: VideoService) -> APIRouter:
         return {"planners": planner_names(), "default": "react", "several_videos": "peil"}
 
     @router.get("/videos", summary="the registered videos with their memory stages")
-    def list_videos() -> dict[str, Any]:
-        return {"videos": [entry.to_dict() for entry in service.videos()]}
+    def list_videos() -> JSONResponse:  # the most frequent request: straight to JSON, no re-validation
+        return JSONResponse({"videos": [entry.to_dict() for entry in service.videos()]})
 
     @router.get("/files", summary="the video files in the --videos folders (registered or not)")
     def files() -> dict[str, Any]:
