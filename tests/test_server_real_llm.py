@@ -16,6 +16,7 @@ from serve_helpers import copy_home, read_sse, running_server
 CHOICES = ["a guitar", "a car", "a house", "a cat", "a tree"]
 
 
+@pytest.mark.slow
 def test_a_streamed_ask_with_the_local_llm_then_the_same_ask_from_the_cache(temporal_library, models_dir, tmp_path):
     if "qwen2.5-1.5b" not in installed_models(models_dir):
         pytest.skip("the local LLM is not installed (run `vidagent models install`)")
