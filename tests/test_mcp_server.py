@@ -55,11 +55,17 @@ def test_stdio_tools_list_index_query_and_ask(temporal_library, models_dir, tmp_
             assert rows["rows"] == [[0, 0.0], [1, 2.0], [2, 4.0]]
             refused = await client.call_tool("query_video_memory", {"video": toy_id, "sql": "DROP TABLE segments"})
             assert refused.is_error and "SQL refused" in refused.content[0].text
+            progress: list[str] = []
+
+            async def on_progress(done: float, total: float | None, message: str | None) -> None:
+                progress.append(message or "")
+
             answer = structured(await client.call_tool("ask_video", {
                 "video": Path(TEMPORAL_TEXT).name, "question": "Which is it?", "choices": ["a", "b", "c"],
-                "planner": "random"}))  # a planner that needs no model: the process has only the real one
+                "planner": "random"}, progress_callback=on_progress))  # needs no model: the process has the real one
             assert answer["choice"] in ("a", "b", "c") and answer["planner"] == "random"
             assert answer["steps"][0].startswith("[0<-None] Question: Which is it?")
+            assert progress == answer["steps"]  # each step reported while the question was answered
             outside = await client.call_tool("ask_video", {"video": str(video_path("github_InternVideo/example1.mp4")),
                                                            "question": "What?"})
             assert outside.is_error and "outside the folders" in outside.content[0].text

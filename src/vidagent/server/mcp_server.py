@@ -60,21 +60,31 @@ def build_mcp(service: VideoService) -> MCPServer:
             return (await asyncio.to_thread(service.video, entry.video_id)).to_dict()
 
     @server.tool()
-    def ask_video(video: str, question: str, choices: list[str] | None = None, planner: str | None = None,
-                  options: dict[str, str | int | float | bool] | None = None,
-                  more_videos: list[str] | None = None) -> dict[str, Any]:
+    async def ask_video(video: str, question: str, ctx: Context, choices: list[str] | None = None,
+                        planner: str | None = None, options: dict[str, str | int | float | bool] | None = None,
+                        more_videos: list[str] | None = None) -> dict[str, Any]:
         """Answer a question about a video (path inside the server's folders, or video id), building its memory
         first if needed. ``choices``: answer options to pick from. ``planner``: react (default), mcts,
         traveler, caption_only, random, or peil (for several videos: list the others in ``more_videos``).
-        Returns the answer, the chosen option, evidence time spans, candidates, cost and each reasoning step."""
+        Each reasoning step is reported as progress while it is made. Returns the answer, the chosen option,
+        evidence time spans, candidates, cost and every step on one line."""
         with _reported():
-            ids = [service.find(reference).video_id for reference in [video, *(more_videos or [])]]
-            answer = service.ask(AskSpec(tuple(ids), question, tuple(choices) if choices else None, planner,
-                                         dict(options or {})))
-            data = answer.to_dict()
-            steps = [f"[{step.id}<-{step.parent_id}] {one_line(step.summary())}" for step in answer.trace]
-            return {key: data[key] for key in ("answer", "choice_index", "choice", "planner", "evidence",
-                                                "candidates", "usage", "video_id")} | {"steps": steps}
+            ids = [(await asyncio.to_thread(service.find, reference)).video_id
+                   for reference in [video, *(more_videos or [])]]
+            spec = AskSpec(tuple(ids), question, tuple(choices) if choices else None, planner, dict(options or {}))
+            run = await asyncio.to_thread(service.start_ask, spec)
+            steps: list[str] = []
+            async for event in run.events.follow():
+                if event.name == "step":
+                    steps.append(f"[{event.data['id']}<-{event.data['parent_id']}] {one_line(event.data['summary'])}")
+                    await ctx.report_progress(len(steps), None, steps[-1])
+                elif event.name == "error":
+                    raise ToolError(str(event.data.get("message", "the question failed")))
+                elif event.name == "answer":
+                    data = event.data
+                    return {key: data[key] for key in ("answer", "choice_index", "choice", "planner", "evidence",
+                                                        "candidates", "usage", "video_id")} | {"steps": steps}
+            raise ToolError("the question ended without an answer")
 
     @server.tool(annotations=read_only)
     def query_video_memory(video: str, sql: str, max_rows: int = 100) -> dict[str, Any]:

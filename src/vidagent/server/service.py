@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from vidagent.agent.answer import Answer
 from vidagent.errors import MemoryStoreError, VideoError
 from vidagent.memory.builder import ALL_STAGES
 from vidagent.memory.sql import QueryResult, ReadOnlyQueries
@@ -149,12 +148,6 @@ class VideoService:
         """Queue a question; its steps and answer arrive on ``run.events``."""
         handles = [self.handle(video_id) for video_id in spec.videos]
         return self.asks.start(spec, handles)
-
-    def ask(self, spec: AskSpec, timeout_s: float | None = None) -> Answer:
-        """Ask and wait for the answer."""
-        run = self.start_ask(spec)
-        assert run.future is not None
-        return run.future.result(timeout=timeout_s)
 
     # -- evidence ------------------------------------------------------------------------------
     def thumbnail(self, video_id: str, time_s: float, max_side: int = 320) -> bytes:
