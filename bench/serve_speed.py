@@ -6,7 +6,8 @@ Starts ``vidagent serve`` on a free loopback port over a scratch home (or ``--ho
 and builds its temporal memory, then reports:
 - ``GET /api/videos``: requests per second and latency with ``--clients`` concurrent clients;
 - time from sending an ask to its first streamed step (the task), and to the first step the model chose,
-  for a question the LLM has not seen (nothing cached) and for the same question again (cached);
+  for a question the LLM has not seen (nothing cached) and for the same question again (cached), after a
+  warm-up question (the server's first, which loads the LLM);
 - a cached ask (``POST /api/ask``, the LLM's response cache warm) under ``--clients`` concurrent clients:
   latency per ask and asks per second (questions queue in the model lane, one at a time).
 The client runs in this process, the server in its own, on the same CPUs: on a small machine the
@@ -33,6 +34,7 @@ import httpx
 VIDEOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "videos"
 DEFAULT_VIDEO = VIDEOS / "github_LLaMA-Factory" / "4.mp4"
 QUESTION = "What is the person drawing on the tablet?"
+WARM_UP = "What is the person holding?"  # asked first, so loading the LLM is not in the other figures
 CHOICES = ["a guitar", "a car", "a house", "a cat", "a tree"]
 
 
@@ -161,6 +163,9 @@ def main() -> int:
         print(f"GET /api/videos, {args.clients} clients: {listing['per_second']:.0f} requests/s "
               f"({listing['requests']} in {args.seconds:g} s; {listing['latency']})")
 
+        warm = first_steps(base, video_id, WARM_UP, args.planner)
+        print(f"first ask of the server (the LLM loads): first step after {warm['first_step_s']:.2f} s, "
+              f"answer {warm['answer_s']:.2f} s")
         fresh = first_steps(base, video_id, QUESTION, args.planner)
         print(f"ask, nothing cached: first step after {fresh['first_step_s'] * 1000:.0f} ms, first model step "
               f"{fresh.get('first_model_step_s', float('nan')):.2f} s, answer {fresh['answer_s']:.2f} s "
