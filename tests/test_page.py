@@ -64,7 +64,8 @@ def test_pick_build_ask_watch_the_steps_and_seek_to_evidence(temporal_library, m
                 page.click("#ask-button")
                 # steps arrive while the planner is still working: an observation is shown, the answer is not yet
                 page.wait_for_function("document.querySelector('.step[data-type=observation]') !== null"
-                                       " && document.querySelector('#answer').hidden")
+                                       " && document.querySelector('#answer').hidden"
+                                       " && document.querySelector('#ask-button').textContent === 'Stop'")
                 page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
                 answer = page.inner_text("#answer-text")
                 assert answer.startswith("A.") and "a guitar" in answer

@@ -250,7 +250,8 @@ function parseOptions(text) {
 
 async function ask(event) {
   event.preventDefault();
-  if (!state.video || state.asking) return;
+  if (state.asking) { state.asking.abort(); status("stopped"); return; }  // the button says Stop meanwhile
+  if (!state.video) return;
   const question = $("#question").value.trim();
   if (!question) return;
   const choices = [...$("#choices").querySelectorAll("input")].map((input) => input.value.trim()).filter(Boolean);
@@ -260,7 +261,7 @@ async function ask(event) {
                  planner: $("#planner").value || null, options };
   state.steps = new Map(); state.open = new Set(); state.answer = null; state.band = null;
   $("#trace").replaceChildren(); $("#answer").hidden = true; notify("");
-  $("#ask-button").disabled = true;
+  $("#ask-button").textContent = "Stop";
   const controller = new AbortController();
   state.asking = controller;
   const started = performance.now();
@@ -277,7 +278,7 @@ async function ask(event) {
     if (error.name !== "AbortError") { notify(error.message); status("failed"); }
   } finally {
     state.asking = null;
-    $("#ask-button").disabled = false;
+    $("#ask-button").textContent = "Ask";
   }
 }
 
