@@ -13,10 +13,15 @@ class ServeSetupError(VidagentError):
 
 
 class RequestError(VidagentError):
-    """A request the server refuses; ``status`` is its HTTP status."""
+    """A request the server refuses; ``status`` is its HTTP status (a subclass names its own default:
+    ``class NotFoundError(RequestError, status=404)``, and one error may still give another)."""
 
     status = 400
     exit_code = 2
+
+    def __init_subclass__(cls, status: int = 400, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.status = status
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -24,20 +29,16 @@ class RequestError(VidagentError):
             self.status = status
 
 
-class PathRefusedError(RequestError):
+class PathRefusedError(RequestError, status=403):
     """A path outside the folders the server was started with (or one that leads out of them)."""
 
-    status = 403
 
-
-class NotFoundError(RequestError):
+class NotFoundError(RequestError, status=404):
     """An unknown video id or job id."""
 
-    status = 404
 
-
-class UploadError(RequestError):
-    """An upload over the size limit (413) or one that is no video (415)."""
+class UploadError(RequestError, status=413):
+    """An upload over the size limit (413), or one that is no video (415) or empty (400)."""
 
 
 class AskCancelledError(Exception):

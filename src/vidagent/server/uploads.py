@@ -33,7 +33,7 @@ class UploadFolder:
 
     def check_length(self, declared: int | None) -> None:
         if declared is not None and declared > self.max_bytes:
-            raise UploadError(f"the upload is {declared} bytes; the limit is {self.max_bytes}", status=413)
+            raise UploadError(f"the upload is {declared} bytes; the limit is {self.max_bytes}")
 
     async def receive(self, chunks: AsyncIterator[bytes]) -> tuple[Path, str]:
         """Write the body to a temporary file; its path and the BLAKE2b content hash (as videos are hashed)."""
@@ -46,11 +46,11 @@ class UploadFolder:
                 async for chunk in chunks:
                     size += len(chunk)
                     if size > self.max_bytes:
-                        raise UploadError(f"the upload is over the limit of {self.max_bytes} bytes", status=413)
+                        raise UploadError(f"the upload is over the limit of {self.max_bytes} bytes")
                     digest.update(chunk)
                     handle.write(chunk)
             if size == 0:
-                raise UploadError("the upload is empty")
+                raise UploadError("the upload is empty", status=400)
         except BaseException:  # over the limit, a client gone mid-body, a full disk: nothing half-written stays
             temporary.unlink(missing_ok=True)
             raise
