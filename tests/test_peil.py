@@ -26,6 +26,7 @@ from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, frame_at, video_path
 from scripted_llm import ScriptedLLM
 
 CHOICES = ["a guitar", "a car", "a house"]
+PLAIN = {"look_first": False}  # no automatic first steps: every step below is the script's
 
 
 @pytest.fixture()
@@ -59,7 +60,7 @@ def test_the_sources_are_summarised_and_wrong_calls_come_back_as_precise_errors(
     ])
     with Session(settings, llm=llm) as session:
         answer = session.ask([video_path(TEMPORAL_TOY), video_path(TEMPORAL_TEXT), photo], "What is drawn?",
-                             CHOICES, planner="peil")
+                             CHOICES, planner="peil", planner_options=PLAIN)
     first_prompt = llm.requests[0][-1].content
     assert "visual[0]: a 5.0 s video, given by the user; audio: none" in first_prompt
     assert "visual[1]: a 6.1 s video, given by the user" in first_prompt
@@ -86,7 +87,8 @@ def test_a_clip_cut_by_grounding_becomes_the_next_source(settings):
         "Yes",
     ])
     with Session(settings, llm=llm) as session:
-        answer = session.ask([video_path(TEMPORAL_TOY)], "What is drawn first?", CHOICES, planner="peil")
+        answer = session.ask([video_path(TEMPORAL_TOY)], "What is drawn first?", CHOICES, planner="peil",
+                             planner_options=PLAIN)
     cut, narration = observations(answer)
     assert cut.text.startswith("'beginning' is 0.0-1.0 s.")
     assert "New source: visual[1]: a 1.0 s clip (0.0-1.0 s of visual[0]), cut by temporal_reason from visual[0]" \
@@ -99,6 +101,21 @@ def test_a_clip_cut_by_grounding_becomes_the_next_source(settings):
     assert "New source: visual[1]" in llm.requests[1][-1].content
 
 
+def test_each_video_is_narrated_and_each_image_captioned_before_the_model_speaks(settings, photo):
+    llm = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a guitar", "Yes"])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask([video_path(TEMPORAL_TOY), photo], "What is drawn?", CHOICES, planner="peil")
+    narration, caption = observations(answer)
+    calls = [step for step in answer.trace if step.kind == "tool_call"]
+    assert [(c.tool, c.automatic, c.raw_arguments) for c in calls] == [
+        ("video_narration", True, "None, visual[0]"), ("caption", True, "None, visual[1]")]
+    assert narration.text.startswith("0.0-2.0 s: ") and caption.text.startswith("Description: ")
+    conversation = llm.requests[0]
+    assert conversation[2].role == "assistant" and 'video_narration(None, visual[0])' in conversation[2].content
+    assert conversation[3].content == f"Observation: {narration.text}"
+    assert answer.evidence and answer.choice_index == 0
+
+
 def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(settings):
     first = ScriptedLLM([
         'Thought: narrate\nAction: video_narration(None, visual[0])',
@@ -109,7 +126,8 @@ def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(setti
     ])
     with Session(settings, llm=first) as session:
         answer = session.ask([video_path(TEMPORAL_TOY)], "What is being drawn on the tablet?", CHOICES,
-                             planner="peil", reference=Reference("a guitar", 0))
+                             planner="peil", planner_options=PLAIN,
+                             reference=Reference("a guitar", 0))
         kept = session.examples.count("trace")
     assert answer.choice_index == 0 and answer.artifacts["attempts"] == 2
     assert [c["passed"] for c in answer.artifacts["checks"]] == [False, True]
@@ -123,7 +141,8 @@ def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(setti
 
     later = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a guitar", "Yes"])
     with Session(settings, llm=later) as session:
-        answer = session.ask([video_path(TEMPORAL_TOY)], "What is being drawn on the iPad?", CHOICES, planner="peil")
+        answer = session.ask([video_path(TEMPORAL_TOY)], "What is being drawn on the iPad?", CHOICES,
+                             planner="peil", planner_options=PLAIN)
     system = later.requests[0][0].content
     assert "Here are solved questions like this one" in system
     assert 'temporal_reason("end", visual[0])' in system and "Final Answer: a guitar" in system
@@ -138,7 +157,7 @@ def test_when_no_attempt_passes_the_self_check_the_most_given_answer_wins(settin
         "Thought: I now know the final answer\nFinal Answer: a guitar", "Maybe",
     ])
     with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is drawn?", CHOICES, planner="peil")
+        answer = session.ask(video_path(TEMPORAL_TOY), "What is drawn?", CHOICES, planner="peil", planner_options=PLAIN)
     checks = answer.artifacts["checks"]
     assert [c["passed"] for c in checks] == [False, False, False]
     assert checks[0]["reason"] == "nothing was looked at" and "unclear check (Maybe)" in checks[2]["reason"]
@@ -161,11 +180,11 @@ def test_an_unreadable_source_among_several_is_named_before_any_work(settings, t
     llm = ScriptedLLM([])
     with Session(settings, llm=llm) as session:
         with pytest.raises(VideoError, match="broken.mp4"):
-            session.ask([new_video, broken], "What?", planner="peil")
+            session.ask([new_video, broken], "What?", planner="peil", planner_options=PLAIN)
         with pytest.raises(VideoError, match="missing.png: no such file"):
-            session.ask([new_video, tmp_path / "missing.png"], "What?", planner="peil")
+            session.ask([new_video, tmp_path / "missing.png"], "What?", planner="peil", planner_options=PLAIN)
         with pytest.raises(VideoError, match="the same file as"):
-            session.ask([new_video, new_video], "What?", planner="peil")
+            session.ask([new_video, new_video], "What?", planner="peil", planner_options=PLAIN)
         assert session.library.stage_names(open_media(new_video).content_hash) == []  # nothing was indexed
     assert llm.requests == []
 

@@ -25,7 +25,7 @@ from vidagent.agent.inspector import Executor, Inspector
 from vidagent.agent.learner import Learner, Verdict
 from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.planner import metered, register_planner, start
-from vidagent.agent.react_steps import ReActSteps, StepOutcome, answer_format
+from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
 from vidagent.agent.steps import FinalAnswerStep, InspectionStep, MemoryStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -60,7 +60,8 @@ class PEILPlanner:
     ``self_check`` (judge attempts with the model when no known answer is given), ``examples``
     (kept traces shown as examples), ``min_similarity`` (how like the question a kept one must be),
     ``retry_temperature``, ``modules`` (the AssistGPT modules offered; all by default), ``choose_by``
-    (``text`` or ``likelihood``, as for react)."""
+    (``text`` or ``likelihood``, as for react), ``look_first`` (narrate each video, caption each
+    image, as automatic first steps)."""
 
     max_steps: int = 8
     attempts: int = 3
@@ -70,6 +71,7 @@ class PEILPlanner:
     retry_temperature: float = 0.7
     modules: tuple[str, ...] | None = None
     choose_by: str = "text"
+    look_first: bool = True
     name: ClassVar[str] = "peil"
     tools: ClassVar[tuple[str, ...] | None] = ()
     reads_memory: ClassVar[bool] = True
@@ -135,6 +137,7 @@ class PEILPlanner:
         executor = Executor(modules, inspector)
         steps = ReActSteps(model, Toolbox.of(executor.tools()), trace)
         messages = self._opening(task, toolbox, steps, inspector, examples, previous)
+        parent, seen, opened = self._look_first(steps, inspector, messages, parent)
         temperature = None if number == 1 else self.retry_temperature
         seed = None if number == 1 else task.seed % (1 << 31) + number
 
@@ -148,10 +151,34 @@ class PEILPlanner:
             executor.added.clear()
             return parent
 
-        chain = steps.chain(task, messages, parent, max_steps=self.max_steps, temperature=temperature, seed=seed,
-                            after_step=inspect, errors_count=True, choose_by=self.choose_by)
+        chain = steps.chain(task, messages, parent, max_steps=self.max_steps, seen=seen, temperature=temperature,
+                            seed=seed, after_step=inspect, errors_count=True, choose_by=self.choose_by)
         return Attempt(number, chain.final, task.answer_text(chain.final.answer, chain.choice_index),
-                       chain.choice_index, _steps_text(trace, chain.final.id), chain.evidence)
+                       chain.choice_index, _steps_text(trace, chain.final.id), chain.evidence + opened)
+
+    def _look_first(self, steps: ReActSteps, inspector: Inspector, messages: list[Message],
+                    parent: int) -> tuple[int, set[CallKey], tuple[Evidence, ...]]:
+        """Narrate each of the user's videos (and an image's caption) as the model's own first steps:
+        what AssistGPT does with ASR on arrival and ReAct with its overview. It shows a small model
+        the call format by example and the content it would otherwise guess."""
+        seen: set[CallKey] = set()
+        evidence: list[Evidence] = []
+        if not self.look_first:
+            return parent, seen, ()
+        for index, entry in enumerate(inspector.entries):
+            module = "video_narration" if entry.media.source.is_moving else "caption"
+            if module not in steps.toolbox.tools:
+                continue
+            text = render(load_prompt(PROMPTS, "peil_opening_step"), module=module, source=f"visual[{index}]").strip()
+            arguments = f"None, visual[{index}]"
+            _, observation = steps.toolbox.call_recorded(steps.trace, steps.llm.usage, parent, module, arguments,
+                                                         thought=text.splitlines()[0].split(":", 1)[1].strip(),
+                                                         automatic=True)
+            messages += [Message("assistant", text), Message("user", f"Observation: {observation.text}")]
+            seen.add(steps.call_key(module, arguments))
+            evidence.extend(observation.evidence)
+            parent = observation.id
+        return parent, seen, tuple(evidence)
 
     def _opening(self, task: Task, toolbox: Toolbox, steps: ReActSteps, inspector: Inspector,
                  examples: list[Example], previous: Attempt | None) -> list[Message]:
