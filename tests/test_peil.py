@@ -65,7 +65,8 @@ def test_the_sources_are_summarised_and_wrong_calls_come_back_as_precise_errors(
     assert "visual[0]: a 5.0 s video, given by the user; audio: none" in first_prompt
     assert "visual[1]: a 6.1 s video, given by the user" in first_prompt
     assert "visual[2]: a 224x224 image, given by the user; text: " in first_prompt
-    assert 'caption("query", visual[i])' not in first_prompt and 'caption(None, visual[i])' in llm.requests[0][0].content
+    system = llm.requests[0][0].content
+    assert 'caption("query", visual[i])' not in first_prompt and 'caption(None, visual[i])' in system
     errors = [step.text for step in observations(answer)]
     assert errors[0].startswith("Error: caption takes image or crop sources, but visual[0] is a video.")
     assert "get_frame" in errors[0]

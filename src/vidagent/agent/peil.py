@@ -131,7 +131,8 @@ class PEILPlanner:
                       trace=trace, usage=model.usage)
 
     # -- one attempt -----------------------------------------------------------------------------
-    def _attempt(self, task: Task, toolbox: Toolbox, modules: dict[str, VisualTool], model: MeteredChat, trace: Trace, parent: int,
+    def _attempt(self, task: Task, toolbox: Toolbox, modules: dict[str, VisualTool], model: MeteredChat,
+                 trace: Trace, parent: int,
                  given: Inspector, examples: list[Example], number: int, previous: Attempt | None) -> Attempt:
         inspector = Inspector(given.describer, list(given.entries))
         executor = Executor(modules, inspector)

@@ -69,8 +69,9 @@ class VisualTool:
         if not self.accepts and media is not None:
             return f"{self.name} takes no source: write {self.name}(\"query\", None)."
         if media is not None and media.source.kind not in self.accepts:
-            return (f"{self.name} takes {' or '.join(self.accepts)} sources, but {label} is {_article(media.source.kind)}"
-                    f" {media.source.kind}.{_hint(self, media)}")
+            kind = media.source.kind
+            return (f"{self.name} takes {' or '.join(self.accepts)} sources, but {label} is {_article(kind)} {kind}."
+                    f"{_hint(self, media)}")
         if self.query == "required" and not query.strip():
             return f"{self.name} needs a text query: write {self.name}(\"...\", {label if media else 'None'})."
         return None
