@@ -144,6 +144,9 @@ def test_the_answer_is_forced_at_the_iteration_limit():
     unlabelled = ScriptedLLM([PLAN, "12", "[]", NOT_YET, "None is not allowed, so here is my guess.\na red ball"])
     guessed, _ = run(unlabelled, task=Task("What does the dog carry?"), max_iterations=1)
     assert guessed.text == "a red ball"  # the last line, not the preamble that echoes the instruction
+    insisted = ScriptedLLM([PLAN, "12", "[]", NOT_YET, "None is not allowed.\n\nFinal Answer: None"])
+    refused, _ = run(insisted, task=Task("What does the dog carry?"), max_iterations=1)
+    assert refused.text == ""  # no answer, not "Final Answer: None" taken for one (seen on dev)
     assert answer.usage.llm_calls == 9
 
 

@@ -228,6 +228,8 @@ class _Traversal:
                                  model_output=completion.text, **model_cost(completion, started)))
         if answer is not None:
             return answer
+        if "final answer" in completion.text.lower():
+            return ""  # the model insisted on "None": no answer, rather than its label as one
         lines = [line.strip() for line in completion.text.splitlines() if line.strip()]
         return lines[-1] if lines else ""  # no "Final Answer:" label: the reply's last line, not its preamble
 
