@@ -127,7 +127,7 @@ async def cached_asks(base: str, video_id: str, clients: int, per_client: int, p
                 started = time.perf_counter()
                 response = await http.post("/api/ask", json=body)
                 response.raise_for_status()
-                assert response.json()["usage"]["cached_calls"] == response.json()["usage"]["llm_calls"]
+                assert response.json()["usage"]["llm_calls"] == 0  # every model call answered by the cache
                 latencies.append(time.perf_counter() - started)
 
     started = time.perf_counter()
@@ -174,7 +174,7 @@ def main() -> int:
         print(f"ask, cached: first step after {again['first_step_s'] * 1000:.0f} ms, first model step "
               f"{again.get('first_model_step_s', float('nan')) * 1000:.0f} ms, "
               f"answer {again['answer_s'] * 1000:.0f} ms "
-              f"({again['cached_calls']:.0f}/{again['llm_calls']:.0f} calls cached)")
+              f"({again['cached_calls']:.0f} calls from the cache, {again['llm_calls']:.0f} to the model)")
 
         asks = asyncio.run(cached_asks(base, video_id, args.clients, args.asks_per_client, args.planner))
         print(f"cached ask, {args.clients} concurrent clients: {asks['per_second']:.1f} asks/s "

@@ -60,9 +60,12 @@ def tagged_llm() -> ScriptedLLM:
 
 @contextlib.contextmanager
 def running_server(home: Path, models: Path, folders: Sequence[Path], llm: ScriptedLLM | None,
-                   **config: object) -> Iterator[tuple[BackgroundServer, VideoService]]:
-    """A server (API, page and MCP) over ``home`` in a thread; ``llm`` None uses the real local model."""
+                   local_model: str | None = None, **config: object) -> Iterator[tuple[BackgroundServer, VideoService]]:
+    """A server (API, page and MCP) over ``home`` in a thread; ``llm`` None uses the real local model
+    (``local_model``, or the default one)."""
     settings = replace(Settings.from_env(), home=home, models=models)
+    if local_model:
+        settings = settings.with_llm(model=local_model)
     serve_config = ServeConfig(settings=settings, video_dirs=tuple(folders), **config)  # type: ignore[arg-type]
     service = VideoService(serve_config, Session(settings, llm=llm) if llm is not None else None)
     try:

@@ -390,7 +390,7 @@ function renderAnswer(answer) {
   });
   $("#evidence").replaceChildren(...items);
   const usage = answer.usage;
-  $("#usage").textContent = `${answer.planner} · ${usage.llm_calls} LLM calls (${usage.cached_calls} cached) · ${usage.prompt_tokens}+${usage.completion_tokens} tokens · ${usage.seconds.toFixed(1)} s in the LLM`;
+  $("#usage").textContent = `${answer.planner} · ${usage.llm_calls} LLM calls${usage.cached_calls ? ` + ${usage.cached_calls} from the cache` : ""} · ${usage.prompt_tokens}+${usage.completion_tokens} tokens · ${usage.seconds.toFixed(1)} s in the LLM`;
 }
 
 async function showEvidence(videoId, item) {
