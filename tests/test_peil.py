@@ -91,13 +91,14 @@ def test_a_clip_cut_by_grounding_becomes_the_next_source(settings):
         answer = session.ask([video_path(TEMPORAL_TOY)], "What is drawn first?", CHOICES, planner="peil",
                              planner_options=PLAIN)
     cut, narration = observations(answer)
-    assert cut.text.startswith("'beginning' is 0.0-1.0 s.")
+    assert cut.text.startswith("temporal_reason of visual[0]:\n'beginning' is 0.0-1.0 s.")
     assert "New source: visual[1]: a 1.0 s clip (0.0-1.0 s of visual[0]), cut by temporal_reason from visual[0]" \
         in cut.text
     inspection = next(step for step in answer.trace if isinstance(step, InspectionStep) and step.label == "visual[1]")
     assert inspection.parent_id == cut.id and inspection.source["kind"] == "clip"
     assert inspection.source["parent"] == answer.task.sources[0].id and inspection.source["window"] == [0.0, 1.0]
-    assert narration.text.startswith("0.0-2.0 s: ") and "2.0-4.0 s" not in narration.text  # only the clip's segment
+    assert narration.text.startswith("video_narration of visual[1]:\n0.0-2.0 s: ")
+    assert "2.0-4.0 s" not in narration.text  # only the clip's segment
     assert {e.source for e in answer.evidence} == {answer.task.sources[0].id, inspection.source["id"]}
     assert "New source: visual[1]" in llm.requests[1][-1].content
 
@@ -110,7 +111,8 @@ def test_each_video_is_narrated_and_each_image_captioned_before_the_model_speaks
     calls = [step for step in answer.trace if step.kind == "tool_call"]
     assert [(c.tool, c.automatic, c.raw_arguments) for c in calls] == [
         ("video_narration", True, "None, visual[0]"), ("caption", True, "None, visual[1]")]
-    assert narration.text.startswith("0.0-2.0 s: ") and caption.text.startswith("Description: ")
+    assert narration.text.startswith("video_narration of visual[0]:\n0.0-2.0 s: ")
+    assert caption.text.startswith("caption of visual[1]:\nDescription: ")
     conversation = llm.requests[0]
     assert conversation[2].role == "assistant" and 'video_narration(None, visual[0])' in conversation[2].content
     assert conversation[3].content == f"Observation: {narration.text}"

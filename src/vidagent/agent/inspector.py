@@ -113,7 +113,8 @@ class Executor:
         if refusal:
             return Observation(f"Error: {refusal}", is_error=True)
         observation = module.function(query, media)
-        lines = [observation.text]
+        lines = [f"{module.name} of {label}:\n{observation.text}" if media is not None and not observation.is_error
+                 else observation.text]
         for made in observation.media:
             entry, new = self.inspector.add(made, f"cut by {module.name} from {label}")
             if new:

@@ -27,7 +27,7 @@ from vidagent.llm.base import ChatModel, Message
 from vidagent.perception.base import FrameDescriber, ObjectDetector, TextEmbedder, TextReader
 from vidagent.prompts import load_prompt, render
 from vidagent.tools.base import Evidence, Observation
-from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media
+from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, unlabelled
 from vidagent.tools.vqa import VisualQA
 from vidagent.video.source import SourceKind
 from vidagent.video.video import SampledFrame
@@ -134,7 +134,7 @@ class AssistModules:
 
     def video_narration(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
-        lines = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {s.description}"
+        lines = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {unlabelled(s.description)}"
                  + (f' On-screen text: "{s.on_screen_text}".' if s.on_screen_text else "")
                  for s in video.segments()]
         if not lines:

@@ -117,7 +117,7 @@ def facts(media: Media, describer: FrameDescriber | None = None) -> MediaFacts:
         picked = _spread(segments, 3)
         seen: list[str] = []
         for segment in picked:
-            description = _unlabelled(segment.description)
+            description = unlabelled(segment.description)
             if description and description not in seen:
                 seen.append(description)
         return MediaFacts(media.source.kind, media.duration_s, None, media.memory.video.info.has_audio,
@@ -127,7 +127,7 @@ def facts(media: Media, describer: FrameDescriber | None = None) -> MediaFacts:
     content, has_text = "", False
     if describer is not None:
         description = describer.describe([media.pixels])[0]
-        content, has_text = _words(_unlabelled(description.text), FACT_WORDS), bool(description.on_screen_text)
+        content, has_text = _words(unlabelled(description.text), FACT_WORDS), bool(description.on_screen_text)
     return MediaFacts(media.source.kind, None, (width, height), False, False, has_text, content)
 
 
@@ -137,7 +137,7 @@ def _spread(items: list[SegmentRecord], count: int) -> list[SegmentRecord]:
     return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
 
 
-def _unlabelled(description: str) -> str:
+def unlabelled(description: str) -> str:
     """A description without the describer's leading "[... description, not a caption]" label
     (the planner is told once what descriptions are)."""
     return re.sub(r"^\s*\[[^\]]*\]\s*", "", description)
