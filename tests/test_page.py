@@ -41,7 +41,7 @@ def test_pick_build_ask_watch_the_steps_and_seek_to_evidence(temporal_library, m
                 page.click(f"#file-list li[data-path='{video_path(UNREGISTERED)}']")  # a file in the folder: added
                 page.wait_for_function("document.querySelectorAll('#video-list li').length === 3")
                 page.wait_for_selector("#video-title:text('1.mp4')")
-                assert page.locator(f"#file-list li[data-path='{video_path(UNREGISTERED)}']").count() == 0
+                page.wait_for_selector(f"#file-list li[data-path='{video_path(UNREGISTERED)}']", state="detached")
 
                 page.click(f"#video-list li[data-video-id='{toy}']")
                 page.wait_for_selector(".lane-track[data-lane=segments] .block")

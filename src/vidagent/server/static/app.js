@@ -62,7 +62,7 @@ async function loadVideos(selectId) {
   }, el("div", { class: "name" }, video.name),
      el("div", { class: "meta" }, `${seconds(video.duration_s)} · ${video.width}×${video.height} · ${video.stages.includes("segments") ? "memory built" : "no memory yet"}`))));
   $("#video-empty").hidden = videos.length > 0;
-  loadFiles();
+  await loadFiles();
   const wanted = selectId || state.video?.video_id;
   if (wanted) await selectVideo(wanted);
 }
