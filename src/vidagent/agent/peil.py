@@ -171,14 +171,11 @@ class PEILPlanner:
             if module not in steps.toolbox.tools:
                 continue
             text = render(load_prompt(PROMPTS, "peil_opening_step"), module=module, source=f"visual[{index}]").strip()
-            arguments = f"None, visual[{index}]"
-            _, observation = steps.toolbox.call_recorded(steps.trace, steps.llm.usage, parent, module, arguments,
-                                                         thought=text.splitlines()[0].split(":", 1)[1].strip(),
-                                                         automatic=True)
-            messages += [Message("assistant", text), Message("user", f"Observation: {observation.text}")]
-            seen.add(steps.call_key(module, arguments))
-            evidence.extend(observation.evidence)
-            parent = observation.id
+            outcome = steps.automatic(text, parent)
+            messages += outcome.messages
+            seen.add(outcome.call)  # type: ignore[arg-type]
+            evidence.extend(outcome.evidence)
+            parent = outcome.step_id
         return parent, seen, tuple(evidence)
 
     def _opening(self, task: Task, toolbox: Toolbox, steps: ReActSteps, inspector: Inspector,

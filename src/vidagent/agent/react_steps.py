@@ -116,13 +116,20 @@ class ReActSteps:
         if "caption_retrieval" not in self.toolbox.tools or segments <= 0 or video is None or not video.segment_count:
             return None
         end = min(video.segment_count, segments) - 1
-        text = render(load_prompt(PROMPTS, "overview_step"), start=0, end=end).strip()
+        return self.automatic(render(load_prompt(PROMPTS, "overview_step"), start=0, end=end).strip(), parent_id)
+
+    def automatic(self, text: str, parent_id: int) -> StepOutcome:
+        """Carry out a step the planner writes in the model's name (``Thought: ... Action: ...``),
+        recorded as an automatic tool call; its messages continue the conversation as if the model
+        had replied so."""
         parsed = parse_react(text, self.toolbox.names)
-        _, observation = self.toolbox.call_recorded(self.trace, self.llm.usage, parent_id, "caption_retrieval",
-                                                    parsed.action_input, thought=parsed.thought, automatic=True)
+        tool = parsed.action or ""
+        _, observation = self.toolbox.call_recorded(self.trace, self.llm.usage, parent_id, tool, parsed.action_input,
+                                                    thought=parsed.thought, automatic=True)
         return StepOutcome(text, observation.id, feedback=observation.text,
-                           call=self.call_key("caption_retrieval", parsed.action_input), tool="caption_retrieval",
-                           raw_arguments=parsed.action_input, evidence=observation.evidence)
+                           call=self.call_key(tool, parsed.action_input), tool=tool,
+                           raw_arguments=parsed.action_input, is_error=observation.is_error,
+                           evidence=observation.evidence)
 
     # -- one step ----------------------------------------------------------------------------
     def step(self, messages: Sequence[Message], parent_id: int, *, seen: set[CallKey] | frozenset[CallKey] = frozenset(),

@@ -27,7 +27,7 @@ from vidagent.llm.base import ChatModel, Message
 from vidagent.perception.base import FrameDescriber, ObjectDetector, TextEmbedder, TextReader
 from vidagent.prompts import load_prompt, render
 from vidagent.tools.base import Evidence, Observation
-from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, unlabelled
+from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, spread_evenly, unlabelled
 from vidagent.tools.vqa import VisualQA
 from vidagent.video.source import SourceKind
 from vidagent.video.video import SampledFrame
@@ -139,7 +139,7 @@ class AssistModules:
                  for s in video.segments()]
         if not lines:
             return Observation("The memory holds no narration for this source.", is_error=True)
-        shown = _spread(lines, MAX_LINES)
+        shown = spread_evenly(lines, MAX_LINES)
         note = f"({len(shown)} of {len(lines)} stretches, evenly spread)\n" if len(shown) < len(lines) else ""
         start, end = video.window
         return Observation(note + "\n".join(shown), evidence=(Evidence(start, end, "narration", video.source.id),))
@@ -172,7 +172,7 @@ class AssistModules:
             if not by_time:
                 return Observation("No on-screen text was read in this source.")
             lines = [f"{t:.1f} s: {' | '.join(texts)}" for t, texts in by_time.items()]
-            return Observation("\n".join(_spread(lines, MAX_LINES)),
+            return Observation("\n".join(spread_evenly(lines, MAX_LINES)),
                                evidence=(Evidence(start, end, "on-screen text", media.source.id),))
         image = _still(media)
         boxes = [box for box in self.reader.read(image.pixels) if box.score >= MIN_OCR_SCORE]
@@ -189,7 +189,7 @@ class AssistModules:
         if not lines:
             return Observation("No speech was recognised in this source.")
         start, end = video.window
-        return Observation("\n".join(_spread(lines, MAX_LINES)),
+        return Observation("\n".join(spread_evenly(lines, MAX_LINES)),
                            evidence=(Evidence(start, end, "speech", video.source.id),))
 
     # -- locators ------------------------------------------------------------------------------
@@ -229,17 +229,18 @@ class AssistModules:
         segments = video.segments()
         if not segments:
             return Observation("The memory holds no narration for this source.", is_error=True)
-        query_vector = self.embedder.embed_queries([query])[0]
-        scores = np.stack([s.embedding for s in segments]) @ query_vector
-        best = int(np.argmax(scores))
+        inside = [s.segment_id for s in segments]
+        ranked = video.memory.rank_segments(self.embedder.embed_queries([query])[0], video.memory.segment_count)
+        match = next(r for r in ranked if r.segment.segment_id in inside)
+        best = inside.index(match.segment.segment_id)
         first, last = segments[max(0, best - 1)], segments[min(len(segments) - 1, best + 1)]
         clip = video.clip(first.start_s, last.end_s)
         start, end = clip.window
-        return Observation(f"The best match is {segments[best].start_s:.1f}-{segments[best].end_s:.1f} s "
-                           f"(similarity {float(scores[best]):.2f}): {segments[best].description}\n"
+        found = match.segment
+        return Observation(f"The best match is {found.start_s:.1f}-{found.end_s:.1f} s "
+                           f"(similarity {match.score:.2f}): {unlabelled(found.description)}\n"
                            f"Cut the clip {start:.1f}-{end:.1f} s around it.",
-                           evidence=(Evidence(start, end, segments[best].description, video.source.id),),
-                           media=(clip,))
+                           evidence=(Evidence(start, end, found.description, video.source.id),), media=(clip,))
 
     def subtitle_ground(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
@@ -377,12 +378,6 @@ def _evidence(image: ImageMedia, text: str) -> tuple[Evidence, ...]:
     window = image.source.window
     return (Evidence(window[0], window[1], text, image.source.id),) if window else \
         (Evidence(0.0, 0.0, text, image.source.id),)
-
-
-def _spread(lines: list[str], limit: int) -> list[str]:
-    if len(lines) <= limit:
-        return lines
-    return [lines[round(i * (len(lines) - 1) / (limit - 1))] for i in range(limit)]
 
 
 def _article(kind: str) -> str:

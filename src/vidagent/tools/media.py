@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import Sequence, TypeVar, Union
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from vidagent.perception.base import FrameDescriber
 from vidagent.video.image import Image
 from vidagent.video.source import Source
 
+T = TypeVar("T")
 FACT_WORDS = 30  # words of content description in a source's facts
 MIN_CROP_PIXELS = 4  # a crop narrower or lower than this is refused
 
@@ -114,7 +115,7 @@ def facts(media: Media, describer: FrameDescriber | None = None) -> MediaFacts:
     """A source's facts, read from its memory (videos, clips) or its pixels (images, crops)."""
     if isinstance(media, VideoMedia):
         segments = media.segments()
-        picked = _spread(segments, 3)
+        picked = spread_evenly(segments, 3)
         seen: list[str] = []
         for segment in picked:
             description = unlabelled(segment.description)
@@ -131,10 +132,11 @@ def facts(media: Media, describer: FrameDescriber | None = None) -> MediaFacts:
     return MediaFacts(media.source.kind, None, (width, height), False, False, has_text, content)
 
 
-def _spread(items: list[SegmentRecord], count: int) -> list[SegmentRecord]:
-    if len(items) <= count:
+def spread_evenly(items: list[T], limit: int) -> list[T]:
+    """All items when there are at most ``limit``, else ``limit`` evenly spaced ones (first and last kept)."""
+    if len(items) <= limit:
         return items
-    return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
+    return [items[round(i * (len(items) - 1) / (limit - 1))] for i in range(limit)]
 
 
 def unlabelled(description: str) -> str:
