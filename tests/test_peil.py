@@ -242,3 +242,41 @@ def test_eval_teaching_gives_the_known_answer_as_the_reference():
     assert reference(choice) == Reference("b", 1)
     assert reference(EvalItem("q2", "v.mp4", "What?", OPEN_ENDED, answer="a dog")) == Reference("a dog")
     assert reference(EvalItem("q3", "v.mp4", "When?", LOCALIZATION, spans=((1.0, 2.0),))) is None
+
+
+def test_the_modules_over_real_memories_and_models(settings):
+    """Each AssistGPT module a scripted planner calls runs on the real memory, detector and OCR."""
+    llm = ScriptedLLM([
+        'Thought: t\nAction: narration_ground("a hand drawing on a tablet", visual[0])',
+        'Thought: t\nAction: get_frame("3", visual[0])',
+        'Thought: t\nAction: object_detect("person", visual[3])',
+        'Thought: t\nAction: region_ground("person", visual[3])',
+        'Thought: t\nAction: text_detect(None, visual[1])',
+        'Thought: t\nAction: get_frame("middle", visual[1])',
+        'Thought: t\nAction: text_ground("clideo", visual[5])',
+        'Thought: t\nAction: text_detect(None, visual[6])',
+        'Thought: t\nAction: asr(None, visual[0])',
+        'Thought: t\nAction: subtitle_ground("hello", visual[0])',
+        'Thought: t\nAction: knowledge_reason("What is a guitar?", None)', "A string instrument.",
+        "Thought: I now know the final answer\nFinal Answer: a guitar", "Yes",
+    ])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask([video_path(TEMPORAL_TOY), video_path(TEMPORAL_TEXT)], "What is drawn?", CHOICES,
+                             planner="peil", planner_options={**PLAIN, "max_steps": 12})
+    (ground, frame, detect, region, video_text, still, text_crop, crop_text, asr, subtitles,
+     knowledge) = [step.text for step in observations(answer)]
+    assert ground.startswith("narration_ground of visual[0]:\nThe best match is 2.0-4.0 s (similarity 0.")
+    assert "Cut the clip 0.0-5.0 s around it.\nNew source: visual[2]: a 5.0 s clip (0.0-5.0 s of visual[0])" in ground
+    assert "Took the frame at 3.0 s.\nNew source: visual[3]: a 224x224 crop of visual[0] at 3.0 s" in frame
+    assert "1 person found. Detected: 1 person." in detect
+    assert "Found person (match 0." in region and "New source: visual[4]: a " in region and " crop of visual[3]" in region
+    assert video_text.startswith("text_detect of visual[1]:\n1.0 s: clideo.com")
+    assert "visual[5]: a 640x360 crop of visual[1] at 3.0 s" in still and "text: yes" in still
+    assert "Found 'clideo.com' at [" in text_crop and "New source: visual[6]:" in text_crop
+    assert crop_text == "text_detect of visual[6]:\nText: clideo.com"
+    assert asr == "asr of visual[0]:\nThis video has no audio track."
+    assert subtitles.endswith("Warning: no speech in this source, so no clip was found by its subtitles.")
+    assert knowledge == "A string instrument." and "What is a guitar?" in llm.requests[-3][-1].content
+    kinds = [step.source["kind"] for step in answer.trace if isinstance(step, InspectionStep)]
+    assert kinds == ["video", "video", "clip", "crop", "crop", "crop", "crop"]
+    assert not any(step.is_error for step in observations(answer))

@@ -89,7 +89,7 @@ class Executor:
         self.added: list[Entry] = []
 
     def tools(self) -> list[Tool]:
-        parameters = (Parameter("query", str, "a text query, or None", optional=True),
+        parameters = (Parameter("query", str, "a text query, or None", optional=True, words=False),
                       Parameter("visual", int, "visual[i], or None", optional=True))
         return [Tool(module.name, module.usage(), parameters, self._runner(module)) for module in self.modules.values()]
 

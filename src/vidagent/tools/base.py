@@ -28,12 +28,15 @@ _MAX_ERROR_CHARS = 500
 
 @dataclass(frozen=True)
 class Parameter:
-    """One argument of a tool. An ``optional`` one may be given as ``None`` (the tool gets None)."""
+    """One argument of a tool. An ``optional`` one may be given as ``None`` (the tool gets None).
+    A ``str`` argument must hold a word (a number there is mostly a misplaced argument) unless
+    ``words`` is False, for free text such as a time ("2.5")."""
 
     name: str
     type: type  # int, float or str
     description: str
     optional: bool = False
+    words: bool = True
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,7 @@ def _coerce(value: Any, parameter: Parameter, tool: Tool) -> Any:
         text = str(value).strip()
         if not text:
             raise ToolInputError(f"{tool.signature()}: {parameter.name} is empty")
-        if not re.search(r"[^\W\d_]", text):
+        if parameter.words and not re.search(r"[^\W\d_]", text):
             raise ToolInputError(f"{tool.signature()}: {parameter.name} must be text in words, got {text!r}")
         return text
     if isinstance(value, bool):
