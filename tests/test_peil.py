@@ -269,7 +269,8 @@ def test_the_modules_over_real_memories_and_models(settings):
     assert "Cut the clip 0.0-5.0 s around it.\nNew source: visual[2]: a 5.0 s clip (0.0-5.0 s of visual[0])" in ground
     assert "Took the frame at 3.0 s.\nNew source: visual[3]: a 224x224 crop of visual[0] at 3.0 s" in frame
     assert "1 person found. Detected: 1 person." in detect
-    assert "Found person (match 0." in region and "New source: visual[4]: a " in region and " crop of visual[3]" in region
+    assert "Found person (match 0." in region
+    assert "New source: visual[4]: a " in region and " crop of visual[3]" in region
     assert video_text.startswith("text_detect of visual[1]:\n1.0 s: clideo.com")
     assert "visual[5]: a 640x360 crop of visual[1] at 3.0 s" in still and "text: yes" in still
     assert "Found 'clideo.com' at [" in text_crop and "New source: visual[6]:" in text_crop
@@ -280,3 +281,23 @@ def test_the_modules_over_real_memories_and_models(settings):
     kinds = [step.source["kind"] for step in answer.trace if isinstance(step, InspectionStep)]
     assert kinds == ["video", "video", "clip", "crop", "crop", "crop", "crop"]
     assert not any(step.is_error for step in observations(answer))
+
+
+def test_the_reasoning_modules_read_the_narration_speech_and_frames(settings, photo):
+    llm = ScriptedLLM([
+        'Thought: t\nAction: narration_reason("What is drawn?", visual[0])', "A guitar, most likely.",
+        'Thought: t\nAction: subtitle_reason("What is said?", visual[0])',
+        'Thought: t\nAction: caption("What is drawn?", visual[1])', "A guitar outline.",
+        "Thought: I now know the final answer\nFinal Answer: a guitar", "Yes",
+    ])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask([video_path(TEMPORAL_TOY), photo], "What is drawn?", CHOICES, planner="peil",
+                             planner_options=PLAIN)
+    narration, speech, caption = [step.text for step in observations(answer)]
+    assert narration == "narration_reason of visual[0]:\nA guitar, most likely."
+    reasoning_prompt = llm.requests[1][-1].content
+    assert "Narration:\n0.0-2.0 s: " in reasoning_prompt and "Question: What is drawn?" in reasoning_prompt
+    assert speech == "subtitle_reason of visual[0]:\nThis video has no audio track. There is nothing to reason over."
+    assert caption.startswith("caption of visual[1]:\nDescription: 0.0 s: ")
+    assert caption.endswith("Answer: A guitar outline.")
+    assert "Frame descriptions:" in llm.requests[4][-1].content  # the offline VQA: describer + the chat model
