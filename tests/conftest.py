@@ -17,10 +17,12 @@ VIDEOS = DATA / "videos"
 
 
 def video_path(relative: str) -> Path:
+    """A test video's real path (symbolic links resolved: the server reports the paths it resolved,
+    and ../shared may itself be a link)."""
     path = VIDEOS / relative
     if not path.exists():
         pytest.skip(f"test video {path} is not available")
-    return path
+    return path.resolve()
 
 
 def frame_at(relative: str, t: float) -> np.ndarray:
