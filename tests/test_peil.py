@@ -36,7 +36,8 @@ def settings(temporal_library: Path, models_dir: Path, tmp_path: Path) -> Settin
 
     home = tmp_path / "home"
     shutil.copytree(temporal_library, home)
-    return replace(Settings.from_env(), home=home, models=models_dir)
+    # procedural experience holds the Learner's kept traces; the semantic part would add a summary call per answer
+    return replace(Settings.from_env(), home=home, models=models_dir, experience="procedural")
 
 
 @pytest.fixture()
@@ -131,7 +132,7 @@ def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(setti
         answer = session.ask([video_path(TEMPORAL_TOY)], "What is being drawn on the tablet?", CHOICES,
                              planner="peil", planner_options=PLAIN,
                              reference=Reference("a guitar", 0))
-        kept = session.examples.count("trace")
+        kept = session.experience_store.count("trace")
     assert answer.choice_index == 0 and answer.artifacts["attempts"] == 2
     assert [c["passed"] for c in answer.artifacts["checks"]] == [False, True]
     assert first.sampling[0]["temperature"] is None and first.sampling[2]["temperature"] == 0.7
@@ -271,10 +272,10 @@ def test_the_modules_over_real_memories_and_models(settings):
     assert "1 person found. Detected: 1 person." in detect
     assert "Found person (match 0." in region
     assert "New source: visual[4]: a " in region and " crop of visual[3]" in region
-    assert video_text.startswith("text_detect of visual[1]:\n1.0 s: clideo.com")
+    assert video_text.startswith("text_detect of visual[1]:\n1.0 s: <video_text>clideo.com")  # quoted as data
     assert "visual[5]: a 640x360 crop of visual[1] at 3.0 s" in still and "text: yes" in still
-    assert "Found 'clideo.com' at [" in text_crop and "New source: visual[6]:" in text_crop
-    assert crop_text == "text_detect of visual[6]:\nText: clideo.com"
+    assert "Found <video_text>clideo.com</video_text> at [" in text_crop and "New source: visual[6]:" in text_crop
+    assert crop_text == "text_detect of visual[6]:\nText: <video_text>clideo.com</video_text>"
     assert asr == "asr of visual[0]:\nThis video has no audio track."
     assert subtitles.endswith("Warning: no speech in this source, so no clip was found by its subtitles.")
     assert knowledge == "A string instrument." and "What is a guitar?" in llm.requests[-3][-1].content
@@ -294,10 +295,10 @@ def test_the_reasoning_modules_read_the_narration_speech_and_frames(settings, ph
         answer = session.ask([video_path(TEMPORAL_TOY), photo], "What is drawn?", CHOICES, planner="peil",
                              planner_options=PLAIN)
     narration, speech, caption = [step.text for step in observations(answer)]
-    assert narration == "narration_reason of visual[0]:\nA guitar, most likely."
+    assert narration == "narration_reason of visual[0]:\nAnswer: <video_text>A guitar, most likely.</video_text>"
     reasoning_prompt = llm.requests[1][-1].content
     assert "Narration:\n0.0-2.0 s: " in reasoning_prompt and "Question: What is drawn?" in reasoning_prompt
     assert speech == "subtitle_reason of visual[0]:\nThis video has no audio track. There is nothing to reason over."
     assert caption.startswith("caption of visual[1]:\nDescription: 0.0 s: ")
-    assert caption.endswith("Answer: A guitar outline.")
+    assert caption.endswith("Answer: <video_text>A guitar outline.</video_text>")
     assert "Frame descriptions:" in llm.requests[4][-1].content  # the offline VQA: describer + the chat model

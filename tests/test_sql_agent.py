@@ -49,7 +49,8 @@ def test_sub_agent_writes_sql_runs_it_and_answers_from_the_rows(queries):
     observation = SQLSubAgent("what", llm, queries).answer("What is written on the screen?")
     assert not observation.is_error
     assert "clideo" in observation.text.lower()  # the stored OCR rows are in the observation
-    assert observation.text.endswith("Answer: The screen shows the clideo.com watermark.")
+    assert "text\n1 | <video_text>clideo" in observation.text  # read in the video: quoted as data
+    assert observation.text.endswith("Answer: <video_text>The screen shows the clideo.com watermark.</video_text>")
     assert observation.evidence and all(e.start_s == e.end_s for e in observation.evidence)  # time_s spans
     assert observation.artifacts["sql"].startswith("SELECT time_s")
     request = llm.requests[0][0].content

@@ -28,6 +28,7 @@ from vidagent.perception.base import FrameDescriber, ObjectDetector, TextEmbedde
 from vidagent.prompts import load_prompt, render
 from vidagent.tools.base import Evidence, Observation
 from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, spread_evenly, unlabelled
+from vidagent.tools.observed import frame_text, lines, quote, quote_all, with_text
 from vidagent.tools.vqa import VisualQA
 from vidagent.video.source import SourceKind
 from vidagent.video.video import SampledFrame
@@ -125,22 +126,21 @@ class AssistModules:
     def caption(self, query: str, media: Media | None) -> Observation:
         image = _still(media)
         if not _given(query):
-            description = self.describer.describe([image.pixels])[0].text
-            return Observation(f"Description: {description}", evidence=_evidence(image, description))
+            description = self.describer.describe([image.pixels])[0]
+            return Observation(f"Description: {frame_text(description)}", evidence=_evidence(image, description.text))
         frame = SampledFrame(image.source.window[0] if image.source.window else 0.0, image.pixels)
         result = self.vqa.answer(query, [frame], self.llm)
-        return Observation(f"Description: {result.description}\nAnswer: {result.answer}",
+        return Observation(f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}",
                            evidence=_evidence(image, result.answer))
 
     def video_narration(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
-        lines = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {unlabelled(s.description)}"
-                 + (f' On-screen text: "{s.on_screen_text}".' if s.on_screen_text else "")
-                 for s in video.segments()]
-        if not lines:
+        narration = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {with_text(unlabelled(s.description), s.on_screen_text)}"
+                     for s in video.segments()]
+        if not narration:
             return Observation("The memory holds no narration for this source.", is_error=True)
-        shown = spread_evenly(lines, MAX_LINES)
-        note = f"({len(shown)} of {len(lines)} stretches, evenly spread)\n" if len(shown) < len(lines) else ""
+        shown = spread_evenly(narration, MAX_LINES)
+        note = f"({len(shown)} of {len(narration)} stretches, evenly spread)\n" if len(shown) < len(narration) else ""
         start, end = video.window
         return Observation(note + "\n".join(shown), evidence=(Evidence(start, end, "narration", video.source.id),))
 
@@ -171,25 +171,25 @@ class AssistModules:
                     by_time.setdefault(round(time_s, 1), []).append(text)
             if not by_time:
                 return Observation("No on-screen text was read in this source.")
-            lines = [f"{t:.1f} s: {' | '.join(texts)}" for t, texts in by_time.items()]
-            return Observation("\n".join(spread_evenly(lines, MAX_LINES)),
+            read = [f"{t:.1f} s: {quote_all(texts)}" for t, texts in by_time.items()]
+            return Observation("\n".join(spread_evenly(read, MAX_LINES)),
                                evidence=(Evidence(start, end, "on-screen text", media.source.id),))
         image = _still(media)
         boxes = [box for box in self.reader.read(image.pixels) if box.score >= MIN_OCR_SCORE]
         if not boxes:
             return Observation("No text was read in this image.", evidence=_evidence(image, ""))
         text = " | ".join(box.text for box in boxes)
-        return Observation(f"Text: {text}", evidence=_evidence(image, text))
+        return Observation(f"Text: {quote(text)}", evidence=_evidence(image, text))
 
     def asr(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
         if not video.memory.video.info.has_audio:
             return Observation("This video has no audio track.")
-        lines = [f"{a:.1f}-{b:.1f} s: {text.strip()}" for a, b, text in video.speech()]
-        if not lines:
+        heard = [f"{a:.1f}-{b:.1f} s: {quote(text)}" for a, b, text in video.speech()]
+        if not heard:
             return Observation("No speech was recognised in this source.")
         start, end = video.window
-        return Observation("\n".join(spread_evenly(lines, MAX_LINES)),
+        return Observation("\n".join(spread_evenly(heard, MAX_LINES)),
                            evidence=(Evidence(start, end, "speech", video.source.id),))
 
     # -- locators ------------------------------------------------------------------------------
@@ -218,10 +218,10 @@ class AssistModules:
         ratios = [_text_match(target, box.text.lower()) for box in boxes]
         best = int(np.argmax(ratios))
         if ratios[best] < MIN_TEXT_MATCH:
-            shown = " | ".join(box.text for box in boxes[:MAX_LINES])
+            shown = quote_all(box.text for box in boxes[:MAX_LINES])
             return Observation(f"No text like '{target}' was found. The texts read are: {shown}")
         crop = image.crop(boxes[best].box)
-        return Observation(f"Found '{boxes[best].text}' at {[int(v) for v in boxes[best].box]}.",
+        return Observation(f"Found {quote(boxes[best].text)} at {[int(v) for v in boxes[best].box]}.",
                            evidence=_evidence(image, boxes[best].text), media=(crop,))
 
     def narration_ground(self, query: str, media: Media | None) -> Observation:
@@ -237,8 +237,9 @@ class AssistModules:
         clip = video.clip(first.start_s, last.end_s)
         start, end = clip.window
         found = match.segment
+        seen = with_text(unlabelled(found.description), found.on_screen_text)
         return Observation(f"The best match is {found.start_s:.1f}-{found.end_s:.1f} s "
-                           f"(similarity {match.score:.2f}): {unlabelled(found.description)}\n"
+                           f"(similarity {match.score:.2f}): {seen}\n"
                            f"Cut the clip {start:.1f}-{end:.1f} s around it.",
                            evidence=(Evidence(start, end, found.description, video.source.id),), media=(clip,))
 
@@ -253,7 +254,7 @@ class AssistModules:
         clip = video.clip(start_s - 1.0, end_s + 1.0)
         start, end = clip.window
         return Observation(f"The speech that matches best (similarity {scores[best]:.2f}) is at "
-                           f"{start_s:.1f}-{end_s:.1f} s: \"{text.strip()}\"\nCut the clip {start:.1f}-{end:.1f} s.",
+                           f"{start_s:.1f}-{end_s:.1f} s: {quote(text)}\nCut the clip {start:.1f}-{end:.1f} s.",
                            evidence=(Evidence(start, end, text.strip(), video.source.id),), media=(clip,))
 
     def temporal_reason(self, query: str, media: Media | None) -> Observation:
@@ -290,7 +291,7 @@ class AssistModules:
             return narration
         prompt = render(load_prompt(PROMPTS, "assist_reason"), what="a video", material_name="Narration",
                         material_note=_DESCRIBER_NOTE, material=narration.text, query=query)
-        return Observation(self._ask(prompt), evidence=narration.evidence)
+        return Observation(f"Answer: {quote(self._ask(prompt))}", evidence=narration.evidence)
 
     def subtitle_reason(self, query: str, media: Media | None) -> Observation:
         speech = self.asr("", media)
@@ -299,7 +300,7 @@ class AssistModules:
         prompt = render(load_prompt(PROMPTS, "assist_reason"), what="a video", material_name="Speech",
                         material_note="It was transcribed automatically and may hold mistakes.",
                         material=speech.text, query=query)
-        return Observation(self._ask(prompt), evidence=speech.evidence)
+        return Observation(f"Answer: {quote(self._ask(prompt))}", evidence=speech.evidence)
 
     # -- helpers -------------------------------------------------------------------------------
     def _ask(self, prompt: str) -> str:

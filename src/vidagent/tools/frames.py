@@ -14,6 +14,7 @@ from vidagent.llm.base import ChatModel
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.observed import frame_text, quote
 from vidagent.tools.vqa import VisualQA
 from vidagent.video.video import SampledFrame
 
@@ -51,7 +52,7 @@ class FrameTools:
         if isinstance(frames, Observation):
             return frames
         described = self.describer.describe([frame.image for frame in frames])
-        lines = [f"{frame.time_s:.1f} s: {description.text}" for frame, description in zip(frames, described)]
+        lines = [f"{frame.time_s:.1f} s: {frame_text(description)}" for frame, description in zip(frames, described)]
         text = "\n".join(lines)
         return Observation(text, evidence=(Evidence(frames[0].time_s, frames[-1].time_s, text, self.memory.video_id),),
                            artifacts={"frame_times": [round(f.time_s, 3) for f in frames]})
@@ -61,7 +62,7 @@ class FrameTools:
         if isinstance(frames, Observation):
             return frames
         result = self.vqa.answer(question, frames, self.llm)
-        return Observation(f"Answer: {result.answer}",
+        return Observation(f"Answer: {quote(result.answer)}",
                            evidence=(Evidence(frames[0].time_s, frames[-1].time_s, result.answer,
                                               self.memory.video_id),),
                            artifacts={"frame_times": [round(f.time_s, 3) for f in frames],

@@ -19,6 +19,7 @@ from vidagent.errors import ToolInputError
 from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber
+from vidagent.tools.observed import scene
 from vidagent.video.image import Image
 from vidagent.video.source import Source
 
@@ -118,7 +119,7 @@ def facts(media: Media, describer: FrameDescriber | None = None) -> MediaFacts:
         picked = spread_evenly(segments, 3)
         seen: list[str] = []
         for segment in picked:
-            description = unlabelled(segment.description)
+            description = unlabelled(scene(segment.description))
             if description and description not in seen:
                 seen.append(description)
         return MediaFacts(media.source.kind, media.duration_s, None, media.memory.video.info.has_audio,
@@ -128,7 +129,7 @@ def facts(media: Media, describer: FrameDescriber | None = None) -> MediaFacts:
     content, has_text = "", False
     if describer is not None:
         description = describer.describe([media.pixels])[0]
-        content, has_text = _words(unlabelled(description.text), FACT_WORDS), bool(description.on_screen_text)
+        content, has_text = _words(unlabelled(scene(description.text)), FACT_WORDS), bool(description.on_screen_text)
     return MediaFacts(media.source.kind, None, (width, height), False, False, has_text, content)
 
 

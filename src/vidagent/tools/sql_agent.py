@@ -11,7 +11,7 @@ objects whose descriptions are closest to the question and hands them to the SQL
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Callable
 
@@ -24,6 +24,7 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import TextEmbedder
 from vidagent.prompts import load_prompt, render
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.observed import quote
 
 PROMPTS = "vidagent.tools"
 SUBTASK_KINDS = ("when", "why", "what", "how", "count", "other")
@@ -32,6 +33,9 @@ MAX_SQL_TOKENS = 160
 MAX_ANSWER_TOKENS = 60
 ROWS_IN_PROMPT = 20
 CANDIDATE_OBJECTS = 5
+# columns holding a detector's fixed words (class names, colours, motion); every other text cell may
+# hold words read or heard in the video and is quoted as video text
+LABEL_COLUMNS = frozenset({"category", "appearance", "motion"})
 # Statements start with one of these; writing ones are extracted too so the read-only guard refuses
 # them with a precise message for the retry.
 _SQL_START = re.compile(r"\b(SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|DROP|CREATE|ALTER|ATTACH|PRAGMA)\b")
@@ -94,10 +98,10 @@ class SQLSubAgent:
             messages += [Message("assistant", reply), Message("user", render(load_prompt(PROMPTS, "sql_retry"), error=failure))]
         if result is None:
             return Observation(f"Could not query the memory: {failure}. Try another tool or rephrase.", is_error=True)
-        rows = result.to_text(max_rows=ROWS_IN_PROMPT)
+        rows = quoted_cells(result).to_text(max_rows=ROWS_IN_PROMPT)
         prompt = render(load_prompt(PROMPTS, "sql_answer"), question=question, sql=result.sql, rows=rows)
         answer = self.llm.chat([Message("user", prompt)], max_tokens=MAX_ANSWER_TOKENS, stop=["\n\n"]).text.strip()
-        text = f"SQL: {result.sql}\nResult:\n{rows}\nAnswer: {answer}"
+        text = f"SQL: {result.sql}\nResult:\n{rows}\nAnswer: {quote(answer)}"
         return Observation(text, evidence=_evidence(result, answer, self.queries.video_id), artifacts={"sql": result.sql})
 
 
@@ -144,6 +148,14 @@ class SQLTools:
         lines = [f"object {objects[i].object_id}: {objects[i].category}, {objects[i].description} "
                  f"({objects[i].first_s:.1f}-{objects[i].last_s:.1f} s)" for i in ranked[:CANDIDATE_OBJECTS]]
         return "Objects most related to the question:\n" + "\n".join(lines) + "\n"
+
+
+def quoted_cells(result: QueryResult) -> QueryResult:
+    """The result with every text cell but the detector's labels quoted as video text."""
+    labels = [column.lower() in LABEL_COLUMNS for column in result.columns]
+    rows = [tuple(quote(value) if isinstance(value, str) and not label else value
+                  for value, label in zip(row, labels)) for row in result.rows]
+    return replace(result, rows=rows)
 
 
 def _evidence(result: QueryResult, answer: str, video_id: str) -> tuple[Evidence, ...]:

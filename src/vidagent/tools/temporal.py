@@ -9,8 +9,9 @@ from vidagent.llm.base import ChatModel
 from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import TextEmbedder
-from vidagent.tools.vqa import VisualQA
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.observed import lines, quote, segment_text
+from vidagent.tools.vqa import VisualQA
 
 MAX_CAPTIONS = 15
 TOP_SEGMENTS = 5
@@ -95,18 +96,13 @@ class TemporalTools:
         frames = list(self.memory.video.frames_at(times, max_side=VQA_MAX_SIDE))
         result = self.vqa.answer(question, frames, self.llm)
         text = f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s).\n" \
-               f"Description: {result.description}\nAnswer: {result.answer}"
+               f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}"
         return Observation(text, evidence=(Evidence(first.start_s, last.end_s, result.answer, self.memory.video_id),),
                            artifacts={"frame_times": [f.time_s for f in frames]})
 
 
 def _segment_line(segment: SegmentRecord, words: int | None = None) -> str:
-    text = segment.as_text()
-    if words is not None:
-        parts = text.split()
-        if len(parts) > words:
-            text = " ".join(parts[:words]) + " ..."
-    return f"Segment {segment.segment_id} ({segment.start_s:.1f}-{segment.end_s:.1f} s): {text}"
+    return f"Segment {segment.segment_id} ({segment.start_s:.1f}-{segment.end_s:.1f} s): {segment_text(segment, words)}"
 
 
 def _evidence(segment: SegmentRecord, video_id: str) -> Evidence:

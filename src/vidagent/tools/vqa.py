@@ -21,6 +21,7 @@ from typing import Protocol, Sequence
 from vidagent.llm.base import ChatModel, Message
 from vidagent.perception.base import FrameDescriber, VQAResult
 from vidagent.prompts import load_prompt, render
+from vidagent.tools.observed import frame_text
 from vidagent.video.video import SampledFrame
 
 MAX_VISION_FRAMES = 8
@@ -41,7 +42,7 @@ class DescribedFramesVQA:
 
     def answer(self, question: str, frames: Sequence[SampledFrame], llm: ChatModel) -> VQAResult:
         described = self.describer.describe([frame.image for frame in frames])
-        lines = [f"{frame.time_s:.1f} s: {d.text}" for frame, d in zip(frames, described)]
+        lines = [f"{frame.time_s:.1f} s: {frame_text(d)}" for frame, d in zip(frames, described)]
         description = "\n".join(lines)
         prompt = render(load_prompt("vidagent.tools", "vqa_from_descriptions"),
                         descriptions=description, question=question)
