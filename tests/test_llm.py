@@ -353,7 +353,7 @@ def test_slow_server_times_out(server: tuple[str, type[_Handler]]) -> None:
 def test_malformed_json_and_http_errors(server: tuple[str, type[_Handler]]) -> None:
     url, _ = server
     with pytest.raises(LLMError, match=r"LLM server at .*/bad/v1 returned malformed JSON"):
-        OpenAICompatibleBackend(f"{url}/bad/v1", "m").complete([Message("user", "hi")])
+        OpenAICompatibleBackend(f"{url}/bad/v1", "m", backoff_s=0.01).complete([Message("user", "hi")])
     with pytest.raises(LLMError, match=r"answered HTTP 401: invalid api key$"):
         OpenAICompatibleBackend(f"{url}/denied/v1", "m").complete([Message("user", "hi")])
 

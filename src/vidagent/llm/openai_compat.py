@@ -10,9 +10,11 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
 import threading
 import time
-from typing import Any, Sequence
+from email.utils import parsedate_to_datetime
+from typing import Any, Callable, Sequence
 
 import httpx
 import numpy as np
@@ -20,7 +22,17 @@ import numpy as np
 from vidagent.errors import LLMError
 from vidagent.llm.base import Completion, Message, Sampling, first_token_logprobs
 
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_log = logging.getLogger(__name__)
+
+
+class _Transient(Exception):
+    """A failed attempt worth repeating: its one-line reason, and how long the server asked to wait."""
+
+    def __init__(self, reason: str, retry_after_s: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after_s = retry_after_s
 
 
 def estimate_tokens(text: str) -> int:
@@ -43,21 +55,28 @@ def image_data_url(image: np.ndarray, *, quality: int = 85) -> str:
 class OpenAICompatibleBackend:
     """A ``ChatBackend`` talking HTTP to an OpenAI-compatible server.
 
-    Failures become ``LLMError`` with a one-line message naming the server. Rate limits (429),
-    server errors (5xx) and timeouts are retried ``max_retries`` times with exponential backoff;
-    a refused connection is reported at once.
+    Failures become ``LLMError`` with a one-line message naming the server. What may pass is
+    retried: rate limits (429, waiting as long as ``Retry-After`` asks), server errors (5xx),
+    timeouts, a reply cut off mid-way, a body that is not JSON, a reply without choices. Retries
+    wait ``backoff_s``, doubling each time, for at most ``max_retries`` retries and within
+    ``budget_s`` seconds from the first attempt (each attempt's timeout is cut to what is left);
+    then the last reason is raised, with the number of attempts. A refused connection and other
+    HTTP errors (400, 401, 404...) are reported at once. ``sleep`` is how the backend waits.
     """
 
     supports_images = True
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None,
-                 timeout_s: float = 120.0, *, max_retries: int = 2, backoff_s: float = 1.0) -> None:
+                 timeout_s: float = 120.0, *, max_retries: int = 4, backoff_s: float = 1.0,
+                 budget_s: float = 300.0, sleep: Callable[[float], None] = time.sleep) -> None:
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
         self.model = model
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
+        self.budget_s = budget_s
+        self._sleep = sleep
         self.name = f"openai:{model}@{self.base_url}"
         headers = {"Content-Type": "application/json"}
         if api_key:
@@ -100,9 +119,9 @@ class OpenAICompatibleBackend:
             body["logprobs"] = True
             body["top_logprobs"] = int(sampling.top_logprobs)
         started = time.perf_counter()
-        data = self._post(body)
+        data, replies = self._post(body)
         seconds = time.perf_counter() - started
-        texts = [_truncate_at_stop(t, stop) for t in _reply_texts(data, self.base_url)]
+        texts = [_truncate_at_stop(t, stop) for t in replies]
         text = texts[0]
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         prompt_tokens = _int(usage.get("prompt_tokens"))
@@ -121,35 +140,52 @@ class OpenAICompatibleBackend:
                 self._client = httpx.Client(timeout=self.timeout_s, headers=self._headers)
             return self._client
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        where = f"LLM server at {self.base_url}"
+    def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """The reply's JSON and the text of each of its choices, retried as the class says."""
         payload = json.dumps(body).encode("utf-8")
-        attempt = 0
+        started = time.monotonic()
+        attempt = 1
         while True:
-            retry_reason: str
+            left = self.budget_s - (time.monotonic() - started)
             try:
-                response = self._http().post(self.url, content=payload)
-            except httpx.TimeoutException as exc:
-                retry_reason = f"{where} did not answer within {self.timeout_s:g}s ({type(exc).__name__})"
-            except httpx.ConnectError as exc:
-                text = str(exc) or type(exc).__name__
-                reason = "connection refused" if "refused" in text.lower() else text
-                raise LLMError(f"{where} is not reachable ({reason})") from exc
-            except httpx.HTTPError as exc:
-                raise LLMError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
-            else:
-                if response.is_success:
-                    return _parse_json(response, where)
-                detail = _error_detail(response)
-                message = f"{where} answered HTTP {response.status_code}{detail}"
-                if response.status_code not in _RETRY_STATUS:
-                    raise LLMError(message)
-                retry_reason = message
-            if attempt >= self.max_retries:
-                suffix = f" (after {attempt + 1} attempts)" if attempt else ""
-                raise LLMError(retry_reason + suffix)
-            time.sleep(self.backoff_s * (2 ** attempt))
-            attempt += 1
+                return self._attempt(payload, max(0.001, min(self.timeout_s, left)))
+            except _Transient as failure:
+                elapsed = time.monotonic() - started
+                wait = self.backoff_s * 2 ** (attempt - 1)
+                if failure.retry_after_s is not None:
+                    wait = max(wait, failure.retry_after_s)
+                if attempt > self.max_retries:
+                    raise LLMError(f"{failure.reason} (after {attempt} attempts)") from None
+                if elapsed + wait >= self.budget_s:
+                    asked = f"; it asked for {failure.retry_after_s:g}s more" if failure.retry_after_s else ""
+                    raise LLMError(f"{failure.reason} (after {attempt} attempts in {elapsed:.1f}s; "
+                                   f"the retry budget is {self.budget_s:g}s{asked})") from None
+                _log.info("%s; retrying in %.1fs (attempt %d)", failure.reason, wait, attempt + 1)
+                self._sleep(wait)
+                attempt += 1
+
+    def _attempt(self, payload: bytes, timeout_s: float) -> tuple[dict[str, Any], list[str]]:
+        """One request: the reply, or ``_Transient`` when it is worth another try, or ``LLMError``."""
+        where = f"LLM server at {self.base_url}"
+        try:
+            response = self._http().post(self.url, content=payload, timeout=timeout_s)
+        except httpx.TimeoutException as exc:
+            raise _Transient(f"{where} did not answer within {timeout_s:g}s ({type(exc).__name__})") from exc
+        except httpx.ConnectError as exc:
+            text = str(exc) or type(exc).__name__
+            reason = "connection refused" if "refused" in text.lower() else text
+            raise LLMError(f"{where} is not reachable ({reason})") from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:  # the reply stopped mid-way
+            raise _Transient(f"{where} broke off its reply ({type(exc).__name__}: {_one_line(exc)})") from exc
+        except httpx.HTTPError as exc:
+            raise LLMError(f"{where} failed: {type(exc).__name__}: {_one_line(exc)}") from exc
+        if not response.is_success:
+            message = f"{where} answered HTTP {response.status_code}{_error_detail(response)}"
+            if response.status_code not in _RETRY_STATUS:
+                raise LLMError(message)
+            raise _Transient(message, _retry_after(response))
+        data = _parse_json(response, where)
+        return data, _reply_texts(data, self.base_url)
 
 
 def _message_json(message: Message) -> dict[str, Any]:
@@ -165,9 +201,9 @@ def _parse_json(response: httpx.Response, where: str) -> dict[str, Any]:
         data = response.json()
     except ValueError as exc:
         snippet = response.text[:80].replace("\n", " ")
-        raise LLMError(f"{where} returned malformed JSON: {snippet!r}") from exc
+        raise _Transient(f"{where} returned malformed JSON: {snippet!r}") from exc
     if not isinstance(data, dict):
-        raise LLMError(f"{where} returned JSON that is not an object")
+        raise _Transient(f"{where} returned JSON that is not an object")
     return data
 
 
@@ -179,7 +215,7 @@ def _reply_texts(data: dict[str, Any], base_url: str) -> list[str]:
         raise LLMError(f"LLM server at {base_url} returned an error: {message}")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
-        raise LLMError(f"LLM server at {base_url} returned a response without choices[0].message")
+        raise _Transient(f"LLM server at {base_url} returned a response without choices[0].message")
     return [_choice_text(choice, base_url) for choice in choices]
 
 
@@ -187,7 +223,7 @@ def _choice_text(choice: Any, base_url: str) -> str:
     try:
         content = choice["message"]["content"]
     except (KeyError, IndexError, TypeError) as exc:
-        raise LLMError(f"LLM server at {base_url} returned a choice without a message") from exc
+        raise _Transient(f"LLM server at {base_url} returned a choice without a message") from exc
     if content is None:
         return ""
     if isinstance(content, list):  # some servers return content parts
@@ -204,6 +240,25 @@ def _error_detail(response: httpx.Response) -> str:
         text = response.text
     text = " ".join(str(text).split())[:200]
     return f": {text}" if text else ""
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """The seconds a ``Retry-After`` header asks for (a number or an HTTP date), or None."""
+    value = response.headers.get("Retry-After", "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:200] or type(error).__name__
 
 
 def _truncate_at_stop(text: str, stop: Sequence[str]) -> str:
