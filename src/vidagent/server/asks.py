@@ -18,7 +18,7 @@ from vidagent.agent.answer import Answer
 from vidagent.agent.planner import Planner, build_planner, planner_names
 from vidagent.agent.steps import Step
 from vidagent.errors import VidagentError
-from vidagent.server.errors import AskCancelledError, RequestError, error_body
+from vidagent.server.errors import AskCancelledError, BusyError, RequestError, error_body
 from vidagent.server.events import EventLog
 from vidagent.server.lane import ModelLane
 from vidagent.video.video import Video
@@ -85,12 +85,21 @@ class AskRun:
 
 
 class AskRunner:
-    def __init__(self, lane: ModelLane, ask: AskFunction) -> None:
+    """Runs questions in the lane; past ``max_queued`` pending jobs a new question is refused (``BusyError``)."""
+
+    def __init__(self, lane: ModelLane, ask: AskFunction, max_queued: int | None = None) -> None:
         self._lane = lane
         self._ask = ask
+        self._max_queued = max_queued
         self._ids = itertools.count(1)
         self._live: dict[str, AskRun] = {}
         self._lock = threading.Lock()
+
+    @property
+    def live(self) -> int:
+        """Questions queued or running."""
+        with self._lock:
+            return len(self._live)
 
     def cancel_all(self) -> None:
         """Stop every question still queued or running (the server is shutting down)."""
@@ -106,7 +115,11 @@ class AskRunner:
         run.events.publish("queued", {"ask_id": run.id, "planner": planner.name, "ahead": self._lane.pending})
         with self._lock:
             self._live[run.id] = run
-        run.future = self._lane.submit(lambda: self._run(run, planner, videos))
+        try:
+            run.future = self._lane.submit(lambda: self._run(run, planner, videos), limit=self._max_queued)
+        except BusyError:
+            self._forget(run.id)
+            raise
         run.future.add_done_callback(lambda _: self._forget(run.id))
         return run
 

@@ -12,19 +12,22 @@ from vidagent.server.errors import ServeSetupError
 TOKEN_ENV = "VIDAGENT_TOKEN"
 DEFAULT_MAX_UPLOAD_BYTES = 2 << 30  # 2 GiB
 DEFAULT_MAX_CLIP_SECONDS = 30.0
+DEFAULT_MAX_QUEUED = 32  # questions and index builds waiting for the model lane, the running one included
 
 
 @dataclass(frozen=True)
 class ServeConfig:
     """``video_dirs``: the folders whose videos may be registered by path (uploads go to ``upload_dir``,
     default ``<home>/uploads``). ``token``: the bearer token every API request must carry (required
-    when ``host`` is not a loopback address)."""
+    when ``host`` is not a loopback address). ``max_queued``: jobs the model lane holds (running and waiting)
+    before a new question is refused as busy (503), so a crowd of clients cannot grow the queue without end."""
 
     settings: Settings = field(default_factory=Settings.from_env)
     video_dirs: tuple[Path, ...] = ()
     upload_dir: Path | None = None
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     max_clip_seconds: float = DEFAULT_MAX_CLIP_SECONDS
+    max_queued: int = DEFAULT_MAX_QUEUED
     token: str | None = None
     host: str = "127.0.0.1"
     port: int = 8000

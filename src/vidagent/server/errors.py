@@ -41,6 +41,10 @@ class UploadError(RequestError, status=413):
     """An upload over the size limit (413), or one that is no video (415) or empty (400)."""
 
 
+class BusyError(RequestError, status=503):
+    """The model lane already holds as many jobs as the server takes; the client may try again later."""
+
+
 class AskCancelledError(Exception):
     """The client that asked went away; the question is stopped at its next step (not a
     ``VidagentError``, so no part of vidagent mistakes it for a failure to report and go on from)."""

@@ -12,6 +12,8 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, TypeVar
 
+from vidagent.server.errors import BusyError
+
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -28,9 +30,13 @@ class ModelLane:
         with self._lock:
             return self._pending
 
-    def submit(self, job: Callable[[], T]) -> Future[T]:
-        """Queue ``job``; its future may be cancelled while it waits (then it never runs)."""
+    def submit(self, job: Callable[[], T], *, limit: int | None = None) -> Future[T]:
+        """Queue ``job``; its future may be cancelled while it waits (then it never runs). With a
+        ``limit``, a ``BusyError`` instead when that many jobs are already pending."""
         with self._lock:
+            if limit is not None and self._pending >= limit:
+                raise BusyError(f"the server is busy: {self._pending} jobs are queued or running (at most {limit}); "
+                                "try again shortly")
             self._pending += 1
         try:
             future = self._executor.submit(job)

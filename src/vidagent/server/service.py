@@ -47,7 +47,7 @@ class VideoService:
         self.lane = ModelLane()
         self.media = MediaCutter(config.clips_dir, config.max_clip_seconds)
         self.jobs = IndexJobs(self.lane, self.session.builder)
-        self.asks = AskRunner(self.lane, self.session.ask)
+        self.asks = AskRunner(self.lane, self.session.ask, config.max_queued)
         self._handles: dict[str, tuple[tuple[int, int], Video]] = {}
         self._handles_lock = threading.Lock()
 
