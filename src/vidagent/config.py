@@ -56,6 +56,11 @@ class Settings:
     segment_seconds: float = 2.0
     frames_per_segment: int = 1
     object_fps: float = 2.0  # frames per second the objects stage detects and tracks in
+    # Node workers of the offline detector (it runs on one thread each); 0: one per CPU core.
+    detector_workers: int = 0
+    # Sampled frames that look the same as the last frame a stage ran its models on reuse that
+    # frame's results (see vidagent.video.change); False runs the models on every sampled frame.
+    reuse_near_duplicates: bool = True
     memory_selection: str = "llm"  # "llm": the LLM decides per question whether objects are needed; "all"
     models: Path | None = None  # default: <home>/models
     library: Path | None = None  # default: <home>/library.sqlite
@@ -106,6 +111,8 @@ class Settings:
         backend), ``VIDAGENT_LLM_MODEL``, ``VIDAGENT_LLM_API_KEY`` (falls back to ``OPENAI_API_KEY``),
         ``VIDAGENT_LLM_TIMEOUT``, ``VIDAGENT_LLM_CACHE`` (``0`` disables the response cache),
         ``VIDAGENT_LLM_THREADS`` (CPU threads of the embedded model; default all CPUs).
+        ``VIDAGENT_DETECTOR_WORKERS``: Node workers of the offline detector (0: one per core);
+        ``VIDAGENT_REUSE_FRAMES=0`` runs the frame models on near-duplicate frames too.
         ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``: backend specs.
         """
         env = os.environ if environ is None else environ
@@ -116,6 +123,10 @@ class Settings:
             settings = replace(settings, models=Path(env["VIDAGENT_MODELS"]).expanduser())
         if env.get("VIDAGENT_LIBRARY"):
             settings = replace(settings, library=Path(env["VIDAGENT_LIBRARY"]).expanduser())
+        if env.get("VIDAGENT_DETECTOR_WORKERS"):
+            settings = replace(settings, detector_workers=max(0, int(env["VIDAGENT_DETECTOR_WORKERS"])))
+        if env.get("VIDAGENT_REUSE_FRAMES") == "0":
+            settings = replace(settings, reuse_near_duplicates=False)
         llm = settings.llm
         base_url = env.get("VIDAGENT_LLM_BASE_URL")
         if base_url:

@@ -8,12 +8,13 @@ stage's rows are written in one transaction when it finishes.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
-from typing import Any, Sequence
-
-from tqdm import tqdm
+from typing import Callable, Sequence
 
 from vidagent.config import Settings
+from vidagent.memory.frame_pipeline import FramePipeline
 from vidagent.memory.stages.base import FrameStage, Stage
 from vidagent.memory.stages.frames import FramesStage
 from vidagent.memory.stages.segments import SegmentsStage
@@ -21,7 +22,10 @@ from vidagent.memory.stages.speech import SpeechStage
 from vidagent.memory.store import Library
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
-from vidagent.video.video import SampledFrame, Video
+from vidagent.video.change import ChangeLimits
+from vidagent.video.video import Video
+
+log = logging.getLogger(__name__)
 
 TEMPORAL_STAGES = ("frames", "speech", "segments")  # what the temporal tools need
 ALL_STAGES = ("frames", "speech", "segments", "objects")
@@ -47,7 +51,8 @@ class MemoryBuilder:
     def _make_stage(self, name: str) -> Stage | FrameStage:
         settings = self.settings
         if name == "frames":
-            return FramesStage(self.perception.describer, settings.segment_seconds, settings.frames_per_segment)
+            return FramesStage(self.perception.describer, settings.segment_seconds, settings.frames_per_segment,
+                               reuse=self._reuse())
         if name == "speech":
             return SpeechStage(self.perception.speech)
         if name == "segments":
@@ -55,7 +60,10 @@ class MemoryBuilder:
                                  self.stage("frames").config(), self.stage("speech").config())
         from vidagent.memory.stages.objects import ObjectsStage
 
-        return ObjectsStage(self.perception, settings)
+        return ObjectsStage(self.perception, settings, reuse=self._reuse())
+
+    def _reuse(self) -> ChangeLimits | None:
+        return ChangeLimits() if self.settings.reuse_near_duplicates else None
 
     def missing_stages(self, video: Video, stages: Sequence[str] = TEMPORAL_STAGES) -> list[str]:
         """The stages (with their requirements) that are not built yet for ``video``."""
@@ -64,20 +72,33 @@ class MemoryBuilder:
                 if not self.library.has_stage(video_id, name, self.stage(name).config())]
 
     def build(self, video: Video, stages: Sequence[str] = TEMPORAL_STAGES, *, progress: bool = True) -> VideoMemory:
-        """Build whichever of ``stages`` (and what they require) are missing, and return the memory."""
+        """Build whichever of ``stages`` (and what they require) are missing, and return the memory.
+
+        Frame stages run as one pipeline (``FramePipeline``); meanwhile the table stages that need
+        no frame stage (speech) run on a thread of their own, the others after both.
+        """
         self.library.add_video(video.info)
         missing = self.missing_stages(video, stages)
         frame_stages = [self.stage(name) for name in missing if _is_frame_stage(self.stage(name))]
-        if frame_stages:
+        frame_names = {stage.name for stage in frame_stages}
+        table_names = [name for name in missing if name not in frame_names]
+        early = [name for name in table_names
+                 if frame_stages and not (set(self._with_requirements([name])) - {name}) & set(missing)]
+        late = [name for name in table_names if name not in early]
+        beside = _Background(lambda: self._build_table_stages(video, early, progress)) if early else None
+        if frame_stages:  # on failure the thread is not waited for: it writes its whole stage or nothing
             self._build_frame_stages(video, frame_stages, progress)  # type: ignore[arg-type]
-        for name in missing:
+        if beside is not None:
+            beside.join()
+        self._build_table_stages(video, late, progress)
+        return VideoMemory(video, self.library)
+
+    def _build_table_stages(self, video: Video, names: Sequence[str], progress: bool) -> None:
+        for name in names:
             stage = self.stage(name)
-            if _is_frame_stage(stage):
-                continue
             started = time.perf_counter()
             rows = stage.build(video, self.library, progress)  # type: ignore[union-attr]
             self.library.write_stage(video.content_hash, name, stage.config(), rows, time.perf_counter() - started)
-        return VideoMemory(video, self.library)
 
     def _with_requirements(self, stages: Sequence[str]) -> list[str]:
         wanted: set[str] = set()
@@ -93,55 +114,36 @@ class MemoryBuilder:
         return [name for name in ALL_STAGES if name in wanted]
 
     def _build_frame_stages(self, video: Video, stages: list[FrameStage], progress: bool) -> None:
-        video_id = video.content_hash
-        configs = {stage.name: stage.config() for stage in stages}
-        results: dict[str, dict[float, Any]] = {}
-        todo: dict[str, set[float]] = {}
+        outcomes = FramePipeline(self.library, video, progress).run(stages)
         for stage in stages:
-            done: dict[float, Any] = {}
-            for chunk in self.library.checkpoints(video_id, stage.name, configs[stage.name]):
-                done.update((float(t), result) for t, result in chunk)
-            results[stage.name] = done
-            todo[stage.name] = {t for t in stage.frame_times(video) if t not in done}
-        seconds = {stage.name: 0.0 for stage in stages}
-        pending: dict[str, list[SampledFrame]] = {stage.name: [] for stage in stages}
-
-        def flush(stage: FrameStage) -> None:
-            frames = pending[stage.name]
-            if not frames:
-                return
+            outcome = outcomes[stage.name]
+            if outcome.reused:
+                log.info("%s: %s reused %d near-duplicate frame results", video.path.name, stage.name, outcome.reused)
             started = time.perf_counter()
-            outputs = stage.process(frames)
-            seconds[stage.name] += time.perf_counter() - started
-            chunk = [[frame.time_s, output] for frame, output in zip(frames, outputs)]
-            self.library.save_checkpoint(video_id, stage.name, configs[stage.name], frames[0].time_s, chunk)
-            results[stage.name].update((frame.time_s, output) for frame, output in zip(frames, outputs))
-            bar.update(len(frames))
-            pending[stage.name] = []
+            rows = stage.finish(video, self.library, outcome.results)
+            elapsed = outcome.seconds + time.perf_counter() - started
+            self.library.write_stage(video.content_hash, stage.name, stage.config(), rows, elapsed)
 
-        wanted_times = sorted(set().union(*todo.values()))
-        names = ", ".join(stage.name for stage in stages)
-        total = sum(len(todo[s.name]) + len(results[s.name]) for s in stages)
-        bar = tqdm(total=total, initial=total - sum(len(t) for t in todo.values()), unit="frame",
-                   desc=f"indexing {video.path.name} ({names})", disable=not progress, leave=False)
+
+class _Background:
+    """Runs a function on a thread; ``join`` waits for it and raises what it raised."""
+
+    def __init__(self, function: Callable[[], None]) -> None:
+        self._function = function
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, daemon=True, name="table-stages")
+        self._thread.start()
+
+    def _main(self) -> None:
         try:
-            if wanted_times:
-                max_side = max(stage.max_side for stage in stages)
-                for frame in video.frames_at(wanted_times, max_side=max_side):
-                    for stage in stages:
-                        if frame.time_s in todo[stage.name]:
-                            pending[stage.name].append(frame)
-                            if len(pending[stage.name]) >= stage.batch_size:
-                                flush(stage)
-                for stage in stages:
-                    flush(stage)
-        finally:
-            bar.close()
-        for stage in stages:
-            started = time.perf_counter()
-            rows = stage.finish(video, self.library, results[stage.name])
-            elapsed = seconds[stage.name] + time.perf_counter() - started
-            self.library.write_stage(video_id, stage.name, configs[stage.name], rows, elapsed)
+            self._function()
+        except BaseException as error:  # noqa: BLE001 - raised again by join()
+            self._error = error
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 def _is_frame_stage(stage: Stage | FrameStage) -> bool:

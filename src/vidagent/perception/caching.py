@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from typing import Sequence
 
 import numpy as np
@@ -19,6 +21,8 @@ class CachingDetector:
 
     It keeps the wrapped detector's ``name``: the cache changes no output, only how often the
     model runs. ``hits`` and ``misses`` count images served from memory and by the model.
+    Thread-safe: when two threads ask for the same frame at once (two stages building in
+    parallel), the model runs on it once and the second caller waits for that result.
     """
 
     def __init__(self, detector: ObjectDetector, entries: int = DEFAULT_ENTRIES) -> None:
@@ -28,33 +32,55 @@ class CachingDetector:
         self.hits = 0
         self.misses = 0
         self._cache: OrderedDict[bytes, Detections] = OrderedDict()
+        self._running: dict[bytes, Future[Detections]] = {}
+        self._lock = threading.Lock()
 
     def detect(self, images: Sequence[np.ndarray]) -> list[Detections]:
         keys = [_key(image) for image in images]
-        missing = [i for i, key in enumerate(keys) if key not in self._cache]
-        fresh = self.detector.detect([images[i] for i in missing]) if missing else []
-        found = dict(zip((keys[i] for i in missing), fresh))
-        results = []
-        for key in keys:
-            result = found.get(key)
-            if result is None:
-                result = self._cache[key]
-                self._cache.move_to_end(key)
-            results.append(result)
-        for key, result in found.items():
-            self._cache[key] = result
-            while len(self._cache) > self.entries:
-                self._cache.popitem(last=False)
-        self.misses += len(missing)
-        self.hits += len(keys) - len(missing)
-        return results
+        mine: dict[bytes, Future[Detections]] = {}
+        theirs: dict[bytes, Future[Detections]] = {}
+        known: dict[bytes, Detections] = {}
+        with self._lock:
+            for key in keys:
+                if key in known or key in mine or key in theirs:
+                    continue
+                if key in self._cache:
+                    known[key] = self._cache[key]
+                    self._cache.move_to_end(key)
+                elif key in self._running:
+                    theirs[key] = self._running[key]
+                else:
+                    mine[key] = self._running[key] = Future()
+            self.misses += len(mine)
+            self.hits += len(keys) - len(mine)
+        if mine:
+            first = {key: i for i, key in reversed(list(enumerate(keys)))}
+            try:
+                fresh = self.detector.detect([images[first[key]] for key in mine])
+            except BaseException as error:
+                with self._lock:
+                    for key, future in mine.items():
+                        del self._running[key]
+                        future.set_exception(error)
+                raise
+            with self._lock:
+                for (key, future), result in zip(mine.items(), fresh):
+                    del self._running[key]
+                    self._cache[key] = known[key] = result
+                    future.set_result(result)
+                while len(self._cache) > self.entries:
+                    self._cache.popitem(last=False)
+        for key, future in theirs.items():
+            known[key] = future.result()
+        return [known[key] for key in keys]
 
     def clear(self) -> None:
         """Forget every remembered result."""
-        self._cache.clear()
+        with self._lock:
+            self._cache.clear()
 
     def close(self) -> None:
-        self._cache.clear()
+        self.clear()
         close = getattr(self.detector, "close", None)
         if callable(close):
             close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -57,8 +58,10 @@ class Perception:
             detector = CachingDetector(build_backend("detector", wanted.detector))
         else:
             from vidagent.perception.detector import CenterNetDetector
+            from vidagent.perception.detector_pool import DetectorPool
 
-            detector = CachingDetector(CenterNetDetector(settings.models_dir))
+            copies = settings.detector_workers or os.cpu_count() or 1
+            detector = CachingDetector(DetectorPool(lambda: CenterNetDetector(settings.models_dir), copies))
         reader = RapidTextReader(cache_dir=settings.models_dir / "ocr")
         describer: FrameDescriber
         if wanted.captioner:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol, Sequence
 
 from vidagent.memory.store import Library
+from vidagent.video.change import ChangeLimits
 from vidagent.video.video import SampledFrame, Video
 
 Rows = dict[str, list[tuple[Any, ...]]]  # table -> rows without the leading video_id
@@ -31,6 +32,9 @@ class FrameStage(Protocol):
     requires: tuple[str, ...]
     max_side: int  # frames are scaled so their longer side is at most this (the largest wins)
     batch_size: int  # frames per ``process`` call and per checkpoint
+    # A frame that looks like the last one ``process`` ran on reuses its result (None: never);
+    # part of ``config()`` when set.
+    reuse: ChangeLimits | None
 
     def config(self) -> dict[str, Any]: ...
 

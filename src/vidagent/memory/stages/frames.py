@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 from vidagent.memory.stages.base import Rows
 from vidagent.memory.store import Library
 from vidagent.perception.base import FrameDescriber
+from vidagent.video.change import ChangeLimits
 from vidagent.video.video import SampledFrame, Video
 
 FRAME_MAX_SIDE = 768
@@ -20,10 +21,12 @@ class FramesStage:
     max_side = FRAME_MAX_SIDE
     batch_size = 4
 
-    def __init__(self, describer: FrameDescriber, segment_seconds: float, frames_per_segment: int) -> None:
+    def __init__(self, describer: FrameDescriber, segment_seconds: float, frames_per_segment: int, *,
+                 reuse: ChangeLimits | None = None) -> None:
         self.describer = describer
         self.segment_seconds = segment_seconds
         self.frames_per_segment = frames_per_segment
+        self.reuse = reuse  # a frame that looks like the last described one reuses its description
 
     def config(self) -> dict[str, Any]:
         return {
@@ -31,6 +34,7 @@ class FramesStage:
             "frames_per_segment": self.frames_per_segment,
             "segment_seconds": self.segment_seconds,
             "max_side": self.max_side,
+            **({"reuse_near_duplicates": self.reuse.config()} if self.reuse else {}),
         }
 
     def frame_times(self, video: Video) -> list[float]:

@@ -26,6 +26,7 @@ from vidagent.memory.store import Library
 from vidagent.perception.base import Detections
 from vidagent.perception.colour import central_region, colour_name
 from vidagent.perception.suite import Perception
+from vidagent.video.change import ChangeLimits
 from vidagent.video.video import SampledFrame, Video
 
 MAX_OBJECT_FRAMES = 1800  # longer videos are sampled more sparsely (an hour: one frame per 2 s)
@@ -54,9 +55,10 @@ class ObjectsStage:
     max_side = OBJECT_MAX_SIDE
     batch_size = 8
 
-    def __init__(self, perception: Perception, settings: Settings) -> None:
+    def __init__(self, perception: Perception, settings: Settings, *, reuse: ChangeLimits | None = None) -> None:
         self.perception = perception
         self.settings = settings
+        self.reuse = reuse  # a frame that looks like the last detected one reuses its detections
 
     def config(self) -> dict[str, Any]:
         return {
@@ -68,6 +70,7 @@ class ObjectsStage:
             "min_single_sighting_score": MIN_SINGLE_SIGHTING_SCORE,
             "embedder": self.perception.embedder.name,
             "segment_seconds": self.settings.segment_seconds,
+            **({"reuse_near_duplicates": self.reuse.config()} if self.reuse else {}),
         }
 
     def sampling_fps(self, video: Video) -> float:

@@ -1,0 +1,78 @@
+"""Several copies of one detector behind one ``ObjectDetector``: the frames of a call are spread
+over them, so a detector that runs on one thread (CenterNet under Node's wasm backend) can keep
+every core busy.
+
+Each copy serves one caller at a time; callers on several threads (two memory stages building
+at once) share the copies. Results are the copies' own, in the order of the frames: the pool
+changes how fast detection runs, never what it finds.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
+
+import numpy as np
+
+from vidagent.perception.base import Detections, ObjectDetector
+
+log = logging.getLogger(__name__)
+
+
+class DetectorPool:
+    """``copies`` detectors made by ``make`` (lazily, on first use), used in parallel.
+
+    A call with ``n`` frames is cut into up to ``copies`` contiguous runs, each detected by
+    whichever copy is free next. ``close()`` closes every copy that was made.
+    """
+
+    def __init__(self, make: Callable[[], ObjectDetector], copies: int) -> None:
+        if copies < 1:
+            raise ValueError(f"a detector pool needs at least one copy, not {copies}")
+        self.copies = copies
+        self._make = make
+        self._made: list[ObjectDetector] = []
+        self._free: queue.Queue[int] = queue.Queue()
+        self._lock = threading.Lock()
+        first = make()  # made now: its name identifies the pool's output, and a missing model fails early
+        self._made.append(first)
+        self.name = first.name
+        for slot in range(copies):
+            self._free.put(slot)
+        self._threads = ThreadPoolExecutor(max_workers=copies, thread_name_prefix="detector") if copies > 1 else None
+
+    def _copy(self, slot: int) -> ObjectDetector:
+        with self._lock:
+            while len(self._made) <= slot:
+                self._made.append(self._make())
+            return self._made[slot]
+
+    def _run(self, images: Sequence[np.ndarray]) -> list[Detections]:
+        slot = self._free.get()
+        try:
+            return self._copy(slot).detect(images)
+        finally:
+            self._free.put(slot)
+
+    def detect(self, images: Sequence[np.ndarray]) -> list[Detections]:
+        images = list(images)
+        if len(images) <= 1 or self._threads is None:
+            return self._run(images) if images else []
+        runs = [list(part) for part in np.array_split(np.arange(len(images)), min(self.copies, len(images)))]
+        futures = [self._threads.submit(self._run, [images[i] for i in run]) for run in runs]
+        results: list[Detections] = []
+        for future in futures:
+            results += future.result()
+        return results
+
+    def close(self) -> None:
+        """Close every copy that was made (a closed CenterNet copy starts its worker again on use)."""
+        with self._lock:
+            made = list(self._made)
+        for detector in made:
+            close = getattr(detector, "close", None)
+            if callable(close):
+                close()
