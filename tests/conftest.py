@@ -15,6 +15,10 @@ from vidagent.config import Settings
 DATA = Path(os.environ.get("VIDAGENT_TEST_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 VIDEOS = DATA / "videos"
 
+# Planner tests script every model call of one question; memory across questions (which validates and
+# summarises each answer with more calls) is tested on its own, in test_experience.py, with it switched on.
+os.environ.setdefault("VIDAGENT_EXPERIENCE", "none")
+
 
 def video_path(relative: str) -> Path:
     """A test video's real path (symbolic links resolved: the server reports the paths it resolved,

@@ -138,7 +138,8 @@ def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(setti
     assert first.sampling[0]["temperature"] is None and first.sampling[2]["temperature"] == 0.7
     assert 'An earlier attempt answered "a car"' in first.requests[2][-1].content
     verdicts = [step for step in answer.trace if isinstance(step, EvaluationStep)]
-    assert [v.score for v in verdicts] == [0.0, 1.0]
+    assert [v.score for v in verdicts] == [0.0, 1.0, 1.0]  # the Learner's two, then the experience's validation
+    assert verdicts[-1].text == "validation: the planner's check passed this answer (reused)"  # no third model call
     assert any(isinstance(s, MemoryStep) and s.action == "stored" for s in answer.trace)
     assert kept == 1
     assert {c.text: c.votes for c in answer.candidates} == {"a car": 1, "a guitar": 1}

@@ -1,11 +1,12 @@
 """The ``vidagent`` command line.
 
 vidagent ask SOURCE [SOURCE ...] QUESTION [--choice TEXT ...] [--planner NAME] [--planner-option K=V ...]
-             [--json] [--trace]      (sources: videos or images; the last argument is the question)
+             [--json] [--trace] [--experience none|semantic|procedural|all]      (sources: videos or images; the last argument is the question)
 vidagent index VIDEO [--stage NAME ...]
 vidagent sql VIDEO QUERY [--json]
 vidagent models install [NAME ...] | vidagent models list
 vidagent eval DATASET_FILE [--videos DIR] [--planner NAME] ... | vidagent eval --compare RUN_DIR ...
+vidagent memory list [VIDEO] | show ID | clear [VIDEO] [--kind KIND]
 vidagent serve [--host 127.0.0.1] [--port 8000] [--videos DIR ...] [--token TOKEN]
 vidagent mcp [--transport stdio|http] [--videos DIR ...]
 
@@ -21,8 +22,10 @@ from pathlib import Path
 from typing import Sequence
 
 from vidagent.agent.answer import Answer
+from vidagent.agent.experience import MODES as EXPERIENCE_MODES
 from vidagent.config import Settings
 from vidagent.errors import MemoryStoreError, VidagentError
+from vidagent.memory_cli import add_memory_parser
 from vidagent.video.image import IMAGE_SUFFIXES
 
 MEDIA_SUFFIXES = IMAGE_SUFFIXES + (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".gif")
@@ -49,7 +52,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
                             else "peil")
     planner = build_planner(name, parse_options(args.planner_option))
     with Session(_settings(args)) as session:
-        answer = session.ask(sources, question, args.choice or None, planner=planner, progress=not args.quiet)
+        answer = session.ask(sources, question, args.choice or None, planner=planner, progress=not args.quiet,
+                             experience=args.experience)
     if args.json:
         payload = answer.to_dict()
         if not args.trace:
@@ -176,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--trace", action="store_true", help="include every reasoning step (the planner's tree)")
     add_planner_options(ask, planner_names(), default=None,
                         default_note="react for one video, peil for images or several sources")
+    ask.add_argument("--experience", choices=EXPERIENCE_MODES, default=None,
+                     help="memory across questions to replay and keep (default: all, or $VIDAGENT_EXPERIENCE)")
     add_llm_options(ask)
     ask.set_defaults(run=_cmd_ask)
 
@@ -203,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.set_defaults(run=_cmd_models)
 
     add_eval_parser(sub)
+    add_memory_parser(sub, _settings)
     from vidagent.server.cli import add_serve_parsers
 
     add_serve_parsers(sub, add_llm_options, _settings)

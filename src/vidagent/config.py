@@ -62,6 +62,10 @@ class Settings:
     # frame's results (see vidagent.video.change); False runs the models on every sampled frame.
     reuse_near_duplicates: bool = True
     memory_selection: str = "llm"  # "llm": the LLM decides per question whether objects are needed; "all"
+    # Memory across questions (DigimonGPT): which memories are replayed and kept, "none", "semantic",
+    # "procedural" or "all"; and whose they are ("" the user's; an evaluation run keeps its own).
+    experience: str = "all"
+    experience_scope: str = ""
     models: Path | None = None  # default: <home>/models
     library: Path | None = None  # default: <home>/library.sqlite
 
@@ -113,6 +117,7 @@ class Settings:
         ``VIDAGENT_LLM_THREADS`` (CPU threads of the embedded model; default all CPUs).
         ``VIDAGENT_DETECTOR_WORKERS``: Node workers of the offline detector (0: one per core);
         ``VIDAGENT_REUSE_FRAMES=0`` runs the frame models on near-duplicate frames too.
+        ``VIDAGENT_EXPERIENCE``: memory across questions (``none``, ``semantic``, ``procedural``, ``all``).
         ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``: backend specs.
         """
         env = os.environ if environ is None else environ
@@ -123,6 +128,8 @@ class Settings:
             settings = replace(settings, models=Path(env["VIDAGENT_MODELS"]).expanduser())
         if env.get("VIDAGENT_LIBRARY"):
             settings = replace(settings, library=Path(env["VIDAGENT_LIBRARY"]).expanduser())
+        if env.get("VIDAGENT_EXPERIENCE"):
+            settings = replace(settings, experience=env["VIDAGENT_EXPERIENCE"].strip().lower())
         if env.get("VIDAGENT_DETECTOR_WORKERS"):
             settings = replace(settings, detector_workers=max(0, int(env["VIDAGENT_DETECTOR_WORKERS"])))
         if env.get("VIDAGENT_REUSE_FRAMES") == "0":

@@ -6,18 +6,20 @@ session (or use it as a context manager) to stop the detector's worker process.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, Union
 
 from vidagent.agent.answer import Answer
 from vidagent.agent.memory_selection import needs_object_memory
 from vidagent.agent.planner import Planner, build_planner
-from vidagent.agent.steps import Step, Trace
+from vidagent.agent.steps import MemoryStep, Step, Trace
 from vidagent.agent.task import Reference, Source, Task
 from vidagent.agent.toolbox import Toolbox, VideoContext
 from vidagent.config import Settings
-from vidagent.errors import PlannerError, VideoError
-from vidagent.experience.examples import ExampleBank
+from vidagent.errors import PlannerError, VidagentError, VideoError
+from vidagent.agent.experience import Experience, ExperienceOptions, check_mode
+from vidagent.experience.store import ExperienceStore
 from vidagent.llm.base import ChatModel
 from vidagent.llm.metered import MeteredChat
 from vidagent.memory.builder import ALL_STAGES, TEMPORAL_STAGES, MemoryBuilder
@@ -36,6 +38,8 @@ from vidagent.video.image import Image, open_media
 from vidagent.video.video import Video
 
 SourceInput = Union[str, Path, Video, Image]
+
+logger = logging.getLogger(__name__)
 
 SQL_TOOLS = ("object_memory_querying",) + SUBTASK_KINDS  # the tools that read the object memory
 
@@ -57,7 +61,7 @@ class Session:
         self._perception = perception
         self._vqa = vqa
         self._library: Library | None = None
-        self._examples: ExampleBank | None = None
+        self._experience_store: ExperienceStore | None = None
 
     # -- lazily built parts ------------------------------------------------------------------
     @property
@@ -81,11 +85,12 @@ class Session:
         return self._library
 
     @property
-    def examples(self) -> ExampleBank:
-        """The bank of in-context examples that learning planners keep, in the library database."""
-        if self._examples is None:
-            self._examples = ExampleBank(self.settings.library_path, self.perception.embedder)
-        return self._examples
+    def experience_store(self) -> ExperienceStore:
+        """The experience kept across questions (semantic and procedural memory, the Learner's traces),
+        in the library database."""
+        if self._experience_store is None:
+            self._experience_store = ExperienceStore(self.settings.library_path, self.perception.embedder)
+        return self._experience_store
 
     @property
     def vqa(self) -> VisualQA:
@@ -123,6 +128,7 @@ class Session:
         reference: Reference | None = None,
         on_step: Callable[[Step], None] | None = None,
         progress: bool = False,
+        experience: str | None = None,
     ) -> Answer:
         """Answer a question about a video, or about several videos and images (indexing videos first if needed).
 
@@ -133,7 +139,10 @@ class Session:
         ``caption_only``, ``random``, or ``package.module:Class``) built with ``planner_options``,
         or a planner object. ``reference`` is a known answer for planners that learn from it
         (PEIL's Learner); no planner reads it to answer. ``on_step`` is called with each step of
-        the trace as soon as it is made.
+        the trace as soon as it is made. ``experience`` (default: the settings') chooses the memory
+        across questions that is replayed before the planner runs and kept after it answers:
+        ``none``, ``semantic`` (validated answers about the same video), ``procedural`` (workflows
+        that worked for questions of the same type) or ``all``.
         """
         if planner_options and not isinstance(planner, str):
             raise PlannerError("planner_options go with a planner's name; set them on the planner object instead")
@@ -142,8 +151,9 @@ class Session:
         task = Task(question, tuple(choices) if choices else None, tuple(_source(h) for h in handles), id=task_id,
                     wants_time=wants_time, reference=reference)
         trace = Trace(on_step)
+        mode = check_mode(experience or self.settings.experience)
         if getattr(chosen, "multi_source", False):
-            return self._ask_sources(chosen, task, handles, trace, progress)
+            return self._ask_sources(chosen, task, handles, trace, progress, mode)
         if len(handles) != 1 or not isinstance(handles[0], Video):
             given = f"{len(handles)} sources" if len(handles) != 1 else "an image"
             raise PlannerError(f"the {chosen.name} planner answers about one video, and was given {given}; "
@@ -162,13 +172,19 @@ class Session:
         with ReadOnlyQueries(self.settings.library_path, memory.video_id) as queries:
             tools = self._tools(memory, llm, queries, lambda: builder.build(handle, ["objects"], progress=progress)) \
                 if chosen.tools != () else []
+            keeper = self._experience(mode) if chosen.uses_llm else None
+            replay = keeper.recall(task, chosen.name, memory.video_id, llm) if keeper else None
             toolbox = Toolbox.of(tools, videos=(self._context(memory),), memories={memory.video_id: memory},
                                  memory_note=self.perception.describer.memory_note,
-                                 context_tokens=self.settings.llm.context_tokens).select(chosen.tools)
-            return chosen.run(task, toolbox, llm, trace)
+                                 context_tokens=self.settings.llm.context_tokens,
+                                 experience_scope=self.settings.experience_scope, replay=replay).select(chosen.tools)
+            answer = chosen.run(task, toolbox, llm, trace)
+        if keeper:
+            _learn(keeper, task, answer, chosen.name, memory.video_id, llm)
+        return answer
 
     def _ask_sources(self, chosen: Planner, task: Task, handles: Sequence[Video | Image], trace: Trace,
-                     progress: bool) -> Answer:
+                     progress: bool, mode: str) -> Answer:
         """A planner that takes several sources: each video's temporal memory, each image's pixels,
         and AssistGPT's modules over them."""
         llm = MeteredChat(self.llm)
@@ -185,12 +201,24 @@ class Session:
         perception = self.perception
         modules = AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
                                 self.vqa, llm).tools()
+        keeper = self._experience(mode)
+        sources_key = "+".join(sorted(source.id for source in task.sources))
+        replay = keeper.recall(task, chosen.name, sources_key, llm) if keeper else None
         toolbox = Toolbox({}, videos=tuple(self._context(m) for m in memories.values()), memories=memories,
                           memory_note=perception.describer.memory_note,
                           context_tokens=self.settings.llm.context_tokens, sources=tuple(media),
                           modules={module.name: module for module in modules}, describer=perception.describer,
-                          examples=self.examples)
-        return chosen.run(task, toolbox, llm, trace)
+                          examples=self.experience_store if mode in ("procedural", "all") else None,
+                          experience_scope=self.settings.experience_scope, replay=replay)
+        answer = chosen.run(task, toolbox, llm, trace)
+        if keeper:
+            _learn(keeper, task, answer, chosen.name, sources_key, llm)
+        return answer
+
+    def _experience(self, mode: str) -> Experience | None:
+        if mode == "none":
+            return None
+        return Experience(self.experience_store, ExperienceOptions(mode, self.settings.experience_scope))
 
     def _context(self, memory: VideoMemory) -> VideoContext:
         return VideoContext(memory.video_id, memory.video.duration_s, memory.segment_count,
@@ -221,9 +249,9 @@ class Session:
             self._llm = None
         if self._library is not None:
             self._library.close()
-        if self._examples is not None:
-            self._examples.close()
-            self._examples = None
+        if self._experience_store is not None:
+            self._experience_store.close()
+            self._experience_store = None
 
     def __enter__(self) -> "Session":
         return self
@@ -247,6 +275,16 @@ def open_sources(sources: SourceInput | Sequence[SourceInput]) -> list[Video | I
         seen[handle.content_hash] = handle.path
         handles.append(handle)
     return handles
+
+
+def _learn(keeper: Experience, task: Task, answer: Answer, planner: str, key: str, llm: MeteredChat) -> None:
+    """Keep what the answer teaches; a failure to (a model that went away) costs the memory, not the answer."""
+    try:
+        keeper.learn(task, answer, planner, key, llm)
+    except VidagentError as error:
+        logger.warning("experience not kept for %r: %s", task.question, error)
+        last = answer.trace.last
+        answer.trace.add(MemoryStep(parent_id=last.id if last else None, action="not kept", text=str(error)))
 
 
 def _source(handle: Video | Image) -> Source:

@@ -50,7 +50,7 @@ class CaptionOnlyPlanner:
         if llm is None:
             raise PlannerError("the caption-only planner needs a chat model")
         model = metered(llm)
-        trace, root = start(task, trace)
+        trace, root = start(task, trace, toolbox)
         started = time.perf_counter()
         lines = [f"[{s.start_s:.1f}-{s.end_s:.1f} s] {s.as_text()}"
                  for memory in toolbox.memories.values() for s in memory.segments]
@@ -61,6 +61,7 @@ class CaptionOnlyPlanner:
         system = render(load_prompt(PROMPTS, "caption_only_system"), memory_note=toolbox.memory_note).strip()
         body = render(load_prompt(PROMPTS, "caption_only"), captions="\n".join(kept), question=task.question,
                       options=task.options_text()).strip()
+        body = toolbox.experience() + body
         if self.choose_by == "likelihood" and task.choices:
             scores = score_options(model, [Message("system", system), Message("user", body)], task, trace, root.id)
             if scores is not None:
@@ -95,7 +96,7 @@ class RandomPlanner:
     uses_llm: ClassVar[bool] = False
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
-        trace, root = start(task, trace)
+        trace, root = start(task, trace, toolbox)
         rng = random.Random(task.seed)
         choice_index = None
         text = ""

@@ -162,7 +162,7 @@ class _Search:
         self.planner = planner
         self.task = task
         self.llm = llm
-        self.trace, root_step = start(task, trace)
+        self.trace, root_step = start(task, trace, toolbox)
         self.steps = ReActSteps(llm, toolbox, self.trace)
         self.opening = self.steps.opening(task)
         self.root = Node(parent=None, depth=0, step_id=root_step.id)

@@ -30,7 +30,7 @@ from vidagent.agent.steps import FinalAnswerStep, InspectionStep, MemoryStep, Tr
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
-from vidagent.experience.examples import Example
+from vidagent.experience.store import Entry
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import load_prompt, render
@@ -95,7 +95,7 @@ class PEILPlanner:
         if not modules:
             raise PlannerError("the PEIL planner needs at least one module")
         model = metered(llm)
-        trace, root = start(task, trace)
+        trace, root = start(task, trace, toolbox)
         inspector = Inspector(toolbox.describer)
         parent = root.id
         for media in toolbox.sources:
@@ -133,7 +133,7 @@ class PEILPlanner:
     # -- one attempt -----------------------------------------------------------------------------
     def _attempt(self, task: Task, toolbox: Toolbox, modules: dict[str, VisualTool], model: MeteredChat,
                  trace: Trace, parent: int,
-                 given: Inspector, examples: list[Example], number: int, previous: Attempt | None) -> Attempt:
+                 given: Inspector, examples: list[Entry], number: int, previous: Attempt | None) -> Attempt:
         inspector = Inspector(given.describer, list(given.entries))
         executor = Executor(modules, inspector)
         steps = ReActSteps(model, Toolbox.of(executor.tools()), trace)
@@ -155,7 +155,8 @@ class PEILPlanner:
         chain = steps.chain(task, messages, parent, max_steps=self.max_steps, seen=seen, temperature=temperature,
                             seed=seed, after_step=inspect, errors_count=True, choose_by=self.choose_by)
         return Attempt(number, chain.final, task.answer_text(chain.final.answer, chain.choice_index),
-                       chain.choice_index, _steps_text(trace, chain.final.id), chain.evidence + opened)
+                       chain.choice_index, trace.chain_text(chain.final.id, step_chars=STEP_CHARS),
+                       chain.evidence + opened)
 
     def _look_first(self, steps: ReActSteps, inspector: Inspector, messages: list[Message],
                     parent: int) -> tuple[int, set[CallKey], tuple[Evidence, ...]]:
@@ -179,7 +180,7 @@ class PEILPlanner:
         return parent, seen, tuple(evidence)
 
     def _opening(self, task: Task, toolbox: Toolbox, steps: ReActSteps, inspector: Inspector,
-                 examples: list[Example], previous: Attempt | None) -> list[Message]:
+                 examples: list[Entry], previous: Attempt | None) -> list[Message]:
         shown = "\n\n".join(f"Question: {e.question}\n{e.text}\nFinal Answer: {e.answer}" for e in examples)
         system = render(load_prompt(PROMPTS, "peil_system"), memory_note=toolbox.memory_note,
                         modules="\n".join(f"- {tool.description}" for tool in steps.toolbox.tools.values()),
@@ -191,14 +192,14 @@ class PEILPlanner:
         question = render(load_prompt(PROMPTS, "peil_question"), sources=inspector.summaries() or "(none)",
                           question=task.question, options=task.options_text(), feedback=feedback,
                           answer_format=answer_format(task))
-        return [Message("system", system.strip()), Message("user", question.strip())]
+        return [Message("system", system.strip()), Message("user", toolbox.experience() + question.strip())]
 
     # -- learning ----------------------------------------------------------------------------------
-    def _recall(self, task: Task, toolbox: Toolbox, trace: Trace, parent: int) -> list[Example]:
+    def _recall(self, task: Task, toolbox: Toolbox, trace: Trace, parent: int) -> list[Entry]:
         if toolbox.examples is None or self.examples <= 0:
             return []
-        found = toolbox.examples.similar(task.question, EXAMPLE_KIND, self.name, limit=self.examples,
-                                         min_similarity=self.min_similarity)
+        found = toolbox.examples.similar(task.question, EXAMPLE_KIND, planner=self.name, scope=toolbox.experience_scope,
+                                         limit=self.examples, min_similarity=self.min_similarity)
         if found:
             listed = "; ".join(f"{e.question!r} ({e.similarity:.2f})" for e in found)
             trace.add(MemoryStep(parent_id=parent, action="replayed", text=f"{len(found)} example(s): {listed}"))
@@ -207,9 +208,9 @@ class PEILPlanner:
     def _keep(self, task: Task, toolbox: Toolbox, trace: Trace, attempt: Attempt) -> None:
         if toolbox.examples is None or attempt.verdict is None:
             return
-        kept = toolbox.examples.add(Example(EXAMPLE_KIND, self.name, task.question, attempt.steps, attempt.text,
-                                            attempt.verdict.mode, attempt.number))
-        if kept:
+        kept = toolbox.examples.add(Entry(EXAMPLE_KIND, self.name, task.question, attempt.steps, attempt.text,
+                                          attempt.verdict.mode, attempt.number, scope=toolbox.experience_scope))
+        if kept is not None:
             trace.add(MemoryStep(parent_id=attempt.final.id, action="stored",
                                  text=f"attempt {attempt.number}'s trace kept as an example ({attempt.verdict.mode})"))
 
@@ -235,13 +236,3 @@ class PEILPlanner:
 
 def _answer_key(attempt: Attempt) -> object:
     return attempt.choice_index if attempt.choice_index is not None else " ".join(attempt.text.lower().split())
-
-
-def _steps_text(trace: Trace, final_id: int) -> str:
-    """An attempt's thoughts, actions and observations as lines (long observations cut)."""
-    lines = []
-    for step in trace.path(final_id):
-        if step.kind in ("tool_call", "observation", "format_error"):
-            text = step.summary()
-            lines.append(text if len(text) <= STEP_CHARS else text[:STEP_CHARS] + " ...")
-    return "\n".join(lines)

@@ -15,7 +15,7 @@ import typing
 from typing import Any, Callable, Mapping, Protocol, TypeVar, runtime_checkable
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.steps import TaskStep, Trace
+from vidagent.agent.steps import MemoryStep, Step, TaskStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
@@ -89,11 +89,17 @@ def parse_options(pairs: list[str] | None) -> dict[str, str]:
     return options
 
 
-def start(task: Task, trace: Trace | None) -> tuple[Trace, TaskStep]:
-    """What every planner does first: open the trace (the caller's, if given) with the task as its root."""
+def start(task: Task, trace: Trace | None, toolbox: Toolbox | None = None) -> tuple[Trace, Step]:
+    """What every planner does first: open the trace (the caller's, if given) with the task as its
+    root, followed by a ``MemoryStep`` of the experience replayed when the toolbox holds some. The
+    step returned is the one the planner's own steps follow."""
     trace = trace if trace is not None else Trace()
-    root = trace.add(TaskStep(question=task.question, choices=list(task.choices) if task.choices else None,
-                              sources=[s.id for s in task.sources]))
+    root: Step = trace.add(TaskStep(question=task.question, choices=list(task.choices) if task.choices else None,
+                                    sources=[s.id for s in task.sources]))
+    replay = toolbox.replay if toolbox is not None else None
+    if replay:
+        root = trace.add(MemoryStep(parent_id=root.id, action="replayed", text=replay.describe(),
+                                    model_output=replay.rating_output, **replay.cost))
     return trace, root
 
 

@@ -49,7 +49,7 @@ class ReActPlanner:
         if llm is None:
             raise PlannerError("the ReAct planner needs a chat model")
         model = metered(llm)
-        trace, root = start(task, trace)
+        trace, root = start(task, trace, toolbox)
         steps = ReActSteps(model, toolbox, trace)
         messages = steps.opening(task)
         evidence: list[Evidence] = []

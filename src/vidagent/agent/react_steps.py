@@ -104,7 +104,7 @@ class ReActSteps:
             segment_seconds=f"{video.segment_seconds:g}" if video else "?",
             question=task.question, options=task.options_text(), answer_format=answer_format(task),
         ).strip()
-        return [Message("system", system), Message("user", question)]
+        return [Message("system", system), Message("user", self.toolbox.experience() + question)]
 
     def overview(self, parent_id: int, segments: int) -> StepOutcome | None:
         """Read the first segments' descriptions, written as the model's own first step.

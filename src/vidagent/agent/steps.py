@@ -235,6 +235,15 @@ class Trace:
     def of_type(self, kind: type[S]) -> list[S]:
         return [s for s in self._steps if isinstance(s, kind)]
 
+    def chain_text(self, step_id: int, *, step_chars: int = 300) -> str:
+        """The thoughts, actions and observations on the way to ``step_id``, one per line (long ones cut)."""
+        lines = []
+        for step in self.path(step_id):
+            if step.kind in ("tool_call", "observation", "format_error"):
+                text = step.summary()
+                lines.append(text if len(text) <= step_chars else text[:step_chars] + " ...")
+        return "\n".join(lines)
+
     def to_list(self) -> list[dict[str, Any]]:
         return [step.to_dict() for step in self._steps]
 

@@ -5,7 +5,7 @@ each video (length, segments), the video memories themselves for planners that r
 whole (the caption-only baseline), and a note on what the memory's descriptions are. For planners
 that take several sources (PEIL) it holds the sources' media in the question's order, the
 AssistGPT modules that take a source each, the frame describer (to summarise images) and the
-bank of in-context examples. A planner works only through its toolbox, never through the session.
+store of kept traces. The experience replayed for the question, if any, comes with it. A planner works only through its toolbox, never through the session.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any, Iterable, Mapping
 
 from vidagent.agent.steps import ObservationStep, ToolCallStep, Trace
 from vidagent.errors import PlannerError
-from vidagent.experience.examples import ExampleBank
+from vidagent.experience.replay import Replay
+from vidagent.experience.store import ExperienceStore
 from vidagent.llm.base import Usage
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber
@@ -48,7 +49,13 @@ class Toolbox:
     sources: tuple[Media, ...] = ()
     modules: Mapping[str, VisualTool] = field(default_factory=dict)
     describer: FrameDescriber | None = None
-    examples: ExampleBank | None = None
+    examples: ExperienceStore | None = None  # AssistGPT's kept traces (None: experience switched off)
+    experience_scope: str = ""  # whose experience: the user's (''), or an evaluation run's own
+    replay: Replay | None = None  # experience chosen for this question (DigimonGPT), shown before it
+
+    def experience(self) -> str:
+        """The replayed experience as the section a planner puts before the question ('' when none)."""
+        return self.replay.section() if self.replay else ""
 
     @classmethod
     def of(cls, tools: Iterable[Tool], **values: object) -> "Toolbox":

@@ -101,8 +101,9 @@ class _Traversal:
         self.planner = planner
         self.task = task
         self.toolbox = toolbox
+        self.experience = toolbox.experience()
         self.llm = llm
-        self.trace, root = start(task, trace)
+        self.trace, root = start(task, trace, toolbox)
         self.last: Step = root
         self.duration = toolbox.video.duration_s if toolbox.video else 0.0
         self.bank: dict[str, dict[str, Any]] = {}
@@ -280,7 +281,7 @@ class _Traversal:
         if prompt != "traveler_summarize":
             context = render(load_prompt(PROMPTS, "traveler_context"), duration=f"{self.duration:.1f}",
                              memory=self._memory(), question=self.task.question).strip()
-            text = f"{context}\n{text}"
+            text = f"{self.experience}{context}\n{text}"
         return self.llm.chat([Message("user", text)], max_tokens=max_tokens, temperature=0.0)
 
     def _choices(self) -> str:

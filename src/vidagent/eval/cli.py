@@ -29,6 +29,7 @@ def add_planner_options(parser: argparse.ArgumentParser, names: Sequence[str], d
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``eval`` command to the ``vidagent`` parser's subcommands."""
     from vidagent.eval.loaders import LOADERS
+    from vidagent.agent.experience import MODES as EXPERIENCE_MODES
     from vidagent.agent.planner import planner_names
 
     parser = subparsers.add_parser(
@@ -56,6 +57,11 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--teach", action="store_true",
                         help="give learning planners (peil) each known answer to check theirs against and keep what "
                              "worked as examples; such a run's accuracy is not a measurement (it saw the answers)")
+    parser.add_argument("--experience", choices=EXPERIENCE_MODES,
+                        help="memory across questions (default: all, or $VIDAGENT_EXPERIENCE); a run keeps its own, "
+                             "emptied when it starts afresh")
+    parser.add_argument("--keep-experience", action="store_true",
+                        help="replay and add to the user's experience instead of the run's own")
     parser.add_argument("--no-clips", action="store_true",
                         help="ask about whole videos even where the dataset names a part (STAR, TVQA)")
     parser.add_argument("--compare", nargs="+", metavar="RUN_DIR", help="compare finished runs side by side")
@@ -92,7 +98,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         planner_options=tuple(parse_options(args.planner_option).items()), limit=args.limit,
         workers=args.workers, ray=args.ray is not None, ray_address=args.ray or None,
         out=Path(args.out) if args.out else None, judge=args.judge, cut_clips=not args.no_clips,
-        progress=not args.quiet, teach=args.teach,
+        progress=not args.quiet, teach=args.teach, experience=args.experience,
+        keep_experience=args.keep_experience,
     )
     settings = Settings.from_env().with_overrides(
         home=getattr(args, "home", None), base_url=args.base_url, model=args.model, api_key=args.api_key,

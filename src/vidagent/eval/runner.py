@@ -12,7 +12,7 @@ import json
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -23,14 +23,16 @@ from vidagent.eval.backends import Backend, ProcessBackend, SerialBackend
 from vidagent.eval.dataset import Dataset, EvalItem, VideoFinder, find_id_map, load_id_map
 from vidagent.eval.errors import EvalError
 from vidagent.eval.loaders import load_dataset
+from vidagent.agent.experience import check_mode
 from vidagent.agent.planner import build_planner
+from vidagent.experience.store import ExperienceStore
 from vidagent.eval.report import RESULTS, RUN_FILE, write_run_report
 from vidagent.eval.results import ResultsFile
 from vidagent.eval.worker import WorkerConfig
 
 # What must match for a folder's rows to be reused by a rerun.
-IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm", "teach")
-OPTIONAL_IDENTITY = {"planner_options": {}, "teach": False}  # what a run folder written before a key existed means by it
+IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm", "teach", "experience")
+OPTIONAL_IDENTITY = {"planner_options": {}, "teach": False, "experience": "none"}  # what a run folder written before a key existed means by it
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class RunConfig:
     cut_clips: bool = True
     progress: bool = True
     teach: bool = False  # give planners that learn (PEIL) each question's known answer to check against
+    experience: str | None = None  # memory across questions: none, semantic, procedural, all (None: the settings')
+    keep_experience: bool = False  # use (and add to) the user's experience instead of the run's own, reset per run
 
 
 @dataclass
@@ -106,12 +110,22 @@ def group_by_video(items: Sequence[EvalItem]) -> list[list[EvalItem]]:
 
 
 def _identity(dataset: Dataset, config: RunConfig, settings: Settings) -> dict[str, Any]:
-    model_free = not build_planner(config.planner, dict(config.planner_options)).uses_llm
+    planner = build_planner(config.planner, dict(config.planner_options))
+    model_free = not planner.uses_llm
     return {
         "dataset": str(dataset.source.resolve()), "format": dataset.format, "planner": config.planner,
         "planner_options": dict(config.planner_options), "judge": config.judge, "teach": config.teach,
         "llm": None if model_free and not config.judge else f"{settings.llm.backend}:{settings.llm.model}",
+        "experience": "none" if model_free else settings.experience,
     }
+
+
+def _experience_settings(config: RunConfig, settings: Settings, out: Path) -> Settings:
+    """The run's experience mode, kept in the run's own scope (emptied when the run starts afresh) so
+    runs stay comparable, unless ``keep_experience`` asks for the user's."""
+    mode = check_mode(config.experience or settings.experience)
+    scope = "" if config.keep_experience else f"eval:{out.resolve()}"
+    return replace(settings, experience=mode, experience_scope=scope)
 
 
 def _check_folder(out: Path, identity: dict[str, Any]) -> None:
@@ -128,6 +142,21 @@ def _check_folder(out: Path, identity: dict[str, Any]) -> None:
         if meta.get(key, OPTIONAL_IDENTITY.get(key)) != identity[key]:
             raise EvalError(f"{out} holds a run with {key} {meta.get(key)!r}, not {identity[key]!r}: "
                             "use another --out to start a new run")
+
+
+def _reset_experience(settings: Settings, finished: set[str]) -> None:
+    """A fresh run starts with its own experience empty (as DigimonGPT resets memory per evaluation
+    round); a resumed one keeps what its finished questions kept and forgets what a killed one did."""
+    if not settings.library_path.is_file():
+        return
+    store = ExperienceStore(settings.library_path)
+    try:
+        if finished:
+            store.forget_unfinished(settings.experience_scope, finished)
+        else:
+            store.clear(scope=settings.experience_scope)
+    finally:
+        store.close()
 
 
 def make_backend(config: RunConfig, worker: WorkerConfig) -> Backend:
@@ -160,6 +189,7 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
         shown = ", ".join(videos[:3]) + (f" and {len(videos) - 3} more" if len(videos) > 3 else "")
         say(f"skipping {len(missing)} of {len(selected.items)} questions: {len(videos)} videos not found ({shown}); "
             f"listed in {out / 'missing.txt'}")
+    settings = _experience_settings(config, settings, out)
     identity = _identity(dataset, config, settings)
     out.mkdir(parents=True, exist_ok=True)
     _check_folder(out, identity)
@@ -172,6 +202,8 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
     done = results.load()
     selected_ids = {item.id for item in runnable}
     pending = [item for item in runnable if item.id not in done]
+    if settings.experience_scope and settings.experience != "none":
+        _reset_experience(settings, set(done))
     rows = {qid: row for qid, row in done.items() if qid in selected_ids}
     worker = WorkerConfig(settings=settings, planner=config.planner, planner_options=config.planner_options,
                           judge=config.judge, teach=config.teach,

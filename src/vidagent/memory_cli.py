@@ -1,0 +1,142 @@
+"""``vidagent memory``: list, show and clear the experience kept across questions.
+
+vidagent memory list [VIDEO] [--kind KIND] [--scope SCOPE | --all-scopes] [--json]
+vidagent memory show ID [--json]
+vidagent memory clear [VIDEO] [--kind KIND] [--scope SCOPE | --all-scopes]
+
+VIDEO is a video file (its content names it) or the start of a video id as ``list`` shows it.
+``--scope`` picks an evaluation run's own experience (``eval:<run>``); the default is the user's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from vidagent.config import Settings
+from vidagent.errors import VidagentError
+from vidagent.experience.store import KINDS, Entry, ExperienceStore
+
+SHORT_ID = 12
+
+
+class MemoryCommandError(VidagentError):
+    exit_code = 2
+
+
+def add_memory_parser(subparsers: Any, settings_of: Callable[[argparse.Namespace], Settings]) -> None:
+    parser = subparsers.add_parser("memory", help="list, show or clear the experience kept across questions")
+    commands = parser.add_subparsers(dest="memory_command", required=True)
+
+    def filters(p: argparse.ArgumentParser) -> None:
+        p.add_argument("video", nargs="?", help="a video file, or the start of a video id (default: every video)")
+        p.add_argument("--kind", choices=KINDS, help="only this kind of memory")
+        scope = p.add_mutually_exclusive_group()
+        scope.add_argument("--scope", default="", help="whose experience: '' the user's (default), eval:<run> a run's")
+        scope.add_argument("--all-scopes", action="store_true", help="the user's and every evaluation run's")
+
+    listing = commands.add_parser("list", help="list kept memories, oldest first")
+    filters(listing)
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    show = commands.add_parser("show", help="show one memory with its provenance (question, answer, model, trace)")
+    show.add_argument("id", type=int)
+    show.add_argument("--json", action="store_true")
+    clear = commands.add_parser("clear", help="delete the memories named (all of the user's when nothing is named)")
+    filters(clear)
+    parser.set_defaults(run=lambda args: _run(args, settings_of(args)))
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    if not settings.library_path.is_file():
+        raise MemoryCommandError(f"no library at {settings.library_path}: nothing has been kept yet")
+    store = ExperienceStore(settings.library_path)
+    try:
+        if args.memory_command == "show":
+            return _show(store, args.id, as_json=args.json)
+        scope = None if args.all_scopes else args.scope
+        video_id = _video_id(store, args.video) if args.video else None
+        if args.memory_command == "list":
+            return _list(store.entries(scope=scope, kind=args.kind, video_id=video_id), as_json=args.json)
+        removed = store.clear(scope=scope, kind=args.kind, video_id=video_id)
+        named = " ".join(part for part in (args.kind or "", f"about {video_id[:SHORT_ID]}" if video_id else "",
+                                            "in every scope" if scope is None else f"in scope {scope!r}") if part)
+        print(f"cleared {removed} memor{'y' if removed == 1 else 'ies'} ({named})")
+        return 0
+    finally:
+        store.close()
+
+
+def _video_id(store: ExperienceStore, given: str) -> str:
+    """A video's id from its file (by content) or from the start of an id that is kept."""
+    if Path(given).is_file():
+        from vidagent.video.image import open_media
+
+        return open_media(given).content_hash
+    matches = [video_id for video_id in store.video_ids() if video_id.startswith(given)]
+    if len(matches) != 1:
+        found = "no kept memory is about" if not matches else f"{len(matches)} videos match"
+        raise MemoryCommandError(f"{given!r}: {found} such a video (give a video file or a longer id)")
+    return matches[0]
+
+
+def _list(entries: list[Entry], *, as_json: bool) -> int:
+    if as_json:
+        for entry in entries:
+            print(json.dumps(entry.to_dict(with_provenance=False), ensure_ascii=False))
+        return 0
+    if not entries:
+        print("no memories kept")
+        return 0
+    for entry in entries:
+        about = entry.video_id[:SHORT_ID] if entry.video_id else "-"
+        scope = f" [{entry.scope}]" if entry.scope else ""
+        text = " ".join(entry.text.split())
+        print(f"#{entry.entry_id} {entry.kind} {entry.status}{scope} video={about} type={entry.task_type or '-'} "
+              f"planner={entry.planner}\n    Q: {entry.question[:100]}\n    {text[:160]}")
+    return 0
+
+
+def _show(store: ExperienceStore, entry_id: int, *, as_json: bool) -> int:
+    entry = store.get(entry_id)
+    if entry is None:
+        raise MemoryCommandError(f"no memory #{entry_id}")
+    if as_json:
+        print(json.dumps(entry.to_dict(), ensure_ascii=False, indent=2))
+        return 0
+    data = entry.to_dict(with_provenance=False)
+    for key in ("entry_id", "kind", "status", "scope", "planner", "video_id", "task_type", "question", "answer",
+                "checked_by", "attempts", "model"):
+        print(f"{key}: {data[key]}")
+    print(f"text: {entry.text}")
+    provenance = dict(entry.provenance)
+    verdict = provenance.get("verdict")
+    if verdict:
+        print(f"validation: {'passed' if verdict.get('passed') else 'failed'} ({verdict.get('mode')}): "
+              f"{verdict.get('reason')}")
+    if provenance.get("entries"):
+        print(f"abstracted from: {', '.join(f'#{i}' for i in provenance['entries'])}")
+    trace = provenance.get("trace") or []
+    if trace:
+        print(f"trace ({len(trace)} steps):")
+        for step in trace:
+            summary = _step_line(step)
+            print(f"  [{step.get('id')}] {summary}")
+    return 0
+
+
+def _step_line(step: dict[str, Any]) -> str:
+    kind = step.get("type")
+    if kind == "tool_call":
+        text = f"Action: {step.get('tool')}({step.get('raw_arguments', '')})"
+    elif kind == "observation":
+        text = f"Observation: {step.get('text', '')}"
+    elif kind == "final_answer":
+        text = f"Final Answer: {step.get('answer', '')}"
+    elif kind == "task":
+        text = f"Question: {step.get('question', '')}"
+    else:
+        text = f"{kind}: {step.get('text', '')}"
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:200] + " ..."
