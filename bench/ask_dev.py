@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ask_dev.py [--planner react --planner caption_only --planner "mcts n=4"] [--limit N]
                                       [--model NAME] [--out bench/results/eval_dev] [--cache] [--threads N]
+                                      [--experience none|semantic|procedural|all]
 
 A planner is a name followed by its options (``"mcts n=4 strategy=dfs"``). For search planners
 (answers with several candidates and a first chain), the report adds how often the final answer
@@ -40,6 +41,8 @@ def main() -> int:
     parser.add_argument("--model", help="local model name (default from settings)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "eval_dev")
     parser.add_argument("--cache", action="store_true", help="reuse cached LLM responses (cost is then not measured)")
+    parser.add_argument("--experience", choices=("none", "semantic", "procedural", "all"), default="none",
+                        help="memory across questions (default none: each planner measured on its own)")
     parser.add_argument("--threads", type=int, help="LLM threads (default: all CPUs; 1 is faster on a busy machine)")
     args = parser.parse_args()
 
@@ -60,12 +63,14 @@ def main() -> int:
 
     folders = []
     for name, options in planners:
-        label = "-".join([name] + [f"{k}_{v}" for k, v in options])
+        label = "-".join([name] + [f"{k}_{v}" for k, v in options]
+                         + ([f"experience_{args.experience}"] if args.experience != "none" else []))
         config = RunConfig(dataset=args.qa, limit=args.limit, planner=name, planner_options=options,
-                           out=args.out / label)
+                           out=args.out / label, experience=args.experience)
         result = run_eval(config, settings)
         folders.append(result.out)
-        for summary in (_search_summary(result.rows), _frames_summary(result.rows), _learner_summary(result.rows)):
+        for summary in (_search_summary(result.rows), _frames_summary(result.rows), _learner_summary(result.rows),
+                        _experience_summary(result.rows)):
             if summary:
                 print(f"{label}: {summary}")
     paths = write_comparison(folders, args.out)
@@ -87,6 +92,21 @@ def _frames_summary(rows: list[dict]) -> str:
     frames = sum(len(r["artifacts"]["frames_viewed"]) for r in viewed) / len(viewed)
     windows = sum(len(r["artifacts"]["windows"]) for r in viewed) / len(viewed)
     return f"{frames:.1f} frames viewed per question ({windows:.1f} windows besides the 5 opening frames)"
+
+
+def _experience_summary(rows: list[dict]) -> str:
+    """With memory across questions: how many questions had something replayed, and how many answers
+    passed validation (and so were kept as valid memories)."""
+    memory = [[s for s in r.get("trace") or [] if s["type"] == "memory"] for r in rows]
+    if not any(memory):
+        return ""
+    replayed = sum(1 for steps in memory if any(s["action"] == "replayed" for s in steps))
+    kept = sum(1 for steps in memory if any(s["action"] == "stored" and "[rejected" not in s["text"] for s in steps))
+    rejected = sum(1 for steps in memory if any("[rejected" in s["text"] for s in steps))
+    right_kept = sum(1 for r, steps in zip(rows, memory)
+                     if r.get("correct") and any(s["action"] == "stored" and "[rejected" not in s["text"] for s in steps))
+    return (f"experience replayed for {replayed} of {len(rows)} questions; {kept} answers kept as valid "
+            f"({right_kept} of them right), {rejected} rejected by validation")
 
 
 def _learner_summary(rows: list[dict]) -> str:
