@@ -7,13 +7,12 @@ is ready. The Ray backend (``ray_backend.py``) has the same shape.
 
 from __future__ import annotations
 
-import multiprocessing
-import queue
 from typing import Any, Iterator, Protocol, Sequence
 
 from vidagent.eval.dataset import EvalItem
 from vidagent.eval.errors import EvalError
 from vidagent.eval.worker import QuestionWorker, WorkerConfig
+from vidagent.parallel import on_processes
 
 Group = Sequence[EvalItem]
 
@@ -38,23 +37,14 @@ class SerialBackend:
             worker.close()
 
 
-def _process_main(config: WorkerConfig, tasks: Any, results: Any) -> None:
-    """A worker process: take a video's questions, answer them, send each row back."""
-    try:
-        worker = QuestionWorker(config)
-    except BaseException as error:  # noqa: BLE001 - reported to the parent as one line
-        results.put(("fatal", f"{error.__class__.__name__}: {error}"))
-        return
-    try:
-        while True:
-            group = tasks.get()
-            if group is None:
-                break
-            for item in group:
-                results.put(("row", worker.answer(item)))
-    finally:
-        worker.close()
-        results.put(("done", None))
+class QuestionWorkers:
+    """A picklable factory of question workers (for ``vidagent.parallel``'s processes and Ray actors)."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+
+    def __call__(self) -> QuestionWorker:
+        return QuestionWorker(self.config)
 
 
 class ProcessBackend:
@@ -67,39 +57,4 @@ class ProcessBackend:
         self.workers = workers
 
     def run(self, groups: Sequence[Group]) -> Iterator[dict[str, Any]]:
-        if not groups:
-            return
-        context = multiprocessing.get_context("spawn")
-        tasks, results = context.Queue(), context.Queue()
-        for group in groups:
-            tasks.put(list(group))
-        count = min(self.workers, len(groups))
-        for _ in range(count):
-            tasks.put(None)
-        processes = [context.Process(target=_process_main, args=(self.config, tasks, results))
-                     for _ in range(count)]
-        for process in processes:
-            process.start()
-        finished = 0
-        try:
-            while finished < count:
-                try:
-                    kind, payload = results.get(timeout=1.0)
-                except queue.Empty:
-                    dead = [p for p in processes if p.exitcode not in (None, 0)]
-                    if dead:
-                        raise EvalError(f"a worker process died (exit code {dead[0].exitcode}); "
-                                        "rerun the same command to resume") from None
-                    continue
-                if kind == "row":
-                    yield payload
-                elif kind == "done":
-                    finished += 1
-                else:
-                    raise EvalError(f"a worker process could not start: {payload}")
-        finally:
-            for process in processes:
-                if process.is_alive():
-                    process.terminate()
-            for process in processes:
-                process.join(timeout=10)
+        return on_processes(QuestionWorkers(self.config), groups, self.workers)

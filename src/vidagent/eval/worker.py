@@ -73,6 +73,8 @@ class QuestionWorker:
         row["wall_s"] = round(time.perf_counter() - started, 3)
         return row
 
+    __call__ = answer  # a worker of vidagent.parallel
+
     def close(self) -> None:
         self.session.close()
 

@@ -1,0 +1,189 @@
+"""Indexing many videos into one library: in this process, on local worker processes, or on Ray.
+
+``plan_index`` finds the videos (files given, and video files under folders given), opens each
+(an unreadable file given by name stops everything before any work; one found in a folder is
+reported and left out), drops repeated content, and leaves out videos whose stages are built.
+``index_videos`` builds the rest, one video per worker at a time, and yields an ``IndexOutcome``
+per video as it finishes.
+
+Every worker writes into the one library database: SQLite in WAL mode takes one writer at a
+time, and a worker's writes are short (a batch's checkpoint, a stage's rows in one
+transaction), so workers wait on each other for milliseconds. A killed run resumes: finished
+videos are skipped, an unfinished one continues from its checkpoints. On Ray, every node must
+see the videos and the library at the same paths (one machine, or a shared file system).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from vidagent.config import Settings
+from vidagent.errors import VidagentError, VideoError
+from vidagent.memory.builder import MemoryBuilder
+from vidagent.memory.store import Library
+from vidagent.perception.suite import Perception
+from vidagent.video.video import Video
+
+log = logging.getLogger(__name__)
+
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
+
+
+@dataclass(frozen=True)
+class IndexJob:
+    """One video to build."""
+
+    path: str
+    video_id: str
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class IndexOutcome:
+    """What became of one video: ``built``, ``skipped`` (already indexed or a repeat) or ``failed``."""
+
+    path: str
+    status: str
+    duration_s: float = 0.0
+    seconds: float = 0.0
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class IndexPlan:
+    jobs: list[IndexJob]
+    skipped: list[IndexOutcome]  # already indexed, repeated content, or unreadable files found in folders
+
+
+def find_videos(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
+    """``(path, named)`` for each file given and each video file under each folder given (sorted);
+    ``named`` tells a file given by name from one found in a folder."""
+    found: list[tuple[Path, bool]] = []
+    for given in paths:
+        path = Path(given).expanduser()
+        if path.is_dir():
+            found += [(p, False) for p in sorted(path.rglob("*"))
+                      if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES and not p.name.startswith(".")]
+        elif path.exists():
+            found.append((path, True))
+        else:
+            raise VideoError(f"{path}: no such file or folder")
+    return found
+
+
+def plan_index(paths: Sequence[str | Path], settings: Settings, stages: Sequence[str]) -> IndexPlan:
+    """What ``index_videos`` has to build for ``paths`` (see the module's description). Every
+    video is opened before any model or the library is."""
+    skipped: list[IndexOutcome] = []
+    videos: dict[str, Video] = {}
+    for path, named in find_videos(paths):
+        try:
+            video = Video(path)
+        except VideoError as error:
+            if named:
+                raise
+            skipped.append(IndexOutcome(str(path), "failed", message=str(error)))
+            continue
+        if video.content_hash in videos:
+            skipped.append(IndexOutcome(str(path), "skipped", video.duration_s,
+                                        message=f"same content as {videos[video.content_hash].path}"))
+        else:
+            videos[video.content_hash] = video
+    jobs: list[IndexJob] = []
+    if not videos:
+        return IndexPlan(jobs, skipped)
+    perception = Perception.from_settings(settings)  # models load on first use: none loads here
+    try:
+        with Library(settings.library_path) as library:
+            builder = MemoryBuilder(library, perception, settings)
+            for video in videos.values():
+                if builder.missing_stages(video, stages):
+                    jobs.append(IndexJob(str(video.path), video.content_hash, video.duration_s))
+                else:
+                    skipped.append(IndexOutcome(str(video.path), "skipped", video.duration_s,
+                                                message="already indexed"))
+    finally:
+        perception.close()
+    return IndexPlan(jobs, skipped)
+
+
+@dataclass(frozen=True)
+class IndexerConfig:
+    """What a worker needs (picklable: sent to processes and Ray actors)."""
+
+    settings: Settings
+    stages: tuple[str, ...]
+    progress: bool = False  # per-video progress bars (only when indexing in this process)
+
+
+class VideoIndexer:
+    """A worker: holds the models and the library, and builds one video per call."""
+
+    def __init__(self, config: IndexerConfig) -> None:
+        self.config = config
+        self.perception = Perception.from_settings(config.settings)
+        self.library = Library(config.settings.library_path)
+        self.builder = MemoryBuilder(self.library, self.perception, config.settings)
+
+    def __call__(self, job: IndexJob) -> IndexOutcome:
+        started = time.perf_counter()
+        try:
+            video = Video(job.path)
+            if video.content_hash != job.video_id:
+                raise VideoError(f"{job.path}: the file changed since the run began")
+            self.builder.build(video, self.config.stages, progress=self.config.progress)
+        except VidagentError as error:
+            return IndexOutcome(job.path, "failed", job.duration_s, time.perf_counter() - started, str(error))
+        return IndexOutcome(job.path, "built", job.duration_s, time.perf_counter() - started)
+
+    def close(self) -> None:
+        self.perception.close()
+        self.library.close()
+
+
+class Indexers:
+    """A picklable factory of ``VideoIndexer`` workers."""
+
+    def __init__(self, config: IndexerConfig) -> None:
+        self.config = config
+
+    def __call__(self) -> VideoIndexer:
+        return VideoIndexer(self.config)
+
+
+def worker_settings(settings: Settings, workers: int) -> Settings:
+    """Settings for one of ``workers`` workers on this machine: the cores are shared among them
+    (each gets its share of detector processes unless the settings name a number)."""
+    if settings.detector_workers:
+        return settings
+    return replace(settings, detector_workers=max(1, (os.cpu_count() or 1) // max(workers, 1)))
+
+
+def index_videos(jobs: Sequence[IndexJob], settings: Settings, stages: Sequence[str], *, workers: int | None = None,
+                 ray: bool = False, ray_address: str | None = None, progress: bool = False) -> Iterator[IndexOutcome]:
+    """Build ``jobs`` (see ``plan_index``) and yield each video's outcome when it is done: in this
+    process (``workers`` None or 1, no Ray), on ``workers`` spawned local processes, or on Ray
+    actors of one CPU each (``workers`` of them, or one per CPU of the cluster)."""
+    if not jobs:
+        return
+    from vidagent.parallel import on_processes, on_ray
+
+    groups = [[job] for job in jobs]
+    if ray:  # an actor holds one CPU: one detector process unless the settings say otherwise
+        config = IndexerConfig(replace(settings, detector_workers=settings.detector_workers or 1), tuple(stages))
+        yield from on_ray(Indexers(config), groups, workers=workers, address=ray_address)
+    elif workers and workers > 1:
+        config = IndexerConfig(worker_settings(settings, workers), tuple(stages))
+        yield from on_processes(Indexers(config), groups, workers)
+    else:
+        indexer = VideoIndexer(IndexerConfig(settings, tuple(stages), progress=progress))
+        try:
+            for job in jobs:
+                yield indexer(job)
+        finally:
+            indexer.close()
