@@ -1,173 +1,188 @@
-"""Benchmark indexing per memory stage, side by side in one run.
+"""Benchmark indexing, before and after side by side in one run.
 
-    .venv/bin/python bench/index_speed.py [VIDEO ...]
+    .venv/bin/python bench/index_speed.py [--base COMMIT] [VIDEO ...]
 
-For each video, into a scratch library:
-- decoding: the sampled frames every frame stage asks for (decode straight through, convert only
-  those) versus a decode-and-convert-every-frame loop on the same file;
-- each stage built on its own (frames, speech, segments, objects), then all four in one build (frame
-  stages share one decoding pass): video seconds per wall second;
-- for each stage, the time spent inside the models (detector, OCR, Whisper, E5, appearance features,
-  tracker) versus the stage's wall time: the rest is pipeline overhead (decoding, colour words,
-  JSON checkpoints, SQLite, re-ID).
-Every model is warmed up first so load times are not counted.
+For each video, every stage in one build into a scratch library, warm models (load time not
+counted), by the code at ``--base`` (default: fd675dc, before issue 12; taken with ``git archive``)
+and by this checkout, each in its own process: video seconds per wall second, CPU utilisation
+of the process tree (Python + Node detector workers; 200 % = both cores busy) and its peak
+resident memory. Then, in this checkout, each model's isolated time on the same inputs (one at a
+time, warm): the detector on one Node worker over every frame the stages sample, OCR on the
+described frames, Whisper on the soundtrack, E5 on the stored documents; the floor is the
+detector's time spread over every core plus the others' (which use every core on their own).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
-from collections import defaultdict
 from dataclasses import replace
+from io import BytesIO
 from pathlib import Path
-from typing import Any
 
-import av
-import numpy as np
-
-from vidagent.config import Settings
-from vidagent.memory.builder import ALL_STAGES, MemoryBuilder
-from vidagent.memory.store import Library
-from vidagent.perception.suite import Perception
-from vidagent.video.video import Video
-
-VIDEOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "videos"
-DEFAULT_VIDEOS = ["github_Video-LLaVA/sample_demo_22.mp4", "github_sam2/01_dog.mp4",
-                  "github_Video-LLaMA/skateboarding_dog.mp4"]
+ROOT = Path(__file__).resolve().parents[1]
+VIDEOS = Path(os.environ.get("VIDAGENT_TEST_DATA", ROOT.parent / "shared" / "data")) / "videos"
+# small frames with speech (36 s, 204x360); the issue's 41-s 640x480 reference without audio
+# (reserved clip: speed only); 1280x720 with audio (9.7 s)
+DEFAULT_VIDEOS = ["github_Video-LLaVA/sample_demo_22.mp4", "github_VideoAgent/kitchen.mp4", "github_sam2/01_dog.mp4"]
+BASE = "fd675dc"
 
 
-class Clock:
-    """Seconds spent in each model, accumulated by ``Timed`` wrappers."""
+def measure(videos: list[str]) -> None:
+    """In a fresh process (this checkout's or the base's ``vidagent`` on the path): time a full
+    build of each video and print one JSON line per video."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from proc_stats import TreeMonitor, tree_cpu_s
 
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = defaultdict(float)
+    import numpy as np
 
-    def reset(self) -> None:
-        self.seconds.clear()
+    from vidagent.config import Settings
+    from vidagent.memory.builder import ALL_STAGES, MemoryBuilder
+    from vidagent.memory.store import Library
+    from vidagent.perception.suite import Perception
+    from vidagent.video.video import Video
 
-
-class Timed:
-    """Delegates to a model and adds the time of its inference methods to a clock."""
-
-    METHODS = {"detect", "read", "transcribe", "embed_passages", "embed_queries", "features", "similarity", "update"}
-
-    def __init__(self, model: Any, label: str, clock: Clock) -> None:
-        self._model, self._label, self._clock = model, label, clock
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._model, name)
-        if name not in self.METHODS or not callable(value):
-            return value
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return value(*args, **kwargs)
-            finally:
-                self._clock.seconds[self._label] += time.perf_counter() - started
-        return timed
-
-
-def timed_perception(settings: Settings, clock: Clock) -> Perception:
-    from vidagent.perception.describer import DetectorDescriber
-
-    base = Perception.offline(settings)
-    detector = Timed(base.detector, "detector", clock)
-    reader = Timed(base.describer.text_reader, "OCR", clock)
-    new_tracker = base.new_tracker
-    return replace(
-        base,
-        describer=DetectorDescriber(detector, reader),  # type: ignore[arg-type]
-        detector=detector,  # type: ignore[arg-type]
-        speech=Timed(base.speech, "Whisper", clock),  # type: ignore[arg-type]
-        embedder=Timed(base.embedder, "E5", clock),  # type: ignore[arg-type]
-        appearance=Timed(base.appearance, "appearance", clock),  # type: ignore[arg-type]
-        new_tracker=lambda fps: Timed(new_tracker(fps), "tracker", clock),  # type: ignore[arg-type,return-value]
-    )
+    settings = Settings.from_env()
+    perception = Perception.offline(settings)
+    try:
+        warm = next(Video(VIDEOS / "github_sam2/01_dog.mp4").frames_at([1.0], max_side=768)).image
+        perception.describer.describe([warm, warm[::2, ::2].copy()])
+        perception.detector.detect([warm[::3, ::3].copy(), warm[::4, ::4].copy()])  # every detector worker
+        perception.embedder.embed_passages(["warm up"])
+        perception.speech.transcribe(np.zeros(16000, np.float32))
+        for name in videos:
+            video = Video(VIDEOS / name)
+            clear = getattr(perception.detector, "clear", None)
+            if callable(clear):
+                clear()
+            with tempfile.TemporaryDirectory() as scratch:
+                scratch_settings = replace(settings, home=Path(scratch))
+                with Library(scratch_settings.library_path) as library, TreeMonitor(os.getpid()) as monitor:
+                    cpu = tree_cpu_s(os.getpid())
+                    started = time.perf_counter()
+                    MemoryBuilder(library, perception, scratch_settings).build(video, ALL_STAGES, progress=False)
+                    wall = time.perf_counter() - started
+                    cpu = tree_cpu_s(os.getpid()) - cpu
+            print(json.dumps({"video": name, "duration_s": video.duration_s, "wall_s": wall, "cpu_s": cpu,
+                              "peak_mb": monitor.peak_bytes / 2**20}), flush=True)
+    finally:
+        perception.close()
 
 
-def forget_detections(perception: Perception) -> None:
-    """Empty the detector's result cache so a timed build does not reuse an earlier build's work."""
-    clear = getattr(perception.detector, "clear", None)
-    if callable(clear):
-        clear()
+def floor(videos: list[str]) -> None:
+    """Each model alone on one video's inputs (this checkout); one JSON line per video."""
+    from vidagent.config import Settings
+    from vidagent.memory.builder import MemoryBuilder
+    from vidagent.memory.store import Library
+    from vidagent.perception.detector import CenterNetDetector
+    from vidagent.perception.suite import Perception
+    from vidagent.video.video import Video
+
+    settings = Settings.from_env()
+    perception = Perception.offline(settings)
+    single = CenterNetDetector(settings.models_dir)
+    try:
+        warm = next(Video(VIDEOS / "github_sam2/01_dog.mp4").frames_at([1.0], max_side=768)).image
+        single.detect([warm])
+        perception.reader.read(warm)
+        perception.embedder.embed_passages(["warm up"])
+        import numpy as np
+
+        perception.speech.transcribe(np.zeros(16000, np.float32))
+        for name in videos:
+            video = Video(VIDEOS / name)
+            seconds: dict[str, float] = {}
+            with tempfile.TemporaryDirectory() as scratch:
+                scratch_settings = replace(settings, home=Path(scratch), reuse_near_duplicates=False)
+                with Library(scratch_settings.library_path) as library:
+                    builder = MemoryBuilder(library, perception, scratch_settings)
+                    frames_stage, objects_stage = builder.stage("frames"), builder.stage("objects")
+                    described = set(frames_stage.frame_times(video))  # type: ignore[union-attr]
+                    times = sorted(described | set(objects_stage.frame_times(video)))  # type: ignore[union-attr]
+                    started = time.perf_counter()
+                    frames = list(video.frames_at(times, max_side=768))
+                    seconds["decode"] = time.perf_counter() - started
+                    started = time.perf_counter()
+                    single.detect([f.image for f in frames])
+                    seconds["detector (1 worker)"] = time.perf_counter() - started
+                    started = time.perf_counter()
+                    for frame in frames:
+                        if frame.time_s in described:
+                            perception.reader.read(frame.image)
+                    seconds["OCR"] = time.perf_counter() - started
+                    started = time.perf_counter()
+                    audio = video.audio()
+                    if audio is not None and audio.size:
+                        perception.speech.transcribe(audio)
+                    seconds["Whisper"] = time.perf_counter() - started
+                    documents = [f"segment {i} description with a few words of speech" for i in
+                                 range(len(video.segments(settings.segment_seconds)))]
+                    started = time.perf_counter()
+                    perception.embedder.embed_passages(documents)
+                    seconds["E5"] = time.perf_counter() - started
+            cores = os.cpu_count() or 1
+            floor_s = seconds["detector (1 worker)"] / cores + sum(
+                s for k, s in seconds.items() if k not in ("detector (1 worker)", "decode"))
+            print(json.dumps({"video": name, "models": seconds, "floor_s": floor_s}), flush=True)
+    finally:
+        single.close()
+        perception.close()
 
 
-def timed_call(function):
-    started = time.perf_counter()
-    result = function()
-    return result, time.perf_counter() - started
+def run_side(src: Path, mode: str, videos: list[str], env: dict[str, str] | None = None) -> list[dict]:
+    command = [sys.executable, __file__, f"--{mode}", *videos]
+    result = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(src), **(env or {})},
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{mode} with {src} failed:\n{result.stderr[-3000:]}")
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
 
-def decode_every_frame(path: Path) -> int:
-    count = 0
-    with av.open(str(path)) as container:
-        for frame in container.decode(container.streams.video[0]):
-            frame.to_ndarray(format="rgb24")
-            count += 1
-    return count
-
-
-def bench_video(path: Path, perception: Perception, clock: Clock, settings: Settings) -> list[tuple[str, float, str]]:
-    video = Video(path)
-    rows: list[tuple[str, float, str]] = []
-    with tempfile.TemporaryDirectory() as scratch:
-        scratch_settings = replace(settings, home=Path(scratch))
-        with Library(scratch_settings.library_path) as library:
-            builder = MemoryBuilder(library, perception, scratch_settings)
-            frame_stages = [builder.stage("frames"), builder.stage("objects")]
-            times = sorted({t for stage in frame_stages for t in stage.frame_times(video)})  # type: ignore[union-attr]
-            max_side = max(stage.max_side for stage in frame_stages)  # type: ignore[union-attr]
-            frames, seconds = timed_call(lambda: sum(1 for _ in video.frames_at(times, max_side=max_side)))
-            rows.append(("decode: sampled frames of all frame stages", seconds, f"{frames} frames"))
-            count, seconds = timed_call(lambda: decode_every_frame(path))
-            rows.append(("decode: convert every frame (reference)", seconds, f"{count} frames"))
-            for stage in ALL_STAGES:
-                clock.reset()
-                forget_detections(perception)
-                _, seconds = timed_call(lambda: builder.build(video, [stage], progress=False))
-                inside = ", ".join(f"{name} {s:.2f} s" for name, s in sorted(clock.seconds.items()))
-                model_s = sum(clock.seconds.values())
-                rows.append((f"stage {stage}", seconds,
-                             f"models {model_s:.2f} s ({inside or 'none'}); overhead {seconds - model_s:.2f} s "
-                             f"({(seconds - model_s) / seconds:.0%})"))
-            _, seconds = timed_call(lambda: builder.build(video, ALL_STAGES, progress=False))
-            rows.append(("rebuild, every stage cached", seconds, "cache hit"))
-        with Library(Path(scratch) / "all.sqlite") as library:
-            clock.reset()
-            forget_detections(perception)
-            _, seconds = timed_call(lambda: MemoryBuilder(library, perception, scratch_settings).build(
-                video, ALL_STAGES, progress=False))
-            model_s = sum(clock.seconds.values())
-            rows.append(("ALL stages in one build (shared decoding)", seconds,
-                         f"models {model_s:.2f} s; overhead {seconds - model_s:.2f} s ({(seconds - model_s) / seconds:.0%})"))
-    return [(name, video.duration_s / s if s > 0 else float("inf"), f"{s:.2f} s wall; {note}") for name, s, note in rows]
+def base_source(commit: str, into: Path) -> Path:
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit, "src"],
+                             capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("videos", nargs="*", default=DEFAULT_VIDEOS)
+    parser.add_argument("--base", default=BASE, help="the commit to compare with (default: %(default)s)")
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-floor", action="store_true", help="skip the isolated model times")
     args = parser.parse_args()
-    settings = Settings.from_env()
-    clock = Clock()
-    perception = timed_perception(settings, clock)
-    try:
-        warm = next(Video(VIDEOS / "github_sam2/01_dog.mp4").frames_at([1.0], max_side=768)).image
-        perception.describer.describe([warm])
-        perception.appearance.features([warm[:64, :64]])
-        perception.embedder.embed_passages(["warm up"])
-        perception.speech.transcribe(np.zeros(16000, np.float32))
-        for name in args.videos:
-            path = Path(name) if Path(name).exists() else VIDEOS / name
-            video = Video(path)
-            print(f"\n## {name} ({video.duration_s:.1f} s, {video.info.width}x{video.info.height})\n")
-            print("| step | video s per wall s | detail |\n|---|---|---|")
-            for step, speed, detail in bench_video(path, perception, clock, settings):
-                print(f"| {step} | {speed:.1f} | {detail} |")
-    finally:
-        perception.close()
+    if args.measure:
+        measure(args.videos)
+        return 0
+    if args.floor:
+        floor(args.videos)
+        return 0
+    with tempfile.TemporaryDirectory() as scratch:
+        before = run_side(base_source(args.base, Path(scratch)), "measure", args.videos)
+    after = run_side(ROOT / "src", "measure", args.videos)
+    floors = {} if args.no_floor else {row["video"]: row for row in run_side(ROOT / "src", "floor", args.videos)}
+    print(f"| video | length | before ({args.base}): video s per wall s, CPU, peak | after: video s per wall s, CPU, "
+          "peak | speed-up | floor: video s per s (models alone) | after over floor |")
+    print("|---|---|---|---|---|---|---|")
+    for old, new in zip(before, after):
+        length = new["duration_s"]
+        row = floors.get(new["video"])
+        floor_text = "" if row is None else (f"{length / row['floor_s']:.2f} ({row['floor_s']:.1f} s: " + ", ".join(
+            f"{k} {v:.1f} s" for k, v in row["models"].items()) + ")")
+        over = "" if row is None else f"{new['wall_s'] / row['floor_s'] - 1:+.0%}"
+        print(f"| {new['video']} | {length:.1f} s | {length / old['wall_s']:.2f} ({old['wall_s']:.1f} s), "
+              f"{old['cpu_s'] / old['wall_s']:.0%}, {old['peak_mb']:.0f} MB | {length / new['wall_s']:.2f} "
+              f"({new['wall_s']:.1f} s), {new['cpu_s'] / new['wall_s']:.0%}, {new['peak_mb']:.0f} MB | "
+              f"{old['wall_s'] / new['wall_s']:.2f}x | {floor_text} | {over} |")
     return 0
 
 

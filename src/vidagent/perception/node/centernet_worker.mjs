@@ -17,8 +17,8 @@
 // The worker exits when stdin closes.
 
 import { createRequire } from 'node:module';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { loadArtifacts } from './tfjs_model.mjs';
 
 const MAGIC = 'VDT1';
 const HEADER_BYTES = 16;
@@ -31,29 +31,6 @@ console.warn = console.error;
 
 function send(obj) {
   process.stdout.write(JSON.stringify(obj) + '\n');
-}
-
-function loadArtifacts(modelJson) {
-  const spec = JSON.parse(readFileSync(modelJson, 'utf8'));
-  const dir = path.dirname(modelJson);
-  const weightSpecs = [];
-  const buffers = [];
-  for (const group of spec.weightsManifest) {
-    weightSpecs.push(...group.weights);
-    for (const p of group.paths) buffers.push(readFileSync(path.join(dir, p)));
-  }
-  const all = Buffer.concat(buffers);
-  return {
-    modelTopology: spec.modelTopology,
-    format: spec.format,
-    generatedBy: spec.generatedBy,
-    convertedBy: spec.convertedBy,
-    signature: spec.signature,
-    userDefinedMetadata: spec.userDefinedMetadata,
-    modelInitializer: spec.modelInitializer,
-    weightSpecs,
-    weightData: all.buffer.slice(all.byteOffset, all.byteOffset + all.byteLength),
-  };
 }
 
 async function main() {
