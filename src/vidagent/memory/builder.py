@@ -39,6 +39,7 @@ class MemoryBuilder:
         self.perception = perception
         self.settings = settings
         self._stages: dict[str, Stage | FrameStage] = {}
+        self.last_reused: dict[str, int] = {}  # frame stage -> frames that reused a result in the last build
 
     def stage(self, name: str) -> Stage | FrameStage:
         """The stage called ``name`` (made on first use; models load only when it runs)."""
@@ -115,6 +116,7 @@ class MemoryBuilder:
 
     def _build_frame_stages(self, video: Video, stages: list[FrameStage], progress: bool) -> None:
         outcomes = FramePipeline(self.library, video, progress).run(stages)
+        self.last_reused = {name: outcome.reused for name, outcome in outcomes.items()}
         for stage in stages:
             outcome = outcomes[stage.name]
             if outcome.reused:
