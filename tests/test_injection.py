@@ -121,9 +121,7 @@ def _unquoted(text: str) -> str:
 @pytest.mark.parametrize("planner, options", [
     ("react", {}), ("mcts", {"n": 1}), ("traveler", {"max_iterations": 1, "questions": 0}),
     ("peil", {"attempts": 1}),
-    pytest.param("caption_only", {}, marks=pytest.mark.xfail(
-        strict=True, reason="agent/baselines.py renders segments with SegmentRecord.as_text (unquoted, text twice); "
-                            "it should call vidagent.tools.observed.segment_text")),
+    ("caption_only", {}),
 ])
 def test_the_banner_reaches_each_planner_only_as_quoted_video_text(injection_home, planner, options):
     settings, clip = injection_home

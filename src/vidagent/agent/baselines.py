@@ -21,6 +21,7 @@ from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.prompts import load_prompt, render
+from vidagent.tools.observed import segment_text
 
 PROMPTS = "vidagent.agent"
 CHARS_PER_TOKEN = 3.0
@@ -52,7 +53,7 @@ class CaptionOnlyPlanner:
         model = metered(llm)
         trace, root = start(task, trace, toolbox)
         started = time.perf_counter()
-        lines = [f"[{s.start_s:.1f}-{s.end_s:.1f} s] {s.as_text()}"
+        lines = [f"[{s.start_s:.1f}-{s.end_s:.1f} s] {segment_text(s)}"
                  for memory in toolbox.memories.values() for s in memory.segments]
         context = self.context_tokens or toolbox.context_tokens
         budget = int((context - PROMPT_RESERVE_TOKENS - self.answer_tokens) * CHARS_PER_TOKEN)
