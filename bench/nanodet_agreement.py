@@ -27,11 +27,10 @@ from vidagent.perception.detector import (CenterNetDetector, NODE_DIR_NAME, _MAG
                                           postprocess)
 from vidagent.video.video import Video
 
-ROOT = Path(__file__).resolve().parents[1]
-VIDEOS = Path(os.environ.get("VIDAGENT_TEST_DATA", ROOT.parent / "shared" / "data")) / "videos"
-RESERVED = {"vtest.avi", "jobs.mp4", "demo1.mp4", "birthday.mp4", "silence_girl.mp4", "sample_demo_3.mp4",
-            "sample_demo_9.mp4", "kitchen.mp4", "open-eqa-hm3d-demo.mp4", "02_cups.mp4", "03_blocks.mp4",
-            "bedroom.mp4", "bikes.mp4"}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from index_library import shared_clips  # noqa: E402
+from index_speed import ROOT  # noqa: E402
+
 SIZE = 416
 
 
@@ -83,9 +82,7 @@ def main() -> int:
     args = parser.parse_args()
     models_dir = Settings.from_env().models_dir
     frames = []
-    for path in sorted(VIDEOS.glob("*/*")):
-        if path.name in RESERVED or path.suffix not in (".mp4", ".avi", ".mkv"):
-            continue
+    for path in shared_clips():
         video = Video(path)
         times = [(i + 0.5) / args.fps for i in range(max(1, int(video.duration_s * args.fps)))]
         frames += [frame.image for frame in video.frames_at(times, max_side=768)]
