@@ -16,8 +16,9 @@ DATA = Path(os.environ.get("VIDAGENT_TEST_DATA", Path(__file__).resolve().parent
 VIDEOS = DATA / "videos"
 
 # Planner tests script every model call of one question; memory across questions (which validates and
-# summarises each answer with more calls) is tested on its own, in test_experience.py, with it switched on.
-os.environ.setdefault("VIDAGENT_EXPERIENCE", "none")
+# summarises each answer with more calls) is tested on its own, in test_experience.py, with it switched on,
+# so a user's VIDAGENT_EXPERIENCE does not reach the other tests.
+os.environ["VIDAGENT_EXPERIENCE"] = "none"
 
 
 def video_path(relative: str) -> Path:

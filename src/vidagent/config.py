@@ -64,7 +64,9 @@ class Settings:
     memory_selection: str = "llm"  # "llm": the LLM decides per question whether objects are needed; "all"
     # Memory across questions (DigimonGPT): which memories are replayed and kept, "none", "semantic",
     # "procedural" or "all"; and whose they are ("" the user's; an evaluation run keeps its own).
-    experience: str = "all"
+    # Off by default: with the offline 1.5B model the validation rejected every answer on dev (nothing
+    # to replay, one more model call per question); turn it on with a model that validates reliably.
+    experience: str = "none"
     experience_scope: str = ""
     models: Path | None = None  # default: <home>/models
     library: Path | None = None  # default: <home>/library.sqlite

@@ -58,7 +58,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="give learning planners (peil) each known answer to check theirs against and keep what "
                              "worked as examples; such a run's accuracy is not a measurement (it saw the answers)")
     parser.add_argument("--experience", choices=EXPERIENCE_MODES,
-                        help="memory across questions (default: all, or $VIDAGENT_EXPERIENCE); a run keeps its own, "
+                        help="memory across questions (default: none, or $VIDAGENT_EXPERIENCE); a run keeps its own, "
                              "emptied when it starts afresh")
     parser.add_argument("--keep-experience", action="store_true",
                         help="replay and add to the user's experience instead of the run's own")
