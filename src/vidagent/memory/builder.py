@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from vidagent.config import Settings
 from vidagent.memory.frame_pipeline import FramePipeline
-from vidagent.memory.stages.base import FrameStage, Stage
+from vidagent.memory.stages.base import FrameStage, Rows, Stage
 from vidagent.memory.stages.frames import FramesStage
 from vidagent.memory.stages.segments import SegmentsStage
 from vidagent.memory.stages.speech import SpeechStage
@@ -76,7 +77,8 @@ class MemoryBuilder:
         """Build whichever of ``stages`` (and what they require) are missing, and return the memory.
 
         Frame stages run as one pipeline (``FramePipeline``); meanwhile the table stages that need
-        no frame stage (speech) run on a thread of their own, the others after both.
+        no frame stage (speech) are computed on a thread of their own and written once the frame
+        stages are (a build that fails in its frame stages writes none of them); the others after.
         """
         self.library.add_video(video.info)
         missing = self.missing_stages(video, stages)
@@ -86,20 +88,27 @@ class MemoryBuilder:
         early = [name for name in table_names
                  if frame_stages and not (set(self._with_requirements([name])) - {name}) & set(missing)]
         late = [name for name in table_names if name not in early]
-        beside = _Background(lambda: self._build_table_stages(video, early, progress)) if early else None
-        if frame_stages:  # on failure the thread is not waited for: it writes its whole stage or nothing
+        beside = _Background(lambda: self._compute_table_stages(video, early, progress)) if early else None
+        if frame_stages:  # on failure the thread is not waited for, and what it computes is dropped
             self._build_frame_stages(video, frame_stages, progress)  # type: ignore[arg-type]
         if beside is not None:
-            beside.join()
-        self._build_table_stages(video, late, progress)
+            self._write_table_stages(video, beside.join())
+        for name in late:  # each may read what the one before wrote
+            self._write_table_stages(video, self._compute_table_stages(video, [name], progress))
         return VideoMemory(video, self.library)
 
-    def _build_table_stages(self, video: Video, names: Sequence[str], progress: bool) -> None:
+    def _compute_table_stages(self, video: Video, names: Sequence[str], progress: bool) -> list[_Computed]:
+        computed = []
         for name in names:
-            stage = self.stage(name)
             started = time.perf_counter()
-            rows = stage.build(video, self.library, progress)  # type: ignore[union-attr]
-            self.library.write_stage(video.content_hash, name, stage.config(), rows, time.perf_counter() - started)
+            rows = self.stage(name).build(video, self.library, progress)  # type: ignore[union-attr]
+            computed.append(_Computed(name, rows, time.perf_counter() - started))
+        return computed
+
+    def _write_table_stages(self, video: Video, computed: Sequence[_Computed]) -> None:
+        for item in computed:
+            self.library.write_stage(video.content_hash, item.name, self.stage(item.name).config(), item.rows,
+                                     item.seconds)
 
     def _with_requirements(self, stages: Sequence[str]) -> list[str]:
         wanted: set[str] = set()
@@ -127,25 +136,37 @@ class MemoryBuilder:
             self.library.write_stage(video.content_hash, stage.name, stage.config(), rows, elapsed)
 
 
-class _Background:
-    """Runs a function on a thread; ``join`` waits for it and raises what it raised."""
+@dataclass(frozen=True)
+class _Computed:
+    """A table stage's rows, computed and not yet written."""
 
-    def __init__(self, function: Callable[[], None]) -> None:
+    name: str
+    rows: Rows
+    seconds: float
+
+
+class _Background:
+    """Runs a function on a thread; ``join`` waits for it and returns what it returned (or raises
+    what it raised)."""
+
+    def __init__(self, function: Callable[[], list[_Computed]]) -> None:
         self._function = function
+        self._result: list[_Computed] = []
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, daemon=True, name="table-stages")
         self._thread.start()
 
     def _main(self) -> None:
         try:
-            self._function()
+            self._result = self._function()
         except BaseException as error:  # noqa: BLE001 - raised again by join()
             self._error = error
 
-    def join(self) -> None:
+    def join(self) -> list[_Computed]:
         self._thread.join()
         if self._error is not None:
             raise self._error
+        return self._result
 
 
 def _is_frame_stage(stage: Stage | FrameStage) -> bool:
