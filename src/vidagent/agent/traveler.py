@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
+from vidagent.agent.option_scoring import score_options
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.planner import metered, register_planner, start
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, MemoryStep, PlanStep, Step, Trace, model_cost
@@ -227,12 +228,23 @@ class _Traversal:
         explanation, answer = _final_answer(completion.text)
         self._add(EvaluationStep(text=f"iteration limit reached; answer forced. {explanation}".strip(),
                                  model_output=completion.text, **model_cost(completion, started)))
-        if answer is not None:
-            return answer
-        if "final answer" in completion.text.lower():
-            return ""  # the model insisted on "None": no answer, rather than its label as one
-        lines = [line.strip() for line in completion.text.splitlines() if line.strip()]
-        return lines[-1] if lines else ""  # no "Final Answer:" label: the reply's last line, not its preamble
+        if answer is None and "final answer" in completion.text.lower():
+            answer = ""  # the model insisted on "None": no answer, rather than its label as one
+        if answer is None:
+            lines = [line.strip() for line in completion.text.splitlines() if line.strip()]
+            answer = lines[-1] if lines else ""  # no "Final Answer:" label: the reply's last line, not its preamble
+        if self.task.choices and self._choice(answer) is None:
+            return self._likeliest_option() or answer
+        return answer
+
+    def _likeliest_option(self) -> str | None:
+        """A forced multiple-choice reply that names no option: the option the model finds likeliest
+        after the same context (by first-token probabilities; None where the backend gives none)."""
+        text = render(load_prompt(PROMPTS, "traveler_context"), duration=f"{self.duration:.1f}",
+                      memory=self._memory(), question=self.task.question).strip()
+        scores = score_options(self.llm, [Message("user", f"{self.experience}{text}\n{self._choices()}")],
+                               self.task, self.trace, self.last.id)
+        return str(scores.index) if scores is not None else None
 
     # -- the answer --------------------------------------------------------------------------
     def _answer(self, text: str, *, how: str) -> Answer:
