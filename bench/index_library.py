@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -106,21 +107,23 @@ def make_long_video(minutes: float) -> Path:
     return target
 
 
-def run_index(src: Path, args: list[str], home: Path) -> tuple[int, float, float, int, str]:
+def run_index(src: Path, args: list[str], home: Path, limit_s: float | None = None) -> tuple[int, float, float, int, str]:
     from vidagent.config import Settings
 
     env = {**os.environ, "PYTHONPATH": str(src), "VIDAGENT_HOME": str(home),
            "VIDAGENT_MODELS": str(Settings.from_env().models_dir)}
     process = subprocess.Popen([sys.executable, "-m", "vidagent.cli", "index", "-q", *args], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    code, wall, cpu, peak = wait_measured(process)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    code, wall, cpu, peak = wait_measured(process, limit_s=limit_s)
     output = process.stdout.read() + process.stderr.read()
     return code, wall, cpu, peak, output
 
 
 def report(label: str, video_s: float, measured: tuple[int, float, float, int, str]) -> None:
     code, wall, cpu, peak, output = measured
-    if code not in (0,):
+    if code == -9:
+        label += " (stopped at the time limit; rerun with --resume to finish)"
+    elif code != 0:
         print(f"{label}: exit {code}\n{output[-2000:]}")
     print(f"| {label} | {video_s:.0f} s | {wall:.1f} s | {video_s / wall:.2f} | {cpu / wall:.0%} | "
           f"{peak / 2**20:.0f} MB |", flush=True)
@@ -132,6 +135,8 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=20)
     parser.add_argument("--base", help="also run the index command of this commit (long only)")
     parser.add_argument("--no-floor", action="store_true")
+    parser.add_argument("--limit", type=float, default=820, help="seconds before a long run is stopped (resumable)")
+    parser.add_argument("--resume", action="store_true", help="long: continue the last stopped run")
     args = parser.parse_args()
     from vidagent.video.video import Video
 
@@ -146,7 +151,11 @@ def main() -> int:
             if args.base:
                 src = base_source(args.base, Path(scratch) / "base")
                 report(f"vidagent index ({args.base})", length, run_index(src, [str(video)], Path(scratch) / "h0"))
-            report("vidagent index", length, run_index(ROOT / "src", [str(video)], Path(scratch) / "h1"))
+            home = SCRATCH / "long-home"  # kept, so a run stopped at the time limit can resume
+            if not args.resume and home.exists():
+                shutil.rmtree(home)
+            report("vidagent index" + (" (resumed)" if args.resume else ""), length,
+                   run_index(ROOT / "src", [str(video)], home, args.limit))
             if not args.no_floor:
                 floor = subprocess.run([sys.executable, str(ROOT / "bench" / "index_speed.py"), "--floor", str(video)],
                                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import threading
 import time
 from pathlib import Path
@@ -84,16 +85,21 @@ class TreeMonitor:
         self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(self.pid))
 
 
-def wait_measured(process, interval_s: float = 0.2) -> tuple[int, float, float, int]:
+def wait_measured(process, interval_s: float = 0.2, limit_s: float | None = None) -> tuple[int, float, float, int]:
     """Wait for a ``subprocess.Popen`` started just before: (exit code, wall s, CPU s of its tree,
     peak tree RSS bytes). CPU is the larger of the sampled tree's and what reaped children used
-    (processes the child waited for count in the second)."""
+    (processes the child waited for count in the second). Past ``limit_s`` the child's process
+    group is killed (start it with ``start_new_session=True``) and the exit code is -9."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     peak, sampled = 0, 0.0
     while process.poll() is None:
         peak = max(peak, tree_rss_bytes(process.pid))
         sampled = max(sampled, tree_cpu_s(process.pid))
+        if limit_s is not None and time.perf_counter() - started > limit_s:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            break
         time.sleep(interval_s)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
