@@ -2,7 +2,7 @@
 
 vidagent ask SOURCE [SOURCE ...] QUESTION [--choice TEXT ...] [--planner NAME] [--planner-option K=V ...]
              [--json] [--trace] [--experience none|semantic|procedural|all]      (sources: videos or images; the last argument is the question)
-vidagent index VIDEO [--stage NAME ...]
+vidagent index PATH [PATH ...] [--stage NAME ...] [--workers N] [--ray [ADDRESS]]   (videos or folders)
 vidagent sql VIDEO QUERY [--json]
 vidagent models install [NAME ...] | vidagent models list
 vidagent eval DATASET_FILE [--videos DIR] [--planner NAME] ... | vidagent eval --compare RUN_DIR ...
@@ -25,6 +25,7 @@ from vidagent.agent.answer import Answer
 from vidagent.agent.experience import MODES as EXPERIENCE_MODES
 from vidagent.config import Settings
 from vidagent.errors import MemoryStoreError, VidagentError
+from vidagent.index_cli import add_index_parser
 from vidagent.memory_cli import add_memory_parser
 from vidagent.video.image import IMAGE_SUFFIXES
 
@@ -101,21 +102,6 @@ def _print_answer(answer: Answer, *, trace: bool) -> None:
           f"{usage.prompt_tokens}+{usage.completion_tokens} tokens, {usage.seconds:.1f} s in the LLM")
 
 
-def _cmd_index(args: argparse.Namespace) -> int:
-    from vidagent.session import Session
-
-    from vidagent.memory.builder import ALL_STAGES
-
-    stages = ALL_STAGES if not args.stage or "all" in args.stage else args.stage
-    with Session(_settings(args)) as session:
-        memory = session.index(args.video, stages, progress=not args.quiet)
-        info = memory.video.info
-        built = ", ".join(memory.stages)
-        print(f"{info.path}: {info.duration_s:.1f} s, id {memory.video_id}; stages: {built}; "
-              f"{memory.segment_count} segments, {len(memory.frames)} frames described, {len(memory.objects)} objects")
-    return 0
-
-
 def _cmd_sql(args: argparse.Namespace) -> int:
     from vidagent.memory.sql import ReadOnlyQueries
     from vidagent.memory.store import Library
@@ -181,16 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_planner_options(ask, planner_names(), default=None,
                         default_note="react for one video, peil for images or several sources")
     ask.add_argument("--experience", choices=EXPERIENCE_MODES, default=None,
-                     help="memory across questions to replay and keep (default: all, or $VIDAGENT_EXPERIENCE)")
+                     help="memory across questions to replay and keep (default: none, or $VIDAGENT_EXPERIENCE)")
     add_llm_options(ask)
     ask.set_defaults(run=_cmd_ask)
 
-    index = sub.add_parser("index", help="build a video's memory ahead of questions")
-    index.add_argument("video")
-    index.add_argument("--stage", action="append", choices=("frames", "speech", "segments", "objects", "all"),
-                       help="build only this stage and what it needs (repeatable; default: all)")
-    index.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    index.set_defaults(run=_cmd_index)
+    add_index_parser(sub, _settings)
 
     sql = sub.add_parser("sql", help="run a read-only SQL query on a video's memory (see docs/memory-schema.md)")
     sql.add_argument("video")
