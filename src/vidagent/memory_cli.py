@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from pathlib import Path
 from typing import Any, Callable
+
+from vidagent.agent.steps import Trace
 
 from vidagent.config import Settings
 from vidagent.errors import VidagentError
@@ -117,26 +120,9 @@ def _show(store: ExperienceStore, entry_id: int, *, as_json: bool) -> int:
               f"{verdict.get('reason')}")
     if provenance.get("entries"):
         print(f"abstracted from: {', '.join(f'#{i}' for i in provenance['entries'])}")
-    trace = provenance.get("trace") or []
-    if trace:
-        print(f"trace ({len(trace)} steps):")
-        for step in trace:
-            summary = _step_line(step)
-            print(f"  [{step.get('id')}] {summary}")
+    steps = provenance.get("trace") or []
+    if steps:
+        print(f"trace ({len(steps)} steps):")
+        print(textwrap.indent(Trace.from_list(steps).render(max_chars=200), "  "))
     return 0
 
-
-def _step_line(step: dict[str, Any]) -> str:
-    kind = step.get("type")
-    if kind == "tool_call":
-        text = f"Action: {step.get('tool')}({step.get('raw_arguments', '')})"
-    elif kind == "observation":
-        text = f"Observation: {step.get('text', '')}"
-    elif kind == "final_answer":
-        text = f"Final Answer: {step.get('answer', '')}"
-    elif kind == "task":
-        text = f"Question: {step.get('question', '')}"
-    else:
-        text = f"{kind}: {step.get('text', '')}"
-    text = " ".join(text.split())
-    return text if len(text) <= 200 else text[:200] + " ..."

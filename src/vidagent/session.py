@@ -208,7 +208,7 @@ class Session:
                           memory_note=perception.describer.memory_note,
                           context_tokens=self.settings.llm.context_tokens, sources=tuple(media),
                           modules={module.name: module for module in modules}, describer=perception.describer,
-                          examples=self.experience_store if mode in ("procedural", "all") else None,
+                          examples=self.experience_store if ExperienceOptions(mode).procedural else None,
                           experience_scope=self.settings.experience_scope, replay=replay)
         answer = chosen.run(task, toolbox, llm, trace)
         if keeper:
