@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vidagent.agent.steps import Trace
-
 from vidagent.config import Settings
 from vidagent.errors import VidagentError
 from vidagent.experience.store import KINDS, Entry, ExperienceStore
