@@ -57,6 +57,24 @@ class VQAResult:
 
 
 @dataclass(frozen=True)
+class Label:
+    """One class an image classifier gives an image, with its probability."""
+
+    name: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Pose:
+    """Body keypoints of one person: ``keypoints`` is (17, 3) ``x, y, score`` in pixels of the
+    image, in the COCO keypoint order (nose, eyes, ears, shoulders, elbows, wrists, hips, knees,
+    ankles; left before right)."""
+
+    keypoints: np.ndarray
+    box: tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
 class FrameDescription:
     """What the describer saw in one frame: a sentence plus the structured facts behind it."""
 
@@ -91,6 +109,24 @@ class TextReader(Protocol):
     name: str
 
     def read(self, image: np.ndarray) -> list[TextBox]: ...
+
+
+class ImageClassifier(Protocol):
+    """Names what an image shows from a fixed label set (ImageNet-1k for the offline default)."""
+
+    name: str
+
+    def classify(self, images: Sequence[np.ndarray], top_k: int = 3) -> list[list[Label]]:
+        """The ``top_k`` likeliest labels of each image, likeliest first."""
+        ...
+
+
+class PoseEstimator(Protocol):
+    """Body keypoints of the people in an image, one ``Pose`` per given person box."""
+
+    name: str
+
+    def estimate(self, image: np.ndarray, boxes: Sequence[Sequence[float]]) -> list[Pose]: ...
 
 
 class ObjectDetector(Protocol):
