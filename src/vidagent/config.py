@@ -12,6 +12,8 @@ from pathlib import Path
 
 import platformdirs
 
+from vidagent.errors import VidagentError
+
 LOCAL_MODELS = ("qwen2.5-1.5b", "qwen2.5-0.5b", "smollm2-135m")
 
 
@@ -32,6 +34,23 @@ class LLMSettings:
     context_tokens: int = 4096
     threads: int | None = None
     cache: bool = True
+
+
+PERCEPTION_SOURCES: tuple[str, ...] = ("imagenet", "pose", "motion")
+
+
+def parse_perception(text: str) -> frozenset[str]:
+    """The perception sources named in ``text`` (comma-separated; ``all`` or ``none`` too)."""
+    names = {part.strip().lower() for part in text.split(",") if part.strip()}
+    if names <= {"none", ""}:
+        return frozenset()
+    if "all" in names:
+        return frozenset(PERCEPTION_SOURCES)
+    unknown = names - set(PERCEPTION_SOURCES)
+    if unknown:
+        raise VidagentError(f"unknown perception source(s) {', '.join(sorted(unknown))}; "
+                         f"choose from {', '.join(PERCEPTION_SOURCES)}, all or none")
+    return frozenset(names)
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,10 @@ class Settings:
     # Sampled frames that look the same as the last frame a stage ran its models on reuse that
     # frame's results (see vidagent.video.change); False runs the models on every sampled frame.
     reuse_near_duplicates: bool = True
+    # Extra offline perception feeding the frame and segment descriptions (PERCEPTION_SOURCES):
+    # "imagenet" (ImageNet-1k labels of frames and object crops), "pose" (body pose words for people),
+    # "motion" (camera motion, scene cuts). Off by default until measured; see README.
+    perception: frozenset[str] = frozenset()
     memory_selection: str = "llm"  # "llm": the LLM decides per question whether objects are needed; "all"
     # Memory across questions (DigimonGPT): which memories are replayed and kept, "none", "semantic",
     # "procedural" or "all"; and whose they are ("" the user's; an evaluation run keeps its own).
@@ -119,6 +142,8 @@ class Settings:
         ``VIDAGENT_LLM_THREADS`` (CPU threads of the embedded model; default all CPUs).
         ``VIDAGENT_DETECTOR_WORKERS``: Node workers of the offline detector (0: one per core);
         ``VIDAGENT_REUSE_FRAMES=0`` runs the frame models on near-duplicate frames too.
+        ``VIDAGENT_PERCEPTION``: extra offline perception, comma-separated ``imagenet,pose,motion``
+        (``all`` or ``none`` too).
         ``VIDAGENT_EXPERIENCE``: memory across questions (``none``, ``semantic``, ``procedural``, ``all``).
         ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``: backend specs.
         """
@@ -132,6 +157,8 @@ class Settings:
             settings = replace(settings, library=Path(env["VIDAGENT_LIBRARY"]).expanduser())
         if env.get("VIDAGENT_EXPERIENCE"):
             settings = replace(settings, experience=env["VIDAGENT_EXPERIENCE"].strip().lower())
+        if "VIDAGENT_PERCEPTION" in env:
+            settings = replace(settings, perception=parse_perception(env["VIDAGENT_PERCEPTION"]))
         if env.get("VIDAGENT_DETECTOR_WORKERS"):
             settings = replace(settings, detector_workers=max(0, int(env["VIDAGENT_DETECTOR_WORKERS"])))
         if env.get("VIDAGENT_REUSE_FRAMES") == "0":
