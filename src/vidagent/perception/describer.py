@@ -145,9 +145,9 @@ def kind_note(detected: str, labels: Sequence[Label]) -> str:
     or ``""`` when the top guess is not likely enough or contradicts the detector (animal vs thing)."""
     if not labels or labels[0].score < MIN_KIND_SCORE:
         return ""
-    # a few names stand for two classes ("crane" the bird and the machine): either reading agrees
-    readings = {index in IMAGENET_ANIMALS for index, name in enumerate(imagenet_labels()) if name == labels[0].name}
-    if (detected in COCO_ANIMALS) not in readings:
+    names = imagenet_labels()
+    guessed_animal = labels[0].name in names and names.index(labels[0].name) in IMAGENET_ANIMALS
+    if guessed_animal != (detected in COCO_ANIMALS):
         return ""
     return KIND_TEMPLATE.format(name=labels[0].name)
 
