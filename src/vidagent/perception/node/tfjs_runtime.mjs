@@ -1,0 +1,76 @@
+// What vidagent's TensorFlow.js workers share: loading tfjs (wasm backend) from the models folder's
+// node_modules, and the framed request stream from the Python parent on stdin.
+//
+// Request framing (every worker): a 16-byte header, ASCII magic (4 bytes, one per worker kind),
+// uint32 LE width, uint32 LE height, float32 LE parameter (its meaning is the worker's), then
+// width*height*3 bytes of RGB. Replies are one JSON object per line on stdout; logging goes to stderr.
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { loadArtifacts } from './tfjs_model.mjs';
+
+const HEADER_BYTES = 16;
+
+// Keep stdout clean for the protocol.
+console.log = console.error;
+console.info = console.error;
+console.warn = console.error;
+
+export function send(obj) {
+  process.stdout.write(JSON.stringify(obj) + '\n');
+}
+
+// tfjs-core, -converter and -backend-wasm from <nodeDir>/node_modules, with the wasm backend ready.
+// tfjs-backend-wasm 4.22 runs single-threaded under Node: its WASM_HAS_MULTITHREAD_SUPPORT flag is
+// false there, and forcing it fails (Node workers cannot start from the blob: URL it builds).
+export async function loadTf(nodeDir) {
+  const require = createRequire(path.join(path.resolve(nodeDir), 'package.json'));
+  const tf = require('@tensorflow/tfjs-core');
+  const converter = require('@tensorflow/tfjs-converter');
+  const wasm = require('@tensorflow/tfjs-backend-wasm');
+  wasm.setWasmPaths(path.join(path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm')), path.sep));
+  if (!(await tf.setBackend('wasm'))) throw new Error('could not initialise the tfjs wasm backend');
+  await tf.ready();
+  return { tf, converter, wasm };
+}
+
+// A graph model from its model.json on disk, and the [height, width] of its first input.
+export async function loadModel(converter, modelJson) {
+  const model = await converter.loadGraphModel({ load: async () => loadArtifacts(modelJson) });
+  const dims = Object.values(model.modelSignature.inputs)[0].tensorShape.dim;
+  return { model, height: Number.parseInt(dims[1].size, 10), width: Number.parseInt(dims[2].size, 10) };
+}
+
+// Calls handle(width, height, param, pixels) for each complete request on stdin (requests may
+// arrive split or several at once); an exception in handle is answered as {"error": ...}.
+// The process exits when stdin closes.
+export function serveRequests(magic, handle) {
+  let pending = Buffer.alloc(0);
+  function drain() {
+    while (pending.length >= HEADER_BYTES) {
+      if (pending.toString('latin1', 0, 4) !== magic) throw new Error('bad request header');
+      const width = pending.readUInt32LE(4);
+      const height = pending.readUInt32LE(8);
+      const need = HEADER_BYTES + width * height * 3;
+      if (pending.length < need) break;
+      try {
+        handle(width, height, pending.readFloatLE(12), pending.subarray(HEADER_BYTES, need));
+      } catch (err) {
+        send({ error: String(err && err.stack ? err.stack : err) });
+      }
+      pending = pending.subarray(need);
+    }
+  }
+  process.stdin.on('data', (chunk) => {
+    pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+    drain();
+  });
+  process.stdin.on('end', () => process.exit(0));
+}
+
+// Runs an async main, printing its failure to stderr and exiting non-zero.
+export function runMain(main) {
+  main().catch((err) => {
+    console.error(err && err.stack ? err.stack : String(err));
+    process.exit(1);
+  });
+}
