@@ -18,6 +18,7 @@ from vidagent.config import Settings
 from vidagent.memory.frame_pipeline import FramePipeline
 from vidagent.memory.stages.base import FrameStage, Rows, Stage
 from vidagent.memory.stages.frames import FramesStage
+from vidagent.memory.stages.motion import MotionStage
 from vidagent.memory.stages.segments import SegmentsStage
 from vidagent.memory.stages.speech import SpeechStage
 from vidagent.memory.store import Library
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 
 TEMPORAL_STAGES = ("frames", "speech", "segments")  # what the temporal tools need
 ALL_STAGES = ("frames", "speech", "segments", "objects")
+# Every stage, in build order: "motion" is built as a requirement of "segments" when
+# Settings.perception has "motion" (it adds to the segment descriptions), never on its own.
+STAGE_ORDER = ("frames", "speech", "motion", "segments", "objects")
 
 
 class MemoryBuilder:
@@ -44,8 +48,8 @@ class MemoryBuilder:
 
     def stage(self, name: str) -> Stage | FrameStage:
         """The stage called ``name`` (made on first use; models load only when it runs)."""
-        if name not in ALL_STAGES:
-            raise ValueError(f"unknown memory stage {name!r}; stages are {', '.join(ALL_STAGES)}")
+        if name not in STAGE_ORDER:
+            raise ValueError(f"unknown memory stage {name!r}; stages are {', '.join(STAGE_ORDER)}")
         if name not in self._stages:
             self._stages[name] = self._make_stage(name)
         return self._stages[name]
@@ -57,9 +61,12 @@ class MemoryBuilder:
                                reuse=self._reuse())
         if name == "speech":
             return SpeechStage(self.perception.speech)
+        if name == "motion":
+            return MotionStage(settings.segment_seconds)
         if name == "segments":
+            motion = self.stage("motion").config() if "motion" in settings.perception else None
             return SegmentsStage(self.perception.embedder, settings.segment_seconds,
-                                 self.stage("frames").config(), self.stage("speech").config())
+                                 self.stage("frames").config(), self.stage("speech").config(), motion)
         from vidagent.memory.stages.objects import ObjectsStage
 
         return ObjectsStage(self.perception, settings, reuse=self._reuse())
@@ -121,7 +128,7 @@ class MemoryBuilder:
 
         for name in stages:
             add(name)
-        return [name for name in ALL_STAGES if name in wanted]
+        return [name for name in STAGE_ORDER if name in wanted]
 
     def _build_frame_stages(self, video: Video, stages: list[FrameStage], progress: bool) -> None:
         outcomes = FramePipeline(self.library, video, progress).run(stages)

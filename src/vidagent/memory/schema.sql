@@ -158,3 +158,17 @@ CREATE INDEX IF NOT EXISTS detections_by_object ON detections(video_id, object_i
 CREATE INDEX IF NOT EXISTS frames_by_segment ON frames(video_id, segment_id);
 CREATE INDEX IF NOT EXISTS text_by_segment ON text_in_frame(video_id, segment_id);
 CREATE INDEX IF NOT EXISTS speech_by_video ON speech(video_id, start_s);
+
+-- Stage "motion" (built when Settings.perception has "motion"): how the picture moves in each
+-- segment, from the frames alone (vidagent.video.motion): camera motion, scene cuts, movement.
+CREATE TABLE IF NOT EXISTS motion (
+    video_id     TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
+    segment_id   INTEGER NOT NULL,
+    start_s      REAL NOT NULL,
+    end_s        REAL NOT NULL,
+    camera       TEXT NOT NULL,         -- e.g. "camera pans right, shaky (handheld)"; "" when unknown
+    cut_times    TEXT NOT NULL,         -- JSON list of seconds where scene cuts happened
+    moving       TEXT NOT NULL,         -- e.g. "much movement in the centre"; "" when little moved
+    phrase       TEXT NOT NULL,         -- the three in one line
+    PRIMARY KEY (video_id, segment_id)
+);

@@ -30,6 +30,7 @@ STAGE_TABLES: dict[str, tuple[str, ...]] = {
     "speech": ("speech",),
     "segments": ("segments", "clips"),
     "objects": ("detections", "tracks", "objects", "object_segments"),
+    "motion": ("motion",),
 }
 ALL_TABLES: tuple[str, ...] = tuple(t for tables in STAGE_TABLES.values() for t in tables)
 
@@ -254,6 +255,14 @@ class Library:
                 "SELECT time_s, segment_id, text FROM text_in_frame WHERE video_id=? ORDER BY time_s, y1, x1",
                 (video_id,),
             ).fetchall()
+
+    def motion_phrases(self, video_id: str) -> dict[int, str]:
+        """Segment id -> what the picture does in it (stage ``motion``; empty when not built)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT segment_id, phrase FROM motion WHERE video_id=? ORDER BY segment_id", (video_id,)
+            ).fetchall()
+        return {segment_id: phrase for segment_id, phrase in rows}
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of a read query written by vidagent itself (not for user or LLM SQL: see memory.sql)."""
