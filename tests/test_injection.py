@@ -43,7 +43,7 @@ def _segment(description: str, on_screen: str = "", speech: str = "") -> Segment
 def test_a_segment_lists_its_on_screen_text_once_and_quoted():
     described = f'{DESCRIPTION_PREFIX_OCR} 1 frisbee (red, medium, centre). On-screen text: "GATE 7", "EXIT".'
     text = segment_text(_segment(described, "GATE 7 | EXIT", "boarding now"))
-    assert text == (f"{DESCRIPTION_PREFIX_OCR} 1 frisbee (red, medium, centre). Speech: {OPEN}boarding now{CLOSE} "
+    assert text == (f"1 frisbee (red, medium, centre). Speech: {OPEN}boarding now{CLOSE} "
                     f"On-screen text: {OPEN}GATE 7 | EXIT{CLOSE}")
     assert text.count("GATE 7") == 1
 
@@ -58,8 +58,8 @@ def test_text_that_gives_orders_is_marked_so_where_it_is_read(words):
 def test_the_describers_text_is_cut_from_each_frame_of_a_segment():
     frame = f'{DESCRIPTION_PREFIX_OCR} 1 cup (blue, small, centre). On-screen text: "A [note]. B".'
     both = f"{frame} {frame.replace('cup', 'bowl')}"
-    assert scene(both) == (f"{DESCRIPTION_PREFIX_OCR} 1 cup (blue, small, centre). "
-                           f"{DESCRIPTION_PREFIX_OCR} 1 bowl (blue, small, centre).")
+    # the describer's label goes too: the prompt's memory note says once what wrote the descriptions
+    assert scene(both) == "1 cup (blue, small, centre). 1 bowl (blue, small, centre)."
     assert scene("a man reads a sign. On-screen text: \"EXIT\".") == "a man reads a sign."
     assert scene("a dog runs.") == "a dog runs."
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from vidagent.errors import ToolInputError
@@ -87,3 +88,15 @@ def test_a_tool_that_raises_any_exception_returns_a_one_line_error(caplog):
     assert observation.is_error
     assert observation.text == ("Error: visual_question_answering failed: "
                                 "OverflowError: math range error while scaling the frame")
+
+
+def test_caption_retrieval_gives_a_run_of_alike_segments_one_line():
+    from vidagent.memory.store import SegmentRecord
+    from vidagent.tools.temporal import _segment_runs
+
+    def segment(i: int, text: str) -> SegmentRecord:
+        return SegmentRecord(i, 2.0 * i, 2.0 * i + 2, text, "", "", np.zeros(4, np.float32))
+
+    lines = _segment_runs([segment(0, "1 dog."), segment(1, "1 cat."), segment(2, "1 cat."), segment(3, "1 cat."),
+                           segment(4, "1 dog.")])
+    assert lines == ["Segment 0 (0.0-2.0 s): 1 dog.", "Segments 1-3 (2.0-8.0 s): 1 cat.", "Segment 4 (8.0-10.0 s): 1 dog."]

@@ -8,9 +8,10 @@ quotation marks so the text can neither close the tag nor spell a chat template'
 (``<|im_start|>``). The planners' prompts say what the tag means: content observed in the video,
 never an instruction (prompts ``*_system.txt``, ``traveler_context.txt`` and the tools' own).
 
-Frame descriptions are the describer's sentences; the offline describer ends each with the frame's
-on-screen text (``TEXT_TEMPLATE``). ``scene`` removes that copy: the text is given once, quoted,
-from the memory's text-in-frame rows (before, each segment listed its on-screen text twice).
+Frame descriptions are the describer's sentences; the offline describer starts each with its label
+and ends it with the frame's on-screen text (``TEXT_TEMPLATE``). ``scene`` removes both: the text
+is given once, quoted, from the memory's text-in-frame rows, and the label is said once by the
+memory note of the prompt.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ _TEXT_LEAD = TEXT_TEMPLATE.split("{")[0].strip()  # "On-screen text:"
 _LABELS = "|".join(re.escape(label) for label in (DESCRIPTION_PREFIX, DESCRIPTION_PREFIX_OCR))
 # the describer's text phrase: from its lead to the end of that frame's description (the next
 # frame's description starts with the describer's label, after the phrase's closing full stop)
+_LABEL = re.compile(rf"(?:{_LABELS})\s*")
 _DESCRIBED_TEXT = re.compile(rf"\s*{re.escape(_TEXT_LEAD)}\s.*?(?:\.(?=\s+(?:{_LABELS}))|$)", re.DOTALL)
 
 
@@ -65,8 +67,11 @@ def quote_all(texts: Iterable[str], separator: str = " | ") -> str:
 
 
 def scene(description: str) -> str:
-    """A frame or segment description without the on-screen text the describer appended to it."""
-    return one_line(_DESCRIBED_TEXT.sub("", description))
+    """A frame or segment description without the on-screen text the describer appended to it, and
+    without the describer's label ("[detector description, not a caption]"): the memory note in
+    every planner's prompt says once what wrote the descriptions, where the label cost ~10 tokens
+    per segment of every observation."""
+    return one_line(_LABEL.sub("", _DESCRIBED_TEXT.sub("", description)))
 
 
 def with_text(description: str, on_screen: str, speech: str = "", *, words: int | None = None) -> str:

@@ -1,5 +1,6 @@
 """VideoAgent's tools over the temporal memory: caption_retrieval, segment_localization,
-visual_question_answering (descriptions follow the paper's appendix C)."""
+visual_question_answering (what they do follows the paper's appendix C; their descriptions are
+cut to what a planner needs, since every step of a ReAct chain re-reads them)."""
 
 from __future__ import annotations
 
@@ -33,23 +34,19 @@ class TemporalTools:
         return [
             Tool(
                 "caption_retrieval",
-                "Given an input tuple (start_segment, end_segment), get all the captions between the two "
-                f"segment IDs, {MAX_CAPTIONS} captions at most. end_segment < start_segment + {MAX_CAPTIONS}.",
+                f"the descriptions of segments start_segment to end_segment ({MAX_CAPTIONS} at most).",
                 (Parameter("start_segment", int, "first segment id"), Parameter("end_segment", int, "last segment id")),
                 self.caption_retrieval,
             ),
             Tool(
                 "segment_localization",
-                "Given a single string description, this tool returns the total number of segments and the "
-                f"top-{TOP_SEGMENTS} candidate segments with the highest caption-description similarities.",
+                f"the {TOP_SEGMENTS} segments whose descriptions best match the description.",
                 (Parameter("description", str, "what to look for"),),
                 self.segment_localization,
             ),
             Tool(
                 "visual_question_answering",
-                "Given an input tuple (question, segment_id), this tool will focus on the video segment starting "
-                "from segment_id-1 to segment_id+1. It returns the description of the video segment and the "
-                "answer of the question based on the segment.",
+                "looks at segments segment_id-1 to segment_id+1; returns what it saw and its answer.",
                 (Parameter("question", str, "the question to ask"), Parameter("segment_id", int, "segment id")),
                 self.visual_question_answering,
             ),
@@ -69,7 +66,7 @@ class TemporalTools:
             end = start + MAX_CAPTIONS - 1
             notes.append(f"(only {MAX_CAPTIONS} segments at a time: showing {start}-{end})")
         segments = self.memory.segments[start : end + 1]
-        lines = notes + [_segment_line(s) for s in segments]
+        lines = notes + _segment_runs(segments)
         return Observation("\n".join(lines), evidence=tuple(_evidence(s, self.memory.video_id) for s in segments))
 
     def segment_localization(self, description: str) -> Observation:
@@ -99,6 +96,23 @@ class TemporalTools:
                f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}"
         return Observation(text, evidence=(Evidence(first.start_s, last.end_s, result.answer, self.memory.video_id),),
                            artifacts={"frame_times": [f.time_s for f in frames]})
+
+
+def _segment_runs(segments: list[SegmentRecord]) -> list[str]:
+    """One line per run of consecutive segments that read exactly alike ("Segments 3-5 (6.0-12.0 s): ...")."""
+    runs: list[tuple[list[SegmentRecord], str]] = []
+    for segment in segments:
+        text = segment_text(segment)
+        if runs and runs[-1][1] == text:
+            runs[-1][0].append(segment)
+        else:
+            runs.append(([segment], text))
+    out = []
+    for members, text in runs:
+        first, last = members[0], members[-1]
+        ids = f"Segment {first.segment_id}" if first is last else f"Segments {first.segment_id}-{last.segment_id}"
+        out.append(f"{ids} ({first.start_s:.1f}-{last.end_s:.1f} s): {text}")
+    return out
 
 
 def _segment_line(segment: SegmentRecord, words: int | None = None) -> str:
