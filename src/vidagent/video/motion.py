@@ -58,6 +58,9 @@ CALM_RESIDUAL = 15.0
 CUT_HISTOGRAM = 0.25
 CUT_LAYOUT = 0.5
 CUT_ISOLATION_S = 1.0
+# ... and its neighbours must not swing faster than this (frame widths per second): a phone swung
+# past the pool in 0.07 s (test.mp4) had neighbours at 0.23-0.53; around example1's cut 0.14-0.21.
+CUT_NEIGHBOUR_RATE = 0.25
 # Camera shift rates: a tripod shot (2.avi, boat) measures up to 0.025 over 0.1 s and 0.005 over
 # 0.4 s; example1's pan after the dog 0.15-0.31; a hand-held phone following a dog
 # (skateboarding_dog) swings +-0.05-0.33 with changing sign, making_cake up to 1.7.
@@ -196,18 +199,23 @@ def analyse(thumbnails: Sequence[tuple[float, np.ndarray]]) -> list[Interval]:
 
 def find_cuts(intervals: Sequence[Interval]) -> list[Interval]:
     """The intervals with ``cut`` set where a scene cut happened: a cut-like interval (``_cut_like``)
-    between calm ones, with no other cut-like interval within ``CUT_ISOLATION_S``. A cut is
+    between settled ones (``_settled``), with no other cut-like interval within ``CUT_ISOLATION_S``. A cut is
     instantaneous; a camera swinging around (making_cake) leaves several cut-like intervals close
     together, and unsettled neighbours."""
     like = [_cut_like(interval.motion) for interval in intervals]
     marked = []
     for index, interval in enumerate(intervals):
         neighbours = intervals[max(0, index - 1):index] + intervals[index + 1:index + 2]
-        cut = like[index] and all(n.motion.residual < CALM_RESIDUAL for n in neighbours) and not any(
+        cut = like[index] and all(_settled(n.motion) for n in neighbours) and not any(
             like[other] and abs(intervals[other].centre_s - interval.centre_s) <= CUT_ISOLATION_S
             for other in range(len(intervals)) if other != index)
         marked.append(Interval(interval.start_s, interval.end_s, interval.motion, cut))
     return marked
+
+
+def _settled(motion: PairMotion) -> bool:
+    """Calm (little left after alignment) and not swinging fast."""
+    return motion.residual < CALM_RESIDUAL and float(np.hypot(motion.shift_x, motion.shift_y)) < CUT_NEIGHBOUR_RATE
 
 
 def _cut_like(motion: PairMotion) -> bool:
@@ -275,7 +283,7 @@ def _moving_words(motions: Sequence[PairMotion]) -> str:
     if share < SOME_MOVING:
         return ""
     places = [m.where for m in followed if m.where]
-    place = max(set(places), key=places.count) if places else ""
+    place = max(places, key=places.count) if places else ""  # ties: the first seen
     amount = "much movement" if share >= MUCH_MOVING else "some movement"
     return f"{amount} {place}".strip()
 
