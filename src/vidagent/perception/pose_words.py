@@ -47,12 +47,15 @@ UPRIGHT_TILT = 25.0
 BENT_TILT = 55.0
 #: Beyond this torso tilt with flat thighs, the person is lying whatever the knees do.
 FLAT_TORSO = 60.0
-#: Thigh (hip -> knee) and shin (knee -> ankle) tilt from straight down. Steep thighs measured:
-#: standing 2-18°, down dog 37°, kneeling 5° and 38°. Flat ones: sitting 75° and 117° (a drummer's
-#: knee above his hip), cobra 76° (shin 86°); a kneeling shin on the ground 96-105°.
-STEEP_THIGH = 40.0
+#: Thigh (hip -> knee) and shin (knee -> ankle) tilt from straight down, per leg. Steep thighs
+#: measured: standing 0-31°, down dog 36-41°, kneeling 2-8° (and 24/51° for a man on one knee).
+#: Flat ones: sitting 55-117° (a drummer's knee above his hip), cobra 74-78°; a lunge's back
+#: thigh 43-46° beside a flat front one (not a seat: every thigh seen must be flat to sit or lie).
+#: A kneeling shin on the ground 96-105°; standing shins 1-32°; down dog's 50-55° (not flat).
+STEEP_THIGH = 42.0
 STEEP_SHIN = 35.0
-FLAT_LIMB = (55.0, 125.0)
+FLAT_THIGH = (50.0, 125.0)
+FLAT_SHIN = (60.0, 125.0)
 #: A knee this straight (hip-knee-ankle angle) counts as a straight leg (cobra's legs: ~170°).
 STRAIGHT_KNEE = 150.0
 #: A wrist this many torso lengths above its shoulder is raised (raised arms measured 1.0; the
@@ -130,27 +133,30 @@ def _joint_angle(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> float:
     return math.degrees(math.acos(max(-1.0, min(1.0, float(np.dot(u, v)) / (nu * nv)))))
 
 
-def _mean_tilt(kp: np.ndarray, pairs: list[tuple[int, int]]) -> float | None:
-    tilts = [tilt_from_down(kp[b, :2] - kp[a, :2]) for a, b in pairs if _seen(kp, a, b)]
-    return float(np.mean(tilts)) if tilts else None
+def _tilts(kp: np.ndarray, pairs: list[tuple[int, int]]) -> list[float]:
+    return [tilt_from_down(kp[b, :2] - kp[a, :2]) for a, b in pairs if _seen(kp, a, b)]
 
 
-def _flat(tilt: float | None) -> bool:
-    return tilt is not None and FLAT_LIMB[0] <= tilt <= FLAT_LIMB[1]
+def _flat(tilt: float | None, bounds: tuple[float, float]) -> bool:
+    return tilt is not None and bounds[0] <= tilt <= bounds[1]
 
 
-def _posture(torso_tilt: float, thigh: float | None, shin: float | None, knee: float | None) -> str | None:
-    """Standing, sitting, kneeling, lying, bending over, or None when the legs do not tell."""
-    if thigh is None:
+def _posture(torso_tilt: float, thighs: list[float], shin: float | None, knee: float | None) -> str | None:
+    """Standing, sitting, kneeling, lying, bending over, or None when the legs do not tell.
+
+    ``thighs`` has the tilt of each thigh seen; ``shin`` and ``knee`` are means over the legs seen.
+    """
+    if not thighs:
         return None  # no knee seen (a table, the frame's edge): the posture would be a guess
-    steep_thigh = thigh <= STEEP_THIGH
-    if steep_thigh and _flat(shin):
+    steep_thigh = float(np.mean(thighs)) <= STEEP_THIGH
+    if steep_thigh and _flat(shin, FLAT_SHIN):
         return "kneeling"  # thighs down, shins along the ground
-    if _flat(thigh) and (shin is None or _flat(shin)):
-        if torso_tilt >= FLAT_TORSO or (torso_tilt > UPRIGHT_TILT and knee is not None
-                                        and knee >= STRAIGHT_KNEE):
+    if all(_flat(t, FLAT_THIGH) for t in thighs):  # one flat thigh and one steep one is a lunge, not a seat
+        if (shin is None or _flat(shin, FLAT_SHIN)) and (
+                torso_tilt >= FLAT_TORSO
+                or (torso_tilt > UPRIGHT_TILT and knee is not None and knee >= STRAIGHT_KNEE)):
             return "lying"  # body along the ground, or straight legs along it and the chest lifted
-        return "sitting" if torso_tilt <= UPRIGHT_TILT else None
+        return "sitting" if torso_tilt <= UPRIGHT_TILT else None  # shins hanging, crossed or out
     if steep_thigh:
         if torso_tilt >= BENT_TILT:
             return "bending"
@@ -172,10 +178,11 @@ def pose_facts(pose: Pose) -> PoseFacts | None:
     if hips is not None:
         torso = float(np.hypot(*(shoulders - hips)))
         torso_tilt = 180.0 - tilt_from_down(shoulders - hips)
-        thigh = _mean_tilt(kp, [(hip, knee) for hip, knee, _ in LEGS])
-        shin = _mean_tilt(kp, [(knee, ankle) for _, knee, ankle in LEGS])
+        thighs = _tilts(kp, [(hip, knee) for hip, knee, _ in LEGS])
+        shins = _tilts(kp, [(knee, ankle) for _, knee, ankle in LEGS])
         knees = [_joint_angle(kp[h, :2], kp[k, :2], kp[a, :2]) for h, k, a in LEGS if _seen(kp, h, k, a)]
-        posture = _posture(torso_tilt, thigh, shin, float(np.mean(knees)) if knees else None)
+        posture = _posture(torso_tilt, thighs, float(np.mean(shins)) if shins else None,
+                           float(np.mean(knees)) if knees else None)
     elif _seen(kp, LEFT_SHOULDER, RIGHT_SHOULDER):
         # No hips (a person behind a table): a torso is about 1.5 shoulder widths seen from the front.
         torso = 1.5 * float(np.hypot(*(kp[LEFT_SHOULDER, :2] - kp[RIGHT_SHOULDER, :2])))
