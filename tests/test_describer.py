@@ -192,3 +192,19 @@ def test_the_detector_describer_tells_the_llm_no_captioner_wrote_its_description
     with_text = DetectorDescriber(describer.detector, RapidTextReader(cache_dir=MODELS_DIR / "ocr")).memory_note
     assert "(80 everyday object classes, with colour and position) and a text reader found in a frame" in with_text
     assert "Descriptions do not name actions" in with_text
+
+
+def test_people_get_pose_words_from_the_real_pose_model(describer):
+    """hitting_baseball.mp4 at 1 s: the batter stands at the plate (checked by eye)."""
+    from vidagent.perception.detector import pose_assets_installed
+    from vidagent.perception.pose import MoveNetPose
+
+    if not pose_assets_installed(MODELS_DIR):
+        pytest.skip("MoveNet is not installed (run `vidagent models install centernet`)")
+    with MoveNetPose(MODELS_DIR) as pose:
+        with_pose = DetectorDescriber(describer.detector, pose=pose)
+        (description,) = with_pose.describe([frame_at("github_Ask-Anything/hitting_baseball.mp4", 1.0)])
+    people = description.text.split("people (")[1].split(")")[0]
+    assert "standing" in people and "baseball bat" in description.text
+    assert "body-pose model" in with_pose.memory_note and "movenet" in with_pose.name
+    assert "standing" not in describer.describe([frame_at("github_Ask-Anything/hitting_baseball.mp4", 1.0)])[0].text

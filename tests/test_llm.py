@@ -76,6 +76,7 @@ def test_local_model_reuses_the_kv_cache_for_a_shared_prefix(qwen: LocalGGUFBack
     reused = qwen.last_timings["cache_n"]
     assert second.prompt_tokens > first.prompt_tokens > 250
     assert reused >= first.prompt_tokens - 8 > reused_first
+    assert second.reused_prompt_tokens == reused  # the completion says what it did not read again
     assert second.seconds < first.seconds
 
 
@@ -259,7 +260,8 @@ class _Handler(BaseHTTPRequestHandler):
             reply["choices"][0]["logprobs"] = {"content": [{"token": token, "logprob": logprob, "top_logprobs": [
                 {"token": t, "logprob": p} for t, p in c.first_token_logprobs]}]}
         if mode != "nousage":
-            reply["usage"] = {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
+            reply["usage"] = {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+                              "prompt_tokens_details": {"cached_tokens": c.reused_prompt_tokens}}
         self._send(200, json.dumps(reply).encode(), "application/json")
 
     def _send(self, status: int, data: bytes, kind: str) -> None:
@@ -290,6 +292,8 @@ def test_openai_backend_talks_to_a_real_server(server: tuple[str, type[_Handler]
     backend = OpenAICompatibleBackend(f"{url}/ok/v1/", "smollm2", api_key="sk-test", timeout_s=60)
     c = backend.complete([Message("user", "Say hello.")], max_tokens=12, stop=["\n\n"])
     assert c.text.strip() and c.prompt_tokens > 0 and 0 < c.completion_tokens <= 12
+    again = backend.complete([Message("user", "Say hello.")], max_tokens=12, stop=["\n\n"])
+    assert 0 < again.reused_prompt_tokens <= again.prompt_tokens  # the server's prefix cache, as OpenAI reports it
     sent = handler.requests[-1]
     assert sent["auth"] == "Bearer sk-test"
     assert sent["body"]["model"] == "smollm2" and sent["body"]["stop"] == ["\n\n"]

@@ -102,7 +102,7 @@ def mean_iou(predictions: Sequence[Sequence[Window]], golds: Sequence[Window]) -
 
 
 # -- aggregates over result rows -------------------------------------------------------------------
-COST_KEYS = ("llm_calls", "cached_calls", "prompt_tokens", "completion_tokens", "seconds")
+COST_KEYS = ("llm_calls", "cached_calls", "prompt_tokens", "completion_tokens", "seconds", "reused_prompt_tokens")
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,7 @@ class GroupStats:
     completion_tokens: float
     llm_seconds: float
     wall_seconds: float
+    reused_prompt_tokens: float = 0.0  # of prompt_tokens, those read from the model's KV/prefix cache
 
     @property
     def accuracy(self) -> float | None:
@@ -149,6 +150,7 @@ def group_stats(name: str, rows: Sequence[Mapping[str, Any]]) -> GroupStats:
         errors=sum(1 for r in rows if r.get("error")), llm_calls=mean("llm_calls"), cached_calls=mean("cached_calls"),
         prompt_tokens=mean("prompt_tokens"), completion_tokens=mean("completion_tokens"), llm_seconds=mean("seconds"),
         wall_seconds=sum(float(r.get("wall_s", 0.0)) for r in rows) / n if n else 0.0,
+        reused_prompt_tokens=mean("reused_prompt_tokens"),
     )
 
 

@@ -77,12 +77,13 @@ def _row_stats(rows: Sequence[Mapping[str, Any]]) -> list[GroupStats]:
 
 
 def cost_table(stats: Sequence[GroupStats], first_column: str = "group") -> list[str]:
-    lines = [f"| {first_column} | n | accuracy % | LLM calls/q | cached calls/q | prompt tok/q | completion tok/q "
-             "| LLM s/q | wall s/q | errors |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| {first_column} | n | accuracy % | LLM calls/q | cached calls/q | prompt tok/q | of which reused "
+             "| completion tok/q | LLM s/q | wall s/q | errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in stats:
         lines.append(f"| {_label(s.name)} | {s.n} | {_percent(s.accuracy)} | {s.llm_calls:.2f} | {s.cached_calls:.2f} | "
-                     f"{s.prompt_tokens:.0f} | {s.completion_tokens:.0f} | {s.llm_seconds:.2f} | "
+                     f"{s.prompt_tokens:.0f} | {s.reused_prompt_tokens:.0f} | {s.completion_tokens:.0f} | "
+                     f"{s.llm_seconds:.2f} | "
                      f"{s.wall_seconds:.2f} | {s.errors} |")
     return lines
 

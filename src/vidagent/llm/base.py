@@ -55,6 +55,7 @@ class Completion:
     cached: bool = False
     others: tuple[str, ...] = ()
     first_token_logprobs: tuple[tuple[str, float], ...] = ()
+    reused_prompt_tokens: int = 0  # of prompt_tokens, those the server read from its KV/prefix cache
 
     @property
     def texts(self) -> tuple[str, ...]:
@@ -70,6 +71,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    reused_prompt_tokens: int = 0  # prompt tokens the model did not read again (a KV prefix it kept)
 
     def add(self, completion: Completion) -> None:
         if completion.cached:
@@ -77,6 +79,7 @@ class Usage:
             return
         self.llm_calls += 1
         self.prompt_tokens += completion.prompt_tokens
+        self.reused_prompt_tokens += completion.reused_prompt_tokens
         self.completion_tokens += completion.completion_tokens
         self.seconds += completion.seconds
 
@@ -87,6 +90,7 @@ class Usage:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "seconds": round(self.seconds, 3),
+            "reused_prompt_tokens": self.reused_prompt_tokens,
         }
 
 

@@ -97,7 +97,8 @@ class LocalGGUFBackend:
         first = draws[0]
         return Completion(first.text, first.prompt_tokens, sum(d.completion_tokens for d in draws),
                           sum(d.seconds for d in draws), others=tuple(d.text for d in draws[1:]),
-                          first_token_logprobs=first.first_token_logprobs)
+                          first_token_logprobs=first.first_token_logprobs,
+                          reused_prompt_tokens=first.reused_prompt_tokens)
 
     def _ensure_loaded(self) -> Any:
         if self._server is not None:
@@ -165,6 +166,7 @@ def _completion(reply: Any, seconds: float, model: str) -> Completion:
             completion_tokens=int(usage.get("completion_tokens", 0)),
             seconds=seconds,
             first_token_logprobs=first_token_logprobs(reply["choices"][0]),
+            reused_prompt_tokens=int((reply.get("timings") or {}).get("cache_n", 0) or 0),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise LLMError(f"local model {model} returned an unexpected response: {exc!r}") from exc

@@ -131,8 +131,11 @@ class OpenAICompatibleBackend:
         if completion_tokens is None:
             completion_tokens = sum(estimate_tokens(t) for t in texts)
         choices = data.get("choices") or [{}]
+        details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+        reused = _int(details.get("cached_tokens")) or 0  # OpenAI and vLLM report the prefix they cached
         return Completion(text, prompt_tokens, completion_tokens, seconds, others=tuple(texts[1:]),
-                          first_token_logprobs=first_token_logprobs(choices[0]) if sampling.top_logprobs else ())
+                          first_token_logprobs=first_token_logprobs(choices[0]) if sampling.top_logprobs else (),
+                          reused_prompt_tokens=reused)
 
     def _http(self) -> httpx.Client:
         with self._lock:

@@ -3,11 +3,12 @@
 No image-captioning model runs offline, so ``DetectorDescriber`` writes a short, explicitly
 labelled sentence from an ``ObjectDetector`` (COCO objects, with each instance's dominant colour,
 size and position), an optional ``TextReader`` (on-screen text) and an optional
-``ImageClassifier`` (ImageNet guesses for each described object and for the whole frame). It
+``ImageClassifier`` (ImageNet guesses for each described object and for the whole frame) and an
+optional ``PoseEstimator`` (a few words on the body pose of the largest people). It
 names itself in the text (``DESCRIPTION_PREFIX``) so an LLM reading it never mistakes it for a
 real caption. Example::
 
-    [detector description, not a caption] 1 person (white, medium, middle left);
+    [detector description, not a caption] 1 person (standing, arms raised, white, medium, middle left);
     1 dog (Border collie?, white and brown, small, middle right).
     ImageNet guesses for the frame: drum 61%, drumstick 10%.
 
@@ -23,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from vidagent.perception.base import (Detections, FrameDescriber, FrameDescription, ImageClassifier, Label,
-                                      ObjectDetector, TextBox, TextReader)
+                                      ObjectDetector, PoseEstimator, TextBox, TextReader)
 from vidagent.perception.classifier import imagenet_labels
 from vidagent.perception.colour import MIN_COLOUR_PIXELS, central_region, colour_name
 from vidagent.prompts import load_prompt, render
@@ -59,12 +60,17 @@ MIN_TEXT_CHARS = 2  # single characters are mostly OCR noise
 MIN_FRAME_LABEL_SCORE = 0.15
 MAX_FRAME_LABELS = 2
 MIN_KIND_SCORE = 0.35  # an object's crop: its top guess, shown when at least this likely
+# A person's crop is mostly named after what they wear or hold; right guesses ("ballplayer" 0.6-0.75) scored
+# higher than wrong ones ("dumbbell" on a yoga pose 0.4, "racket" on a batter 0.36-0.45).
+MIN_PERSON_KIND_SCORE = 0.5
 # ImageNet classes 0-397 are animals, the rest things and scenes. A crop's guess is kept only when it
 # agrees with the detector on that (on dev frames the disagreeing guesses were all wrong: a skateboard
 # "schipperke", a dog "ski").
 IMAGENET_ANIMALS = range(0, 398)
 COCO_ANIMALS = frozenset({"bird", "cat", "dog", "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe"})
 MAX_CLASSIFIED_PER_FRAME = 6  # largest objects first
+MAX_POSES_PER_FRAME = 3  # largest people first
+MIN_POSE_BOX_SHARE = 0.01  # people smaller than this share of the frame are too small for MoveNet
 CROP_MARGIN = 0.1  # share of the box's longer side added around a crop (context helps the classifier)
 
 SIZE_WORDS = (("small", 0.02), ("medium", 0.15), ("large", float("inf")))  # by box/frame area
@@ -143,7 +149,7 @@ def square_crop(image: np.ndarray, box: Sequence[float], margin: float = CROP_MA
 def kind_note(detected: str, labels: Sequence[Label]) -> str:
     """The guessed kind of one object (detected as COCO class ``detected``) from its crop's labels,
     or ``""`` when the top guess is not likely enough or contradicts the detector (animal vs thing)."""
-    if not labels or labels[0].score < MIN_KIND_SCORE:
+    if not labels or labels[0].score < (MIN_PERSON_KIND_SCORE if detected == "person" else MIN_KIND_SCORE):
         return ""
     names = imagenet_labels()
     guessed_animal = labels[0].name in names and names.index(labels[0].name) in IMAGENET_ANIMALS
@@ -230,12 +236,15 @@ def describe_detections(image: np.ndarray, detections: Detections,
     return objects + tail
 
 
-def detector_memory_note(detector: ObjectDetector, with_text: bool, with_classifier: bool = False) -> str:
+def detector_memory_note(detector: ObjectDetector, with_text: bool, with_classifier: bool = False,
+                         with_pose: bool = False) -> str:
     """What an LLM should know about ``DetectorDescriber`` descriptions: no captioner wrote them."""
     classes = "80 everyday object classes" if "coco" in detector.name.lower() else "a fixed set of object classes"
     sources = [f"an object detector ({classes}, with colour and position)"]
     if with_classifier:
         sources.append("an image classifier (guesses among 1,000 ImageNet kinds, marked '?')")
+    if with_pose:
+        sources.append("a body-pose model (standing, sitting, arms raised...)")
     if with_text:
         sources.append("a text reader")
     sources_text = sources[0] if len(sources) == 1 else ", ".join(sources[:-1]) + " and " + sources[-1]
@@ -259,18 +268,20 @@ class DetectorDescriber:
     """
 
     def __init__(self, detector: ObjectDetector, text_reader: TextReader | None = None, *,
-                 classifier: ImageClassifier | None = None) -> None:
+                 classifier: ImageClassifier | None = None, pose: PoseEstimator | None = None) -> None:
         self.detector = detector
         self.text_reader = text_reader
         self.classifier = classifier
-        extras = "".join(f"+{model.name}" for model in (text_reader, classifier) if model is not None)
+        self.pose = pose
+        extras = "".join(f"+{model.name}" for model in (text_reader, classifier, pose) if model is not None)
         self.name = f"detector-describer({detector.name}{extras})"
         self.prefix = DESCRIPTION_PREFIX_OCR if text_reader is not None else DESCRIPTION_PREFIX
-        self.memory_note = detector_memory_note(detector, text_reader is not None, classifier is not None)
+        self.memory_note = detector_memory_note(detector, text_reader is not None, classifier is not None,
+                                                pose is not None)
 
     def close(self) -> None:
         """Close the detector (and reader) if they hold resources, e.g. the detector's worker."""
-        for model in (self.detector, self.text_reader, self.classifier):
+        for model in (self.detector, self.text_reader, self.classifier, self.pose):
             close = getattr(model, "close", None)
             if callable(close):
                 close()
@@ -281,6 +292,7 @@ class DetectorDescriber:
             return []
         all_detections = self.detector.detect(images)
         notes, frame_phrases = self._classify(images, all_detections)
+        self._add_poses(images, all_detections, notes)
         out = []
         for image, detections, frame_notes, frame_phrase in zip(images, all_detections, notes, frame_phrases):
             boxes, texts = _confident_text(self.text_reader.read(image)) if self.text_reader else ((), ())
@@ -300,7 +312,7 @@ class DetectorDescriber:
         crops: list[np.ndarray] = []
         owners: list[tuple[int, int]] = []
         for frame_index, (image, detections) in enumerate(zip(images, all_detections)):
-            areas = [(box[2] - box[0]) * (box[3] - box[1]) for box in detections.boxes]
+            areas = [_area(box) for box in detections.boxes]
             for index in sorted(range(len(areas)), key=lambda i: -areas[i])[:MAX_CLASSIFIED_PER_FRAME]:
                 crop = square_crop(image, detections.boxes[index])
                 if min(crop.shape[:2]) >= 8:
@@ -312,6 +324,26 @@ class DetectorDescriber:
             if kind:
                 notes[frame_index][index] = (kind,)
         return notes, [frame_labels_phrase(frame_labels) for frame_labels in labels[:len(images)]]
+
+    def _add_poses(self, images: list[np.ndarray], all_detections: list[Detections],
+                   notes: list[list[tuple[str, ...]]]) -> None:
+        """Add pose words to the notes of the largest people of each frame."""
+        if self.pose is None:
+            return
+        from vidagent.perception.pose_words import describe_pose
+
+        for image, detections, frame_notes in zip(images, all_detections, notes):
+            areas = [_area(box) for box in detections.boxes]
+            smallest = MIN_POSE_BOX_SHARE * image.shape[0] * image.shape[1]
+            people = sorted((i for i, label in enumerate(detections.labels) if label == "person" and areas[i] >= smallest),
+                            key=lambda i: -areas[i])[:MAX_POSES_PER_FRAME]
+            if not people:
+                continue
+            poses = self.pose.estimate(image, [detections.boxes[i] for i in people])
+            for index, pose in zip(people, poses):
+                words = describe_pose(pose)
+                if words:
+                    frame_notes[index] = (*frame_notes[index], words)
 
 
 class CaptionWithText:
@@ -341,3 +373,7 @@ class CaptionWithText:
             text = f"{caption.text} {_text_phrase(texts)}" if texts else caption.text
             out.append(FrameDescription(text=text, objects=caption.objects, on_screen_text=texts, text_boxes=boxes))
         return out
+
+
+def _area(box: Sequence[float]) -> float:
+    return max(float(box[2] - box[0]), 0.0) * max(float(box[3] - box[1]), 0.0)

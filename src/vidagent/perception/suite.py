@@ -8,7 +8,7 @@ from typing import Callable
 
 from vidagent.config import BackendSettings, Settings
 from vidagent.perception.base import (AppearanceModel, FrameDescriber, ImageClassifier, ObjectDetector,
-                                      SpeechToText, TextEmbedder, TextReader, Tracker)
+                                      PoseEstimator, SpeechToText, TextEmbedder, TextReader, Tracker)
 
 
 @dataclass
@@ -70,13 +70,18 @@ class Perception:
             from vidagent.perception.classifier import EfficientNetClassifier
 
             classifier = EfficientNetClassifier(settings.models_dir)
+        pose: PoseEstimator | None = None
+        if "pose" in settings.perception:
+            from vidagent.perception.pose import MoveNetPose
+
+            pose = MoveNetPose(settings.models_dir)
         describer: FrameDescriber
         if wanted.captioner:
             from vidagent.perception.hf import build_backend
 
             describer = CaptionWithText(build_backend("captioner", wanted.captioner), reader)
         else:
-            describer = DetectorDescriber(detector, reader, classifier=classifier)
+            describer = DetectorDescriber(detector, reader, classifier=classifier, pose=pose)
         appearance: AppearanceModel
         if wanted.appearance:
             from vidagent.perception.hf import build_backend
