@@ -212,3 +212,24 @@ def test_frames_and_objects_built_together_run_the_detector_once_per_frame(setti
     assert detector.hits - hits == len(frame_times)
     for table in TABLES:  # and the stored objects are the same as when built alone
         assert _rows(together.library_path, SNOW, table) == _rows(built, SNOW, table)
+
+
+def test_with_the_imagenet_classifier_objects_name_their_kind(settings, tmp_path):
+    """The skateboarding dog is a black-and-white Border collie type (checked by eye); the object memory
+    says so when the classifier is on, and its stage config changes so a library rebuilds."""
+    from vidagent.perception.classifier import ONNX_FILENAME
+
+    if not (settings.models_dir / ONNX_FILENAME).is_file():
+        pytest.skip("run `vidagent models install efficientnet-lite0`")
+    with_kinds = replace(settings, home=tmp_path, perception=frozenset({"imagenet"}))
+    suite = Perception.from_settings(with_kinds)
+    try:
+        with Library(with_kinds.library_path) as library:
+            builder = MemoryBuilder(library, suite, with_kinds)
+            assert "classifier" in builder.stage("objects").config()
+            builder.build(Video(video_path(SKATEBOARD)), ["objects"], progress=False)
+        appearances = {row[0]: row[1] for row in _query(with_kinds.library_path, SKATEBOARD,
+                                                         "SELECT category, appearance FROM objects")}
+    finally:
+        suite.close()
+    assert "(Border collie?)" in appearances["dog"]

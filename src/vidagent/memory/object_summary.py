@@ -76,11 +76,13 @@ def dominant_colours(colours: Sequence[str]) -> str:
 
 
 def describe_appearance(category: str, colours: Sequence[str], boxes: Sequence[Box], width: int,
-                        height: int) -> str:
-    """``"<colour> <category>, <size>"`` from per-crop colour words and the object's boxes."""
+                        height: int, *, kind: str = "") -> str:
+    """``"<colour> <category>, <size>"`` from per-crop colour words and the object's boxes; a
+    ``kind`` (an ImageNet guess such as ``"Border collie?"``) follows the category in brackets."""
     colour = dominant_colours(colours)
     areas = [max(float(b[2]) - float(b[0]), 0.0) * max(float(b[3]) - float(b[1]), 0.0) for b in boxes]
     noun = f"{colour} {category}" if colour else category
+    noun = f"{noun} ({kind})" if kind else noun
     if not areas:
         return noun
     side = float(np.sqrt(np.median(areas)))
