@@ -45,6 +45,22 @@ def models_dir() -> Path:
     return Settings.from_env().models_dir
 
 
+@pytest.fixture(scope="module")
+def perception(models_dir: Path):
+    """The offline perception suite, one per test module (a module may define its own instead);
+    skips when the offline models are not installed."""
+    from dataclasses import replace
+
+    from vidagent.perception.detector import detector_assets_installed
+    from vidagent.perception.suite import Perception
+
+    if not detector_assets_installed(models_dir):
+        pytest.skip("offline models are not installed (run `vidagent models install`)")
+    suite = Perception.offline(replace(Settings.from_env(), models=models_dir))
+    yield suite
+    suite.close()
+
+
 def write_test_video(path: Path, frames: list[np.ndarray], fps: int = 10, audio: bool = False) -> Path:
     """Encode RGB frames (and optionally a 440 Hz tone) into an mp4 with PyAV."""
     height, width = frames[0].shape[:2]

@@ -24,15 +24,6 @@ from vidagent.video.video import Video
 from conftest import video_path
 
 
-@pytest.fixture(scope="module")
-def perception(models_dir: Path):
-    if not detector_assets_installed(models_dir):
-        pytest.skip("offline models are not installed (run `vidagent models install`)")
-    suite = Perception.offline(replace(Settings.from_env(), models=models_dir))
-    yield suite
-    suite.close()
-
-
 def _builder(tmp_path: Path, models_dir: Path, perception: Perception) -> tuple[MemoryBuilder, Library]:
     settings = replace(Settings.from_env(), home=tmp_path, models=models_dir)
     library = Library(settings.library_path)

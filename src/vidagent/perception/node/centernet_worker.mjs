@@ -13,41 +13,21 @@
 //                rows with score >= min_score, best first) or {"error": "..."}.
 // The worker exits when stdin closes.
 
-import { loadModel, loadTf, runMain, send, serveRequests } from './tfjs_runtime.mjs';
+import { runModelWorker } from './tfjs_runtime.mjs';
 
 const OUTPUT_NAME = 'tower_0/detections';
 
-async function main() {
-  const [nodeDir, modelJson] = process.argv.slice(2);
-  if (!nodeDir || !modelJson) throw new Error('usage: centernet_worker.mjs <node_dir> <model_json>');
-  const t0 = performance.now();
-  const { tf, converter, wasm } = await loadTf(nodeDir);
-  const { model, height: size } = await loadModel(converter, modelJson);
-  // Warm-up run, so that one-time allocations do not slow down the first real frame.
-  tf.tidy(() => model.execute(tf.zeros([1, size, size, 3]), OUTPUT_NAME).dataSync());
-  send({ ready: true, backend: tf.getBackend(), threads: wasm.getThreadsCount(), input: size,
-         load_ms: Math.round(performance.now() - t0) });
-
-  serveRequests('VDT1', (width, height, minScore, pixels) => {
-    if (width !== size || height !== size) {
-      send({ error: `expected a ${size}x${size} frame, got ${width}x${height}` });
-      return;
-    }
-    const start = performance.now();
-    const rows = tf.tidy(() => {
-      const values = new Float32Array(pixels.length);
-      values.set(pixels); // uint8 RGB -> float 0..255, the model's input range
-      const input = tf.tensor4d(values, [1, height, width, 3], 'float32');
-      return model.execute(input, OUTPUT_NAME).arraySync()[0];
-    });
-    const ms = performance.now() - start;
+runModelWorker({
+  magic: 'VDT1',
+  item: 'frame',
+  dtype: 'float32', // RGB 0..255: the model folds the /255 scaling into its first convolution
+  execute: (model, input) => model.execute(input, OUTPUT_NAME).arraySync()[0],
+  reply: (rows, minScore) => {
     const det = [];
     for (const r of rows) {
       if (r[4] < minScore) continue;
       det.push([r[0], r[1], r[2], r[3], r[4]].map((v) => Math.round(v * 1000) / 1000).concat([r[5]]));
     }
-    send({ ms: Math.round(ms * 10) / 10, det });
-  });
-}
-
-runMain(main);
+    return { det };
+  },
+});

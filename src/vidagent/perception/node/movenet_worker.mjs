@@ -15,34 +15,12 @@
 //   reply     -> {"ms": model_ms, "kp": [[y, x, score], ... 17 rows]} or {"error": "..."}.
 // The worker exits when stdin closes.
 
-import { loadModel, loadTf, runMain, send, serveRequests } from './tfjs_runtime.mjs';
+import { runModelWorker } from './tfjs_runtime.mjs';
 
-async function main() {
-  const [nodeDir, modelJson] = process.argv.slice(2);
-  if (!nodeDir || !modelJson) throw new Error('usage: movenet_worker.mjs <node_dir> <model_json>');
-  const t0 = performance.now();
-  const { tf, converter, wasm } = await loadTf(nodeDir);
-  const { model, height: size } = await loadModel(converter, modelJson);
-  const run = (input) => model.execute(input);
-  tf.tidy(() => run(tf.zeros([1, size, size, 3], 'int32')).dataSync()); // warm-up
-  send({ ready: true, backend: tf.getBackend(), threads: wasm.getThreadsCount(), input: size,
-         load_ms: Math.round(performance.now() - t0) });
-
-  serveRequests('VDP1', (width, height, _unused, pixels) => {
-    if (width !== size || height !== size) {
-      send({ error: `expected a ${size}x${size} crop, got ${width}x${height}` });
-      return;
-    }
-    const start = performance.now();
-    const kp = tf.tidy(() => {
-      const values = new Int32Array(pixels.length);
-      values.set(pixels);
-      return run(tf.tensor4d(values, [1, size, size, 3], 'int32')).arraySync()[0][0];
-    });
-    const ms = performance.now() - start;
-    send({ ms: Math.round(ms * 10) / 10,
-           kp: kp.map((row) => row.map((v) => Math.round(v * 10000) / 10000)) });
-  });
-}
-
-runMain(main);
+runModelWorker({
+  magic: 'VDP1',
+  item: 'crop',
+  dtype: 'int32',
+  execute: (model, input) => model.execute(input).arraySync()[0][0],
+  reply: (kp) => ({ kp: kp.map((row) => row.map((v) => Math.round(v * 10000) / 10000)) }),
+});

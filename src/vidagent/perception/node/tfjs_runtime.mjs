@@ -1,5 +1,6 @@
 // What vidagent's TensorFlow.js workers share: loading tfjs (wasm backend) from the models folder's
-// node_modules, and the framed request stream from the Python parent on stdin.
+// node_modules, the framed request stream from the Python parent on stdin, and the whole life of a
+// worker that runs one graph model on square RGB inputs (runModelWorker).
 //
 // Request framing (every worker): a 16-byte header, ASCII magic (4 bytes, one per worker kind),
 // uint32 LE width, uint32 LE height, float32 LE parameter (its meaning is the worker's), then
@@ -72,5 +73,46 @@ export function runMain(main) {
   main().catch((err) => {
     console.error(err && err.stack ? err.stack : String(err));
     process.exit(1);
+  });
+}
+
+// The whole worker for a graph model with one square RGB input. Usage of the script:
+//   node <script> <node_dir> <model_json>
+// Loads tfjs and the model, runs it once on zeros (so that one-time allocations do not slow down
+// the first real request), announces {"ready": true, "backend", "threads", "input": size,
+// "load_ms"}, then answers each size x size request with {"ms": model_ms, ...reply(output, param)}.
+//   magic    the worker's 4-byte request magic
+//   item     what one request carries, for the error on a wrong size ("frame", "crop")
+//   dtype    the input tensor's dtype ('float32' or 'int32'), values 0..255
+//   execute  (model, input) -> a plain array read from the output (runs inside tf.tidy)
+//   reply    (output, param) -> the fields of the answer besides "ms"
+export function runModelWorker({ magic, item, dtype, execute, reply }) {
+  runMain(async () => {
+    const [nodeDir, modelJson] = process.argv.slice(2);
+    if (!nodeDir || !modelJson) {
+      throw new Error(`usage: ${path.basename(process.argv[1])} <node_dir> <model_json>`);
+    }
+    const t0 = performance.now();
+    const { tf, converter, wasm } = await loadTf(nodeDir);
+    const { model, height: size } = await loadModel(converter, modelJson);
+    const Values = dtype === 'int32' ? Int32Array : Float32Array;
+    tf.tidy(() => execute(model, tf.zeros([1, size, size, 3], dtype)));
+    send({ ready: true, backend: tf.getBackend(), threads: wasm.getThreadsCount(), input: size,
+           load_ms: Math.round(performance.now() - t0) });
+
+    serveRequests(magic, (width, height, param, pixels) => {
+      if (width !== size || height !== size) {
+        send({ error: `expected a ${size}x${size} ${item}, got ${width}x${height}` });
+        return;
+      }
+      const start = performance.now();
+      const output = tf.tidy(() => {
+        const values = new Values(pixels.length);
+        values.set(pixels); // uint8 RGB -> the model's input type, range 0..255
+        return execute(model, tf.tensor4d(values, [1, size, size, 3], dtype));
+      });
+      const ms = performance.now() - start;
+      send({ ms: Math.round(ms * 10) / 10, ...reply(output, param) });
+    });
   });
 }
