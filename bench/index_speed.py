@@ -1,10 +1,12 @@
 """Benchmark indexing, before and after side by side in one run.
 
     .venv/bin/python bench/index_speed.py [--base COMMIT] [VIDEO ...]
+    .venv/bin/python bench/index_speed.py --perception all [VIDEO ...]   # extra perception off vs on
 
 For each video, every stage in one build into a scratch library, warm models (load time not
 counted), by the code at ``--base`` (default: fd675dc, before issue 12; taken with ``git archive``)
-and by this checkout, each in its own process: video seconds per wall second, CPU utilisation
+and by this checkout (with ``--perception SOURCES``: this checkout without and with those extra
+perception sources, ``VIDAGENT_PERCEPTION``), each in its own process: video seconds per wall second, CPU utilisation
 of the process tree (Python + Node detector workers; 200 % = both cores busy) and its peak
 resident memory. Then, in this checkout, each model's isolated time on the same inputs (one at a
 time, warm): the detector on one Node worker over every frame the stages sample, OCR on the
@@ -159,6 +161,8 @@ def main() -> int:
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-floor", action="store_true", help="skip the isolated model times")
+    parser.add_argument("--perception", help="compare this checkout without and with these perception sources "
+                                             "(e.g. all, or imagenet,pose) instead of --base and this checkout")
     args = parser.parse_args()
     if args.measure:
         measure(args.videos)
@@ -166,11 +170,18 @@ def main() -> int:
     if args.floor:
         floor(args.videos)
         return 0
-    with tempfile.TemporaryDirectory() as scratch:
-        before = run_side(base_source(args.base, Path(scratch)), "measure", args.videos)
-    after = run_side(ROOT / "src", "measure", args.videos)
+    if args.perception:
+        label = "perception none"
+        before = run_side(ROOT / "src", "measure", args.videos, {"VIDAGENT_PERCEPTION": "none"})
+        after = run_side(ROOT / "src", "measure", args.videos, {"VIDAGENT_PERCEPTION": args.perception})
+    else:
+        label = args.base
+        with tempfile.TemporaryDirectory() as scratch:
+            before = run_side(base_source(args.base, Path(scratch)), "measure", args.videos)
+        after = run_side(ROOT / "src", "measure", args.videos)
     floors = {} if args.no_floor else {row["video"]: row for row in run_side(ROOT / "src", "floor", args.videos)}
-    print(f"| video | length | before ({args.base}): video s per wall s, CPU, peak | after: video s per wall s, CPU, "
+    after_label = f"perception {args.perception}" if args.perception else "after"
+    print(f"| video | length | before ({label}): video s per wall s, CPU, peak | {after_label}: video s per wall s, CPU, "
           "peak | speed-up | floor: video s per s (models alone) | after over floor |")
     print("|---|---|---|---|---|---|---|")
     for old, new in zip(before, after):
