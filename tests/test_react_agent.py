@@ -151,9 +151,13 @@ def test_repeating_the_overview_call_is_caught_too():
     assert answer.trace[3].message.startswith("You already made this exact call")
 
 
-def test_a_bare_number_as_the_final_answer_is_mapped_by_the_which_option_call():
-    # Seen on the dev set: asked for the option's text, the 1.5B model answered "4" (a segment id it read).
-    llm = ScriptedLLM(["Final Answer: 4", "1"])
+def test_a_lone_option_number_is_that_option_and_a_time_is_mapped_by_the_which_option_call():
+    # Seen on the dev set: asked for the option's text, the 1.5B model often answers with a number; asked
+    # which option it meant, it repeated the number (13 of 16), so the number is taken without that call.
+    llm = ScriptedLLM(["Final Answer: 4"])
+    answer = ask(llm, "What is attached to the dog?", CHOICES)
+    assert answer.choice_index == 4 and len(llm.requests) == 1
+    llm = ScriptedLLM(["Final Answer: 4.0-6.0 s", "1"])
     answer = ask(llm, "What is attached to the dog?", CHOICES)
     assert answer.choice_index == 1 and len(llm.requests) == 2
     assert answer.trace.last.thought == "(mapping the answer to an option)"

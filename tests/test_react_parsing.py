@@ -96,3 +96,11 @@ def test_bare_numbers_name_no_option_when_text_was_asked_for(answer):
 
 def test_a_numeric_option_is_still_chosen_by_its_text():
     assert extract_choice("2", ["1", "2", "3", "4", "5"], bare_numbers=False) == 1
+
+
+def test_an_answer_that_is_only_an_option_number_names_that_option():
+    from vidagent.agent.parsing import lone_option_number
+
+    assert [lone_option_number(text, 5) for text in ("4", "0.", "(2)", " 3 ")] == [4, 0, 2, 3]
+    # out of range, times, counts and words are not option numbers
+    assert [lone_option_number(text, 5) for text in ("7", "4.0-6.0 s", "12", "3 dogs", "a")] == [None] * 5

@@ -100,6 +100,19 @@ def _find_call(text: str, tool_names: Sequence[str]) -> tuple[str, str] | None:
 _LETTERS = string.ascii_uppercase
 
 
+def lone_option_number(answer: str, count: int) -> int | None:
+    """The option an answer that is nothing but one option number names ("3", "3.", "(3)"), else None.
+
+    Asked for an option's text, small models often reply with its number instead. The model asked
+    afterwards which option such an answer means repeated the number in 13 of 16 dev questions, so
+    that call bought nothing; an answer that is only a number in range is taken as that option.
+    """
+    match = re.fullmatch(r"\s*[\(\[]?\s*(\d)\s*[\)\]]?\s*\.?\s*", answer)
+    if match and int(match.group(1)) < count:
+        return int(match.group(1))
+    return None
+
+
 def extract_choice(answer: str, choices: Sequence[str], *, bare_numbers: bool = True) -> int | None:
     """The index of the option ``answer`` names (letter, number or the option's text), else None.
 

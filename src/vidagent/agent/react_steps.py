@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
 from vidagent.agent.option_scoring import score_options
-from vidagent.agent.parsing import extract_choice, parse_react
+from vidagent.agent.parsing import extract_choice, lone_option_number, parse_react
 from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -224,6 +224,8 @@ class ReActSteps:
         if not task.choices:
             return None
         index = extract_choice(answer, task.choices, bare_numbers=False)
+        if index is None:
+            index = lone_option_number(answer, len(task.choices))
         if index is not None:
             return index
         started = time.perf_counter()
