@@ -283,7 +283,9 @@ def test_caption_only_puts_every_segment_description_in_one_prompt(settings):
         segments = session.index(item.video_path, progress=False).segments
     assert len(llm.requests) == 1 and answer.usage.llm_calls == 1
     prompt = llm.requests[0][-1].content
-    assert all(segment.as_text() in prompt for segment in segments) and len(segments) >= 2
+    from vidagent.tools.observed import segment_text
+
+    assert all(segment_text(segment) in prompt for segment in segments) and len(segments) >= 2
     assert "1. a guitar" in prompt and "What is being drawn?" in prompt
     assert (answer.choice_index, answer.text, answer.planner) == (1, "a guitar", "caption_only")
     assert answer.trace[1].model_output == "Answer: a guitar" and answer.trace[1].parent_id == 0
