@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from vidagent.agent.react import ReActPlanner
 from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, ObservationStep, TaskStep, ToolCallStep
 from vidagent.agent.task import Task
@@ -161,3 +163,17 @@ def test_a_lone_option_number_is_that_option_and_a_time_is_mapped_by_the_which_o
     answer = ask(llm, "What is attached to the dog?", CHOICES)
     assert answer.choice_index == 1 and len(llm.requests) == 2
     assert answer.trace.last.thought == "(mapping the answer to an option)"
+
+
+def test_a_vqa_that_only_reads_descriptions_is_left_out_unless_asked_for():
+    vqa = Tool("visual_question_answering", "looks closer", (Parameter("question", str, ""),
+                                                            Parameter("segment_id", int, "")),
+               lambda question, segment_id: Observation("a dog"))
+    described = Toolbox.of([*TOOLS.tools.values(), vqa], videos=(CONTEXT,), sees_frames=False)
+    llm = ScriptedLLM(["Final Answer: a black leash"])
+    ReActPlanner(overview_segments=0).run(Task("What is attached?", CHOICES), described, llm)
+    assert "visual_question_answering" not in llm.requests[0][0].content
+    for toolbox, options in ((described, {"described_vqa": True}), (replace(described, sees_frames=True), {})):
+        llm = ScriptedLLM(["Final Answer: a black leash"])
+        ReActPlanner(overview_segments=0, **options).run(Task("What is attached?", CHOICES), toolbox, llm)
+        assert "- visual_question_answering(" in llm.requests[0][0].content

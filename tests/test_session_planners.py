@@ -34,8 +34,9 @@ def test_react_gets_videoagents_tools_and_streams_each_step(settings):
         answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, on_step=streamed.append)
     assert "Does answering it need the space-dominant memory?" in llm.requests[0][-1].content
     system = llm.requests[1][0].content
-    for tool in ("caption_retrieval", "segment_localization", "visual_question_answering", "object_memory_querying"):
+    for tool in ("caption_retrieval", "segment_localization", "object_memory_querying"):
         assert f"- {tool}(" in system
+    assert "visual_question_answering" not in system  # the offline VQA only reads frame descriptions
     assert "- when(" not in system and "sub-task tools" not in system
     assert "3. For counting, or when and where an object" in system  # the rules name tools present
     assert [s.id for s in streamed] == [s.id for s in answer.trace] and isinstance(streamed[0], TaskStep)

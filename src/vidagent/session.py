@@ -177,7 +177,8 @@ class Session:
             toolbox = Toolbox.of(tools, videos=(self._context(memory),), memories={memory.video_id: memory},
                                  memory_note=self.perception.describer.memory_note,
                                  context_tokens=self.settings.llm.context_tokens,
-                                 experience_scope=self.settings.experience_scope, replay=replay).select(chosen.tools)
+                                 experience_scope=self.settings.experience_scope, replay=replay,
+                                 sees_frames=getattr(self.vqa, "sees_frames", True)).select(chosen.tools)
             answer = chosen.run(task, toolbox, llm, trace)
         if keeper:
             _learn(keeper, task, answer, chosen.name, memory.video_id, llm)

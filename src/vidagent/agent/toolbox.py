@@ -52,6 +52,7 @@ class Toolbox:
     examples: ExperienceStore | None = None  # AssistGPT's kept traces (None: experience switched off)
     experience_scope: str = ""  # whose experience: the user's (''), or an evaluation run's own
     replay: Replay | None = None  # experience chosen for this question (DigimonGPT), shown before it
+    sees_frames: bool = True  # visual_question_answering looks at pixels (False: it reads frame descriptions)
 
     def experience(self) -> str:
         """The replayed experience as the section a planner puts before the question ('' when none)."""

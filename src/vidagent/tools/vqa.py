@@ -28,13 +28,19 @@ MAX_VISION_FRAMES = 8
 
 
 class VisualQA(Protocol):
+    """``sees_frames``: whether it looks at the pixels (False: it reads the frames' descriptions, the
+    same kind of text the memory's segment descriptions are)."""
+
     name: str
+    sees_frames: bool
 
     def answer(self, question: str, frames: Sequence[SampledFrame], llm: ChatModel) -> VQAResult: ...
 
 
 class DescribedFramesVQA:
     """Answers from detector/OCR descriptions of the frames, read by the text LLM."""
+
+    sees_frames = False
 
     def __init__(self, describer: FrameDescriber) -> None:
         self.describer = describer
@@ -54,6 +60,7 @@ class VisionChatVQA:
     """Sends the frames as images to a vision-capable chat model."""
 
     name = "vision-chat"
+    sees_frames = True
 
     def answer(self, question: str, frames: Sequence[SampledFrame], llm: ChatModel) -> VQAResult:
         chosen = _spread(frames, MAX_VISION_FRAMES)

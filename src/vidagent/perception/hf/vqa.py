@@ -38,6 +38,8 @@ DEFAULT_MAX_FRAMES = 4
 class HFVisualQA:
     """Answers questions about a few frames with a local Hugging Face model; loads on first use."""
 
+    sees_frames = True
+
     def __init__(
         self,
         model: str = DEFAULT_VQA,
