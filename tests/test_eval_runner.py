@@ -80,13 +80,15 @@ def settings(home, models_dir) -> Settings:
 
 
 def comparable(rows: list[dict]) -> dict[str, dict]:
-    """Rows by id without the fields that measure time."""
+    """Rows by id without the fields that measure time or depend on what the model's KV cache held
+    before (a resumed run or another worker starts with another cache)."""
     out = {}
     for row in rows:
         row = json.loads(json.dumps(row))
         row.pop("wall_s")
         for usage in (row["usage"], row["judge_usage"]):
             usage.pop("seconds", None)
+            usage.pop("reused_prompt_tokens", None)
         for step in row["trace"]:
             step.pop("seconds", None)
             if step["type"] == "memory":  # entry ids number every run's memories in one library
