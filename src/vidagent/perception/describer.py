@@ -27,6 +27,7 @@ from vidagent.perception.base import (Detections, FrameDescriber, FrameDescripti
                                       ObjectDetector, PoseEstimator, TextBox, TextReader)
 from vidagent.perception.classifier import imagenet_labels
 from vidagent.perception.colour import MIN_COLOUR_PIXELS, central_region, colour_name
+from vidagent.perception.pose_words import describe_pose
 from vidagent.prompts import load_prompt, render
 
 # ----------------------------------------------------------------------------- wording
@@ -71,6 +72,7 @@ COCO_ANIMALS = frozenset({"bird", "cat", "dog", "horse", "sheep", "cow", "elepha
 MAX_CLASSIFIED_PER_FRAME = 6  # largest objects first
 MAX_POSES_PER_FRAME = 3  # largest people first
 MIN_POSE_BOX_SHARE = 0.01  # people smaller than this share of the frame are too small for MoveNet
+MIN_CROP_SIDE = 8  # pixels; thinner crops are not classified
 CROP_MARGIN = 0.1  # share of the box's longer side added around a crop (context helps the classifier)
 
 SIZE_WORDS = (("small", 0.02), ("medium", 0.15), ("large", float("inf")))  # by box/frame area
@@ -315,7 +317,7 @@ class DetectorDescriber:
             areas = [_area(box) for box in detections.boxes]
             for index in sorted(range(len(areas)), key=lambda i: -areas[i])[:MAX_CLASSIFIED_PER_FRAME]:
                 crop = square_crop(image, detections.boxes[index])
-                if min(crop.shape[:2]) >= 8:
+                if min(crop.shape[:2]) >= MIN_CROP_SIDE:
                     crops.append(crop)
                     owners.append((frame_index, index))
         labels = self.classifier.classify([*images, *crops], top_k=MAX_FRAME_LABELS)
@@ -330,8 +332,6 @@ class DetectorDescriber:
         """Add pose words to the notes of the largest people of each frame."""
         if self.pose is None:
             return
-        from vidagent.perception.pose_words import describe_pose
-
         for image, detections, frame_notes in zip(images, all_detections, notes):
             areas = [_area(box) for box in detections.boxes]
             smallest = MIN_POSE_BOX_SHARE * image.shape[0] * image.shape[1]
