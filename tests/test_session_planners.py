@@ -38,7 +38,7 @@ def test_react_gets_videoagents_tools_and_streams_each_step(settings):
         assert f"- {tool}(" in system
     assert "visual_question_answering" not in system  # the offline VQA only reads frame descriptions
     assert "- when(" not in system and "sub-task tools" not in system
-    assert "3. For counting, or when and where an object" in system  # the rules name tools present
+    assert "2. For counting, or when and where an object" in system  # the rules name tools present (no VQA rule)
     assert [s.id for s in streamed] == [s.id for s in answer.trace] and isinstance(streamed[0], TaskStep)
     overview = streamed[1]
     assert isinstance(overview, ToolCallStep) and overview.arguments == {"start_segment": 0, "end_segment": 2}
