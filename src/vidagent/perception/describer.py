@@ -105,6 +105,11 @@ def size_word(box: Sequence[float], width: int, height: int) -> str:
     return next(word for word, limit in SIZE_WORDS if share < limit)
 
 
+def _area(box: Sequence[float]) -> float:
+    """A box's area in pixels (0 for a degenerate box)."""
+    return max(float(box[2] - box[0]), 0.0) * max(float(box[3] - box[1]), 0.0)
+
+
 def plural(label: str, count: int) -> str:
     if count == 1:
         return label
@@ -129,11 +134,10 @@ def _instances(image: np.ndarray, detections: Detections,
     h, w = image.shape[:2]
     out = []
     for index, (box, label) in enumerate(zip(detections.boxes, detections.labels)):
-        area = max(float(box[2] - box[0]), 0.0) * max(float(box[3] - box[1]), 0.0)
         region = central_region(image, box)
         colour = colour_name(region) if region.shape[0] * region.shape[1] >= MIN_COLOUR_PIXELS else ""
         extra = tuple(notes[index]) if index < len(notes) else ()
-        out.append(_Instance(label, colour, size_word(box, w, h), position_words(box, w, h), area, extra))
+        out.append(_Instance(label, colour, size_word(box, w, h), position_words(box, w, h), _area(box), extra))
     return out
 
 
@@ -374,6 +378,3 @@ class CaptionWithText:
             out.append(FrameDescription(text=text, objects=caption.objects, on_screen_text=texts, text_boxes=boxes))
         return out
 
-
-def _area(box: Sequence[float]) -> float:
-    return max(float(box[2] - box[0]), 0.0) * max(float(box[3] - box[1]), 0.0)
