@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from vidagent.agent.answer import Answer
+from vidagent.agent.task import option_label
 from vidagent.agent.experience import MODES as EXPERIENCE_MODES
 from vidagent.config import Settings
 from vidagent.errors import MemoryStoreError, VidagentError
@@ -52,6 +54,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     name = args.planner or ("react" if len(sources) == 1 and Path(sources[0]).suffix.lower() not in IMAGE_SUFFIXES
                             else "peil")
     planner = build_planner(name, parse_options(args.planner_option))
+    if planner.name == "random" and not args.choice:  # it would print an empty answer
+        raise UsageError("the random baseline only picks among options: give them with --choice TEXT")
     with Session(_settings(args)) as session:
         answer = session.ask(sources, question, args.choice or None, planner=planner, progress=not args.quiet,
                              experience=args.experience)
@@ -79,7 +83,7 @@ def _sources_and_question(inputs: Sequence[str]) -> tuple[list[str], str]:
 
 def _print_answer(answer: Answer, *, trace: bool) -> None:
     if answer.choice_index is not None:
-        print(f"Answer: [{answer.choice_index}] {answer.text}")
+        print(f"Answer: {option_label(answer.choice_index)}. {answer.text}")
     else:
         print(f"Answer: {answer.text}")
     if len(answer.candidates) > 1:
@@ -215,11 +219,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vidagent: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`vidagent ask ... --json | head`): stop quietly, as Unix tools do
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool the pipe stopped
     except Exception as error:  # a bug: still one line, with the way to see more
         if args.debug:
             raise
         print(f"vidagent: internal error: {error.__class__.__name__}: {error} (rerun with --debug)", file=sys.stderr)
         return 70
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush meets no closed pipe either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import typing
 from typing import Any, Callable, Mapping, Protocol, TypeVar, runtime_checkable
 
@@ -119,8 +120,10 @@ def _factory(name: str) -> Callable[..., Planner]:
             factory = getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as error:
             raise PlannerError(f"cannot load planner {name!r}: {error}") from None
-        if not callable(factory):
-            raise PlannerError(f"planner {name!r} is not a class or a function")
+        # only a class with a ``run`` method: any other callable (``os:system``) would be called with the options
+        if not inspect.isclass(factory) or not callable(getattr(factory, "run", None)):
+            raise PlannerError(f"{name!r} is not a planner class (a class with name, tools, reads_memory, uses_llm "
+                               f"and run)")
         return factory  # type: ignore[no-any-return]
     raise PlannerError(f"unknown planner {name!r}: use one of {', '.join(sorted(_REGISTRY))} or module:Class")
 

@@ -4,14 +4,21 @@ crops derived from them) it is about, each with an id that evidence and artifact
 from __future__ import annotations
 
 import hashlib
+import string
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from vidagent.video.source import Source, SourceKind
 
-__all__ = ["AnswerType", "Reference", "Source", "SourceKind", "Task"]
+__all__ = ["AnswerType", "Reference", "Source", "SourceKind", "Task", "option_label"]
 
 AnswerType = Literal["choice", "text", "time"]
+
+
+def option_label(index: int) -> str:
+    """How people see an option: by letter (A for the first), as the page, the CLI and MCP show it;
+    the prompts number options from 0 for the model (``Task.options_text``)."""
+    return string.ascii_uppercase[index] if 0 <= index < 26 else str(index + 1)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from vidagent.eval.errors import EvalError
+from vidagent.eval.errors import EvalUsageError
 
 DEFAULT_COMPARE_OUT = Path("eval-runs") / "compare"
 
@@ -81,13 +81,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     if args.compare:
         if args.dataset:
-            raise EvalError("give either a dataset file or --compare RUN_DIR ..., not both")
+            raise EvalUsageError("give either a dataset file or --compare RUN_DIR ..., not both")
         paths = write_comparison([Path(p) for p in args.compare], Path(args.out) if args.out else DEFAULT_COMPARE_OUT)
         print(paths["markdown"].read_text(encoding="utf-8"))
         print(" ".join(f"{kind}: {path}" for kind, path in paths.items()))
         return 0
     if not args.dataset:
-        raise EvalError("give an annotation file to evaluate, or --compare RUN_DIR ...")
+        raise EvalUsageError("give an annotation file to evaluate, or --compare RUN_DIR ...")
     from vidagent.config import Settings
     from vidagent.agent.planner import parse_options
     from vidagent.eval.runner import RunConfig, run_eval
@@ -109,7 +109,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         threads = max(1, (os.cpu_count() or 1) // args.workers)  # local workers share this machine's CPUs
     if threads is not None:
         if threads < 1:
-            raise EvalError("--threads must be at least 1")
+            raise EvalUsageError("--threads must be at least 1")
         settings = settings.with_llm(threads=threads)
     result = run_eval(config, settings)
     print(result.reports["markdown"].read_text(encoding="utf-8"))

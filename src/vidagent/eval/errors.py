@@ -12,6 +12,12 @@ class DatasetError(VidagentError):
 
 
 class EvalError(VidagentError):
-    """An evaluation run cannot start or continue (unknown planner, bad output folder, worker crash)."""
+    """An evaluation run cannot start or continue (bad output folder, worker crash)."""
 
-    exit_code = 6
+    exit_code = 1
+
+
+class EvalUsageError(EvalError):
+    """The ``vidagent eval`` command line names no run it can do (no dataset, both a dataset and --compare)."""
+
+    exit_code = 2

@@ -434,7 +434,7 @@ def load_ego4d_nlq(path: Path) -> list[EvalItem]:
 LOADERS: dict[str, Loader] = {
     loader.name: loader
     for loader in (
-        Loader("vidagent", "vidagent JSONL (see ../shared/data/README.md)", load_vidagent),
+        Loader("vidagent", "vidagent JSONL: id, video, type, question, choices, answer_index, answer, accept, span_s", load_vidagent),
         Loader("nextqa", "NExT-QA multiple choice CSV", load_nextqa),
         Loader("intentqa", "IntentQA CSV", load_intentqa),
         Loader("nextgqa", "NExT-GQA CSV + gsub_<split>.json", load_nextgqa),

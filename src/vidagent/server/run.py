@@ -3,6 +3,7 @@ streamable HTTP), and ``BackgroundServer`` for tests and benchmarks (a loopback 
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import threading
@@ -15,6 +16,7 @@ from starlette.types import ASGIApp
 from vidagent.server.app import create_app
 from vidagent.server.auth import TokenGuard
 from vidagent.server.config import ServeConfig
+from vidagent.server.errors import ServeSetupError
 from vidagent.server.mcp_server import build_mcp, mcp_http_app
 from vidagent.server.service import VideoService
 from vidagent.session import Session
@@ -23,9 +25,23 @@ log = logging.getLogger(__name__)
 Transport = Literal["stdio", "http"]
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse at once (``ServeSetupError``, exit 2) a port another process holds, before the models load
+    and before "serving" is logged: uvicorn would only log the failure and exit with its own code."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a port in TIME_WAIT is free
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as error:
+            reason = "in use by another process" if error.errno == errno.EADDRINUSE else error.strerror
+            raise ServeSetupError(f"cannot listen on {host}:{port}: {reason} (choose another with --port)") from None
+
+
 def serve(config: ServeConfig, *, session: Session | None = None, log_level: str = "info") -> None:
     """Run the API, the web page and the MCP endpoint until interrupted."""
     config.check_binding()
+    check_port(config.host, config.port)
     service = VideoService(config, session)
     try:
         log.info("vidagent serving http://%s:%d/ (videos from %s)", config.host, config.port,
@@ -44,6 +60,7 @@ def run_mcp(config: ServeConfig, transport: Transport = "stdio", *, log_level: s
             build_mcp(service).run("stdio")
             return
         config.check_binding()
+        check_port(config.host, config.port)
         app: ASGIApp = mcp_http_app(service, config.host)
         if config.token:
             app = TokenGuard(app, config.token, protected=("/mcp",))

@@ -72,13 +72,18 @@ def file_content_hash(path: Path, chunk_bytes: int = 1 << 20) -> str:
 
 
 def existing_file(path: str | Path) -> Path:
-    """The path, user folder expanded; a ``VideoError`` when it names no file."""
+    """The file's real path (user folder expanded, made absolute, links followed); a ``VideoError``
+    when it names no file. Absolute, because the library keeps where a video was last seen: a path
+    relative to one shell's folder would hide the video from the server (and from anyone elsewhere)."""
     path = Path(path).expanduser()
     if not path.exists():
         raise VideoError(f"{path}: no such file")
+    if path.is_dir():
+        raise VideoError(f"{path}: a folder, not a file (name a video or image in it; `vidagent index` "
+                         f"takes folders)")
     if not path.is_file():
         raise VideoError(f"{path}: not a file")
-    return path
+    return path.resolve()
 
 
 class Video:

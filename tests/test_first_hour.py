@@ -1,0 +1,117 @@
+"""Issue 27, a new user's first hour: what broke when vidagent was tried as the README shows it, each
+checked here against the real parts (the CLI as a process, the library, the server's service) so it
+stays fixed. The page's share is in test_page.py, the server's in test_server_api.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vidagent.agent.planner import build_planner
+from vidagent.config import Settings
+from vidagent.errors import PlannerError
+from vidagent.memory.builder import TEMPORAL_STAGES
+from vidagent.memory.store import Library
+from vidagent.server.config import ServeConfig
+from vidagent.server.service import VideoService
+from vidagent.session import Session
+
+from conftest import TEMPORAL_TOY, video_path
+from serve_helpers import copy_home, tagged_llm
+from test_cli import assert_one_line_error, run_cli
+
+
+def cli(*args: str, home: Path, cwd: Path | None = None, **popen: object) -> subprocess.Popen:
+    env = {**os.environ, "VIDAGENT_HOME": str(home)}
+    return subprocess.Popen([sys.executable, "-m", "vidagent.cli", *args], env=env, cwd=cwd, text=True,
+                            stderr=subprocess.PIPE, **popen)  # type: ignore[call-overload]
+
+
+# -- 1. a relative path ------------------------------------------------------------------------------------------------
+def test_a_relative_path_keeps_the_video_where_the_server_sees_it(temporal_library, models_dir, tmp_path,
+                                                                 monkeypatch):
+    """`cd videos && vidagent ask yoga.mp4 ...` wrote ``yoga.mp4`` over the absolute path the server had
+    registered: the video left the page and its memory was orphaned."""
+    home = copy_home(temporal_library, tmp_path / "home")
+    settings = replace(Settings.from_env(), home=home, models=models_dir)
+    clip = video_path(TEMPORAL_TOY)
+    service = VideoService(ServeConfig(settings=settings, video_dirs=(clip.parent,)),
+                           Session(settings, llm=tagged_llm()))
+    try:
+        video_id = service.register_path(str(clip)).video_id
+        monkeypatch.chdir(clip.parent)
+        with Session(settings, llm=tagged_llm()) as session:
+            session.index(clip.name, TEMPORAL_STAGES, progress=False)  # what ask does first, by a relative name
+        with Library(settings.library_path) as library:
+            assert library.video_row(video_id)["path"] == str(clip)
+        assert video_id in {entry.video_id for entry in service.videos()}
+        assert next(f for f in service.folder_files() if f["path"] == str(clip))["registered"]
+    finally:
+        service.close()
+
+
+# -- 9. the command line ------------------------------------------------------------------------------------------------
+def test_a_closed_pipe_ends_the_output_quietly(tmp_path):
+    """`vidagent ask ... --json | head` ended in "internal error: BrokenPipeError", exit 70."""
+    process = cli("ask", str(video_path(TEMPORAL_TOY)), "What is drawn?", "--choice", "a guitar", "--choice", "a car",
+                  "--planner", "random", "--json", "--trace", home=tmp_path, stdout=subprocess.PIPE)
+    process.stdout.close()  # the reader is gone before the answer is printed
+    _, error = process.communicate(timeout=300)
+    assert "Error" not in error and "internal error" not in error, error
+    assert process.returncode == 141  # what a shell reports for a tool a closed pipe stopped
+
+
+def test_eval_without_a_dataset_is_a_usage_error(tmp_path):
+    assert_one_line_error(run_cli("eval", home=tmp_path), 2, "give an annotation file")
+    help_text = subprocess.run([sys.executable, "-m", "vidagent.cli", "eval", "--help"], capture_output=True,
+                               text=True).stdout
+    assert "../shared" not in help_text  # no path outside the project
+
+
+def test_serve_on_a_busy_port_says_so_before_serving(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli("serve", "--port", str(port), home=tmp_path, timeout=120)
+    assert_one_line_error(result, 2, f"127.0.0.1:{port}: in use")
+    assert "serving" not in result.stdout + result.stderr
+
+
+def test_the_random_baseline_refuses_an_open_question(tmp_path):
+    result = run_cli("ask", str(video_path(TEMPORAL_TOY)), "What is drawn?", "--planner", "random", home=tmp_path)
+    assert_one_line_error(result, 2, "only picks among options")
+
+
+def test_a_planner_named_by_module_must_be_a_planner_class(tmp_path):
+    """`--planner os:system` called ``os.system()``: any importable callable was called with the options."""
+    marker = tmp_path / "called"
+    with pytest.raises(PlannerError, match="not a planner class"):
+        build_planner("os:system", {"command": f"touch {marker}"})
+    assert not marker.exists()
+    for name in ("builtins:print", "vidagent.agent.planner:parse_options"):
+        with pytest.raises(PlannerError, match="not a planner class"):
+            build_planner(name)
+    result = run_cli("ask", str(video_path(TEMPORAL_TOY)), "What?", "--planner", "os:getcwd", home=tmp_path)
+    assert_one_line_error(result, 2, "not a planner class")
+    assert build_planner("vidagent.agent.baselines:RandomPlanner").name == "random"  # a class still loads
+
+
+def test_a_folder_given_as_a_video_is_named_as_a_folder(tmp_path):
+    result = run_cli("ask", str(video_path(TEMPORAL_TOY).parent), "What is drawn?", home=tmp_path)
+    assert_one_line_error(result, 2, "a folder, not a file")
+
+
+def test_the_cli_names_the_chosen_option_by_letter(tmp_path):
+    """`Answer: [2] three` beside options the page calls A-E: the CLI says "B. a car", as the page does."""
+    result = run_cli("ask", str(video_path(TEMPORAL_TOY)), "What is drawn?", "--choice", "a guitar",
+                     "--choice", "a car", "--choice", "a house", "--planner", "random", "-q", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    answer = result.stdout.splitlines()[0]
+    assert answer in ("Answer: A. a guitar", "Answer: B. a car", "Answer: C. a house"), answer
