@@ -295,20 +295,26 @@ def test_an_unknown_experience_mode_is_refused(settings):
         session.ask(video_path(TEMPORAL_TOY), "What is drawn?", experience="everything")
 
 
-def test_the_memory_command_lists_shows_and_clears(settings, capsys, monkeypatch):
+def test_the_experience_command_lists_shows_and_clears(settings, capsys, monkeypatch):
     _ask(settings, Agent(), "What is being drawn on the tablet?")
     monkeypatch.setenv("VIDAGENT_LIBRARY", str(settings.library_path))
-    assert cli_main(["memory", "list"]) == 0
+    assert cli_main(["experience", "list"]) == 0
     listed = capsys.readouterr().out
     assert re.search(r"#\d+ semantic valid video=\w{12} type=descriptive planner=react", listed)
     assert re.search(r"#\d+ workflow valid video=- type=descriptive planner=react", listed)
     entry_id = int(re.search(r"#(\d+) semantic", listed).group(1))  # type: ignore[union-attr]
-    assert cli_main(["memory", "show", str(entry_id)]) == 0
+    assert cli_main(["experience", "show", str(entry_id)]) == 0
     shown = capsys.readouterr().out
     assert "validation: passed (self_check)" in shown and "Final Answer: a guitar" in shown
-    assert cli_main(["memory", "clear", str(video_path(TEMPORAL_TOY)), "--kind", "semantic"]) == 0
+    assert cli_main(["experience", "clear", str(video_path(TEMPORAL_TOY)), "--kind", "semantic"]) == 0
     assert "cleared 1 memory (semantic about" in capsys.readouterr().out
-    assert cli_main(["memory", "list", "--kind", "semantic"]) == 0
+    assert cli_main(["experience", "list", "--kind", "semantic"]) == 0
     assert capsys.readouterr().out.strip() == "no memories kept"
-    assert cli_main(["memory", "show", "999"]) == 2
+    assert cli_main(["experience", "show", "999"]) == 2
     assert "no memory #999" in capsys.readouterr().err
+    # the old name works one more release, with a deprecation line on stderr
+    assert cli_main(["memory", "list"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() != "no memories kept"  # the workflow is still kept
+    assert captured.err.strip() == ("vidagent: `vidagent memory` is deprecated and goes in the next release; "
+                                    "use `vidagent experience list`")

@@ -6,7 +6,8 @@ vidagent index PATH [PATH ...] [--stage NAME ...] [--workers N] [--ray [ADDRESS]
 vidagent sql VIDEO QUERY [--json]
 vidagent models install [NAME ...] | vidagent models list
 vidagent eval DATASET_FILE [--videos DIR] [--planner NAME] ... | vidagent eval --compare RUN_DIR ...
-vidagent memory list [VIDEO] | show ID | clear [VIDEO] [--kind KIND]
+vidagent export VIDEO [-o PACK]   (a video's memory as a portable pack; `vidagent import PACK` reads it)
+vidagent experience list [VIDEO] | show ID | clear [VIDEO] [--kind KIND]   (`vidagent memory`: deprecated)
 vidagent serve [--host 127.0.0.1] [--port 8000] [--videos DIR ...] [--token TOKEN]
 vidagent mcp [--transport stdio|http] [--videos DIR ...]
 
@@ -28,7 +29,7 @@ from vidagent.agent.experience import MODES as EXPERIENCE_MODES
 from vidagent.config import Settings
 from vidagent.errors import MemoryStoreError, VidagentError
 from vidagent.index_cli import add_index_parser
-from vidagent.memory_cli import add_memory_parser
+from vidagent.experience_cli import add_experience_parser
 from vidagent.video.image import IMAGE_SUFFIXES
 
 MEDIA_SUFFIXES = IMAGE_SUFFIXES + (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".gif")
@@ -194,7 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     models.set_defaults(run=_cmd_models)
 
     add_eval_parser(sub)
-    add_memory_parser(sub, _settings)
+    add_experience_parser(sub, _settings)
+    from vidagent.pack_cli import add_export_parser
+
+    add_export_parser(sub, _settings)
     from vidagent.server.cli import add_serve_parsers
 
     add_serve_parsers(sub, add_llm_options, _settings)

@@ -9,14 +9,20 @@ per video as it finishes.
 Every worker writes into the one library database: SQLite in WAL mode takes one writer at a
 time, and a worker's writes are short (a batch's checkpoint, a stage's rows in one
 transaction), so workers wait on each other for milliseconds. A killed run resumes: finished
-videos are skipped, an unfinished one continues from its checkpoints. On Ray, every node must
-see the videos and the library at the same paths (one machine, or a shared file system).
+videos are skipped, an unfinished one continues from its checkpoints.
+
+On Ray no node needs to see the library: a Ray worker builds each video into a library of its
+own (a temporary file, seeded with a pack of the stages the user's library already has for it)
+and returns the video's memory as a pack (``vidagent.memory.packs``); the driver imports each pack
+into the user's library as it arrives. The nodes still need to read the videos at the paths given.
+A killed Ray run keeps every video whose pack was imported; one being built starts again.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +31,7 @@ from typing import Iterator, Sequence
 from vidagent.config import Settings
 from vidagent.errors import VidagentError, VideoError
 from vidagent.memory.builder import MemoryBuilder
+from vidagent.memory.packs import export_pack_bytes, import_pack_bytes
 from vidagent.memory.store import Library
 from vidagent.perception.suite import Perception
 from vidagent.video.video import Video
@@ -41,6 +48,7 @@ class IndexJob:
     path: str
     video_id: str
     duration_s: float
+    seed: bytes | None = None  # for a worker that builds into its own library: a pack of what is built
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,8 @@ class IndexOutcome:
     duration_s: float = 0.0
     seconds: float = 0.0
     message: str = ""
+    pack: bytes | None = None  # the memory a worker built into its own library, until the driver imports it
+    pack_id: str = ""  # the id of the pack the memory came in (Ray)
 
 
 @dataclass(frozen=True)
@@ -119,31 +129,48 @@ class IndexerConfig:
     settings: Settings
     stages: tuple[str, ...]
     progress: bool = False  # per-video progress bars (only when indexing in this process)
+    packs: bool = False  # build into a library of the worker's own and return packs (Ray)
 
 
 class VideoIndexer:
-    """A worker: holds the models and the library, and builds one video per call."""
+    """A worker: holds the models and the library, and builds one video per call. With
+    ``config.packs`` it never opens the settings' library: each video is built into a temporary
+    library of its own and comes back as a pack in the outcome."""
 
     def __init__(self, config: IndexerConfig) -> None:
         self.config = config
         self.perception = Perception.from_settings(config.settings)
-        self.library = Library(config.settings.library_path)
-        self.builder = MemoryBuilder(self.library, self.perception, config.settings)
+        self.library = None if config.packs else Library(config.settings.library_path)
+        self.builder = None if self.library is None else MemoryBuilder(self.library, self.perception, config.settings)
 
     def __call__(self, job: IndexJob) -> IndexOutcome:
         started = time.perf_counter()
+        pack = None
         try:
             video = Video(job.path)
             if video.content_hash != job.video_id:
                 raise VideoError(f"{job.path}: the file changed since the run began")
-            self.builder.build(video, self.config.stages, progress=self.config.progress)
+            if self.builder is not None:
+                self.builder.build(video, self.config.stages, progress=self.config.progress)
+            else:
+                pack = self._build_pack(video, job)
         except VidagentError as error:
             return IndexOutcome(job.path, "failed", job.duration_s, time.perf_counter() - started, str(error))
-        return IndexOutcome(job.path, "built", job.duration_s, time.perf_counter() - started)
+        return IndexOutcome(job.path, "built", job.duration_s, time.perf_counter() - started, pack=pack)
+
+    def _build_pack(self, video: Video, job: IndexJob) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="vidagent-index-") as folder:
+            with Library(Path(folder) / "library.sqlite") as library:
+                if job.seed is not None:
+                    import_pack_bytes(library, job.seed, f"the pack of what is built for {job.path}")
+                MemoryBuilder(library, self.perception, self.config.settings).build(
+                    video, self.config.stages, progress=self.config.progress)
+                return export_pack_bytes(library, job.video_id)[0]
 
     def close(self) -> None:
         self.perception.close()
-        self.library.close()
+        if self.library is not None:
+            self.library.close()
 
 
 class Indexers:
@@ -175,8 +202,12 @@ def index_videos(jobs: Sequence[IndexJob], settings: Settings, stages: Sequence[
 
     groups = [[job] for job in jobs]
     if ray:  # an actor holds one CPU: one detector process unless the settings say otherwise
-        config = IndexerConfig(replace(settings, detector_workers=settings.detector_workers or 1), tuple(stages))
-        yield from on_ray(Indexers(config), groups, workers=workers, address=ray_address)
+        config = IndexerConfig(replace(settings, detector_workers=settings.detector_workers or 1), tuple(stages),
+                               packs=True)
+        with Library(settings.library_path) as library:
+            groups = [[_seeded(library, job)] for job in jobs]
+            for outcome in on_ray(Indexers(config), groups, workers=workers, address=ray_address):
+                yield _receive(library, outcome)
     elif workers and workers > 1:
         config = IndexerConfig(worker_settings(settings, workers), tuple(stages))
         yield from on_processes(Indexers(config), groups, workers)
@@ -187,3 +218,21 @@ def index_videos(jobs: Sequence[IndexJob], settings: Settings, stages: Sequence[
                 yield indexer(job)
         finally:
             indexer.close()
+
+
+def _seeded(library: Library, job: IndexJob) -> IndexJob:
+    """``job`` with a pack of the stages ``library`` already has for its video (none: as it is)."""
+    if not library.stage_names(job.video_id):
+        return job
+    return replace(job, seed=export_pack_bytes(library, job.video_id)[0])
+
+
+def _receive(library: Library, outcome: IndexOutcome) -> IndexOutcome:
+    """Import the pack a worker returned into ``library``; the outcome without the pack's bytes."""
+    if outcome.pack is None:
+        return outcome
+    try:
+        result = import_pack_bytes(library, outcome.pack, f"the pack built for {outcome.path}")
+    except VidagentError as error:
+        return replace(outcome, status="failed", message=str(error), pack=None)
+    return replace(outcome, pack=None, pack_id=result.pack_id)

@@ -1,17 +1,21 @@
-"""``vidagent memory``: list, show and clear the experience kept across questions.
+"""``vidagent experience``: list, show and clear the experience kept across questions.
 
-vidagent memory list [VIDEO] [--kind KIND] [--scope SCOPE | --all-scopes] [--json]
-vidagent memory show ID [--json]
-vidagent memory clear [VIDEO] [--kind KIND] [--scope SCOPE | --all-scopes]
+vidagent experience list [VIDEO] [--kind KIND] [--scope SCOPE | --all-scopes] [--json]
+vidagent experience show ID [--json]
+vidagent experience clear [VIDEO] [--kind KIND] [--scope SCOPE | --all-scopes]
 
 VIDEO is a video file (its content names it) or the start of a video id as ``list`` shows it.
 ``--scope`` picks an evaluation run's own experience (``eval:<run>``); the default is the user's.
+
+"Memory" names the video memory (``vidagent index``, ``export``, ``import``); ``vidagent memory ...``,
+this command's old name, still works for one release and says so on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any, Callable
@@ -22,15 +26,25 @@ from vidagent.errors import VidagentError
 from vidagent.experience.store import KINDS, Entry, ExperienceStore
 
 SHORT_ID = 12
+DEPRECATED_NAME = "memory"  # the command's name until it was renamed; removed in the next release
 
 
-class MemoryCommandError(VidagentError):
+class ExperienceCommandError(VidagentError):
     exit_code = 2
 
 
-def add_memory_parser(subparsers: Any, settings_of: Callable[[argparse.Namespace], Settings]) -> None:
-    parser = subparsers.add_parser("memory", help="list, show or clear the experience kept across questions")
-    commands = parser.add_subparsers(dest="memory_command", required=True)
+def add_experience_parser(subparsers: Any, settings_of: Callable[[argparse.Namespace], Settings]) -> None:
+    """``vidagent experience``, and the same command under its old name with a deprecation notice."""
+    for name in ("experience", DEPRECATED_NAME):
+        _add_parser(subparsers, name, settings_of)
+
+
+def _add_parser(subparsers: Any, name: str, settings_of: Callable[[argparse.Namespace], Settings]) -> None:
+    deprecated = name == DEPRECATED_NAME
+    what = "list, show or clear the experience kept across questions"
+    parser = subparsers.add_parser(name, help=f"deprecated: use `vidagent experience` ({what})" if deprecated
+                                   else what)
+    commands = parser.add_subparsers(dest="experience_command", required=True)
 
     def filters(p: argparse.ArgumentParser) -> None:
         p.add_argument("video", nargs="?", help="a video file, or the start of a video id (default: every video)")
@@ -47,19 +61,22 @@ def add_memory_parser(subparsers: Any, settings_of: Callable[[argparse.Namespace
     show.add_argument("--json", action="store_true")
     clear = commands.add_parser("clear", help="delete the memories named (all of the user's when nothing is named)")
     filters(clear)
-    parser.set_defaults(run=lambda args: _run(args, settings_of(args)))
+    parser.set_defaults(run=lambda args: _run(args, settings_of(args), deprecated=deprecated))
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def _run(args: argparse.Namespace, settings: Settings, *, deprecated: bool = False) -> int:
+    if deprecated:
+        print(f"vidagent: `vidagent {DEPRECATED_NAME}` is deprecated and goes in the next release; "
+              f"use `vidagent experience {args.experience_command}`", file=sys.stderr)
     if not settings.library_path.is_file():
-        raise MemoryCommandError(f"no library at {settings.library_path}: nothing has been kept yet")
+        raise ExperienceCommandError(f"no library at {settings.library_path}: nothing has been kept yet")
     store = ExperienceStore(settings.library_path)
     try:
-        if args.memory_command == "show":
+        if args.experience_command == "show":
             return _show(store, args.id, as_json=args.json)
         scope = None if args.all_scopes else args.scope
         video_id = _video_id(store, args.video) if args.video else None
-        if args.memory_command == "list":
+        if args.experience_command == "list":
             return _list(store.entries(scope=scope, kind=args.kind, video_id=video_id), as_json=args.json)
         removed = store.clear(scope=scope, kind=args.kind, video_id=video_id)
         named = " ".join(part for part in (args.kind or "", f"about {video_id[:SHORT_ID]}" if video_id else "",
@@ -79,7 +96,7 @@ def _video_id(store: ExperienceStore, given: str) -> str:
     matches = [video_id for video_id in store.video_ids() if video_id.startswith(given)]
     if len(matches) != 1:
         found = "no kept memory is about" if not matches else f"{len(matches)} videos match"
-        raise MemoryCommandError(f"{given!r}: {found} such a video (give a video file or a longer id)")
+        raise ExperienceCommandError(f"{given!r}: {found} such a video (give a video file or a longer id)")
     return matches[0]
 
 
@@ -103,7 +120,7 @@ def _list(entries: list[Entry], *, as_json: bool) -> int:
 def _show(store: ExperienceStore, entry_id: int, *, as_json: bool) -> int:
     entry = store.get(entry_id)
     if entry is None:
-        raise MemoryCommandError(f"no memory #{entry_id}")
+        raise ExperienceCommandError(f"no memory #{entry_id}")
     if as_json:
         print(json.dumps(entry.to_dict(), ensure_ascii=False, indent=2))
         return 0
