@@ -115,3 +115,27 @@ def test_the_cli_names_the_chosen_option_by_letter(tmp_path):
     assert result.returncode == 0, result.stderr
     answer = result.stdout.splitlines()[0]
     assert answer in ("Answer: A. a guitar", "Answer: B. a car", "Answer: C. a house"), answer
+
+
+# -- 6. a false vote ----------------------------------------------------------------------------------------------------
+def test_an_mcts_answer_that_names_no_option_is_no_vote_for_one():
+    """"The ball is not being held by anyone" was pushed to option B by the which-option call, and the
+    result read "puts it in her bag: 2 of 2 answers name this"."""
+    from vidagent.agent.mcts import MCTSPlanner
+    from vidagent.agent.task import Task
+    from scripted_llm import ScriptedLLM
+    from test_mcts import COUNT, READ_ALL, TOOLBOX
+
+    choices = ("keeps holding it", "puts it in her bag", "throws it for the dog", "drops it", "gives it away")
+
+    def which_option(messages) -> str:  # a small model told to pick a number picks one
+        return "none" if '"none"' in messages[-1].content else "1"
+
+    llm = ScriptedLLM([READ_ALL, "Final Answer: The ball is not being held by anyone", COUNT,
+                       "Final Answer: puts it in her bag", which_option])
+    answer = MCTSPlanner(n=2, strategy="root", overview_segments=0, seed=7, tie_break="reward").run(
+        Task("What does the woman do with the ball?", choices), TOOLBOX, llm)
+    assert answer.choice_index == 1
+    votes = {c.text: (c.votes, c.choice_index) for c in answer.candidates}
+    assert votes == {"puts it in her bag": (1, 1), "The ball is not being held by anyone": (1, None)}
+    assert answer.trace[len(answer.trace) - 1].thought == "1 of 2 answers name this"

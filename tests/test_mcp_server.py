@@ -51,9 +51,9 @@ def test_stdio_tools_list_index_query_and_ask(temporal_library, models_dir, tmp_
                                                                        "stages": ["segments"]}))
             assert built["video_id"] == toy_id and "segments" in built["stages"]
             rows = structured(await client.call_tool("query_video_memory", {
-                "video": toy_id, "sql": "SELECT segment_id, start_s FROM segments ORDER BY segment_id"}))
+                "video": toy_id, "query": "SELECT segment_id, start_s FROM segments ORDER BY segment_id"}))
             assert rows["rows"] == [[0, 0.0], [1, 2.0], [2, 4.0]]
-            refused = await client.call_tool("query_video_memory", {"video": toy_id, "sql": "DROP TABLE segments"})
+            refused = await client.call_tool("query_video_memory", {"video": toy_id, "query": "DROP TABLE segments"})
             assert refused.is_error and "SQL refused" in refused.content[0].text
             progress: list[str] = []
 
@@ -64,7 +64,9 @@ def test_stdio_tools_list_index_query_and_ask(temporal_library, models_dir, tmp_
                 "video": Path(TEMPORAL_TEXT).name, "question": "Which is it?", "choices": ["a", "b", "c"],
                 "planner": "random"}, progress_callback=on_progress))  # needs no model: the process has the real one
             assert answer["choice"] in ("a", "b", "c") and answer["planner"] == "random"
-            assert answer["steps"][0].startswith("[0<-None] Question: Which is it?")
+            assert answer["steps"][0] == "#0 question: Which is it? (3 options)"
+            assert answer["option"] == "ABC"[answer["choice_index"]]
+            assert answer["steps"][-1].startswith(f"#1 final answer (random): {answer['option']}. {answer['choice']}")
             assert progress == answer["steps"]  # each step reported while the question was answered
             outside = await client.call_tool("ask_video", {"video": str(video_path("github_InternVideo/example1.mp4")),
                                                            "question": "What?"})
@@ -86,7 +88,7 @@ def test_streamable_http_at_the_servers_mcp_endpoint(temporal_library, models_di
                     "video": str(video_path(TEMPORAL_TOY)), "question": "[q7] What is drawn?",
                     "choices": ["answer to q7", "a car"]}))
                 assert answer["answer"] == "answer to q7" and answer["choice_index"] == 0
-                assert any("Final Answer: answer to q7" in step for step in answer["steps"])
+                assert any(step.endswith("final answer: A. answer to q7  — the memory says so") for step in answer["steps"])
                 assert answer["evidence"] and answer["usage"]["llm_calls"] >= 1
 
         run(session())
@@ -113,7 +115,7 @@ def test_vidagent_mcp_over_streamable_http(temporal_library, models_dir, tmp_pat
                 videos = structured(await client.call_tool("list_videos", {}))["videos"]
                 toy = next(v["video_id"] for v in videos if v["name"] == "4.mp4")
                 rows = structured(await client.call_tool("query_video_memory", {
-                    "video": toy, "sql": "SELECT COUNT(*) FROM segments"}))
+                    "video": toy, "query": "SELECT COUNT(*) FROM segments"}))
                 assert rows["rows"] == [[3]]
 
         run(session())

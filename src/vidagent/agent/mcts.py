@@ -265,7 +265,7 @@ class _Search:
         if self.task.choices:
             for leaf in answered:
                 leaf.choice_index = self.steps.choose_option(self._messages(leaf.parent), leaf.answer or "",
-                                                             self.task, leaf.step_id)
+                                                             self.task, leaf.step_id, allow_none=True)
             # Answers that name no option stay apart, by their text.
             candidates = self._candidates(answered, key=lambda leaf: (leaf.choice_index,) if leaf.choice_index
                                           is not None else (None, _normalise(leaf.answer or "")))

@@ -9,6 +9,7 @@ reuses its KV cache for everything before the newest observation.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
@@ -219,8 +220,11 @@ class ReActSteps:
         return self.trace.add(FinalAnswerStep(parent_id=parent_id, thought="(step limit reached)", answer=answer,
                                               how="forced", model_output=completion.text, **model_cost(completion, started)))
 
-    def choose_option(self, messages: Sequence[Message], answer: str, task: Task, parent_id: int) -> int | None:
-        """The option a final answer names; when it names none, ask the model once which it means."""
+    def choose_option(self, messages: Sequence[Message], answer: str, task: Task, parent_id: int, *,
+                      allow_none: bool = False) -> int | None:
+        """The option a final answer names; when it names none, ask the model once which it means.
+        ``allow_none`` lets the model say the answer is none of them (a vote over answers must not count
+        "the ball is not held by anyone" for an option it was only pushed to)."""
         if not task.choices:
             return None
         index = extract_choice(answer, task.choices, bare_numbers=False)
@@ -229,9 +233,11 @@ class ReActSteps:
         if index is not None:
             return index
         started = time.perf_counter()
-        prompt = render(load_prompt(PROMPTS, "which_option"), answer=answer, options=task.options_text()).strip()
+        prompt = render(load_prompt(PROMPTS, "which_option_or_none" if allow_none else "which_option"), answer=answer,
+                        options=task.options_text()).strip()
         completion = self.chat(list(messages) + [Message("user", prompt)], max_tokens=8)
-        index = extract_choice(completion.text, task.choices)
+        says_none = allow_none and re.match(r"\W*none\b", completion.text.strip(), re.IGNORECASE) is not None
+        index = None if says_none else extract_choice(completion.text, task.choices)
         self.trace.add(FinalAnswerStep(parent_id=parent_id, thought="(mapping the answer to an option)",
                                        answer=completion.text.strip(), how="option", model_output=completion.text,
                                        **model_cost(completion, started)))

@@ -17,7 +17,7 @@ from starlette.requests import ClientDisconnect
 
 from vidagent import __version__
 from vidagent.errors import VidagentError
-from vidagent.server.auth import LoopbackHostGuard, TokenGuard
+from vidagent.server.auth import LoopbackHostGuard, SameOriginGuard, TokenGuard
 from vidagent.server.config import is_loopback
 from vidagent.server.errors import error_body, status_of
 from vidagent.server.mcp_server import mcp_http_app
@@ -56,6 +56,7 @@ def create_app(service: VideoService, *, with_mcp: bool = True) -> FastAPI:
     def page() -> FileResponse:
         return FileResponse(static / "index.html", headers={"Cache-Control": "no-cache"})
 
+    app.add_middleware(SameOriginGuard)
     token = service.config.token
     if token:
         app.add_middleware(TokenGuard, token=token)
@@ -68,6 +69,12 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = error.errors()
+        content_type = request.headers.get("content-type", "")
+        if request.method == "POST" and "json" not in content_type.lower() \
+                and any(tuple(p.get("loc", ()))[:1] == ("body",) for p in problems):
+            return JSONResponse({"error": "UnsupportedMediaType", "status": 415,
+                                 "message": f"send the body as JSON with 'Content-Type: application/json' "
+                                            f"(got {content_type or 'no content type'!r})"}, status_code=415)
         malformed = any(p.get("type") == "json_invalid" for p in problems)
         where = "; ".join(f"{'.'.join(str(x) for x in p.get('loc', ()))}: {p.get('msg')}" for p in problems[:5])
         status = 400 if malformed else 422

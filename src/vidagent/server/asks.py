@@ -18,6 +18,7 @@ from vidagent.agent.answer import Answer
 from vidagent.agent.planner import Planner, build_planner, planner_names
 from vidagent.agent.steps import Step
 from vidagent.errors import VidagentError
+from vidagent.server.display import shown_answer_data, shown_step
 from vidagent.server.errors import AskCancelledError, BusyError, RequestError, error_body
 from vidagent.server.events import EventLog
 from vidagent.server.lane import ModelLane
@@ -131,7 +132,7 @@ class AskRunner:
         def on_step(step: Step) -> None:
             if run.cancelled.is_set():
                 raise AskCancelledError(f"{run.id}: the client went away")
-            run.events.publish("step", {**step.to_dict(), "summary": step.summary()})
+            run.events.publish("step", shown_step(step, run.spec.choices))
 
         try:
             if run.cancelled.is_set():
@@ -151,5 +152,5 @@ class AskRunner:
             raise
         log.info("%s answered in %.1f s (%s, %d LLM calls, %d cached)", run.id, time.perf_counter() - started,
                  answer.planner, answer.usage.llm_calls, answer.usage.cached_calls)
-        run.events.publish("answer", answer.to_dict())
+        run.events.publish("answer", shown_answer_data(answer.to_dict()))
         return answer

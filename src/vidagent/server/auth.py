@@ -7,6 +7,9 @@ headers on ``<video>`` and ``<img>`` requests, may send the token as the ``vidag
 
 ``LoopbackHostGuard``: without a token (loopback only), a request must name a loopback host, so a web
 page elsewhere cannot reach the server through DNS rebinding.
+
+``SameOriginGuard``: a browser request from another site may not change anything under ``/api``
+(cross-site request forgery: an upload needs no CORS preflight).
 """
 
 from __future__ import annotations
@@ -65,6 +68,44 @@ class LoopbackHostGuard:
                 await _refuse(send, 400, "InvalidHost", f"this server answers only to a loopback host, not {host!r}")
                 return
         await self.app(scope, receive, send)
+
+
+class SameOriginGuard:
+    """A request that changes something (any method but GET, HEAD and OPTIONS) under ``protected`` is
+    refused when a browser says it comes from another site: an ``Origin`` other than the server's own
+    (``null`` included), or ``Sec-Fetch-Site: cross-site``. A web page the user visits could otherwise
+    POST to the loopback server (a ``text/plain`` upload needs no CORS preflight). Clients that are
+    not browsers (curl, SDKs) send neither header and are not affected."""
+
+    SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+    def __init__(self, app: ASGIApp, protected: Iterable[str] = ("/api",)) -> None:
+        self.app = app
+        self._protected = tuple(protected)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] not in self.SAFE_METHODS \
+                and scope["path"].startswith(self._protected):
+            foreign = _foreign_origin(dict(scope.get("headers") or []))
+            if foreign:
+                await _refuse(send, 403, "CrossSiteRequest",
+                              f"refused a request from another site ({foreign}): only this server's own page "
+                              f"may change its videos")
+                return
+        await self.app(scope, receive, send)
+
+
+def _foreign_origin(headers: dict[bytes, bytes]) -> str | None:
+    """What makes a browser's request cross-site, or None for a same-origin one (or a non-browser client)."""
+    host = headers.get(b"host", b"").decode("latin-1").lower()
+    origin = headers.get(b"origin")
+    if origin is not None:
+        text = origin.decode("latin-1").strip().lower()
+        if text.split("://", 1)[-1].rstrip("/") != host:
+            return f"Origin {text}"
+    if headers.get(b"sec-fetch-site", b"").lower() == b"cross-site":
+        return "Sec-Fetch-Site: cross-site"
+    return None
 
 
 async def _refuse(send: Send, status: int, kind: str, message: str,

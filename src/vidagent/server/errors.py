@@ -62,6 +62,11 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
 )
 
 
+# the name a client sees for an error whose class name says little: one name for a refused request,
+# whether FastAPI's validation or the service refused it
+PUBLIC_NAMES = {"RequestError": "InvalidRequest", "ValueError": "InvalidRequest"}
+
+
 def status_of(error: BaseException) -> int:
     """The HTTP status for an error raised while serving a request (500 for a bug)."""
     if isinstance(error, RequestError):
@@ -76,5 +81,6 @@ def error_body(error: BaseException) -> dict[str, object]:
     """The JSON body of an error response: what kind, what happened, and the status."""
     status = status_of(error)
     kind = type(error).__name__ if status != 500 else "InternalError"
+    kind = PUBLIC_NAMES.get(kind, kind)
     message = str(error) if status != 500 else f"internal error ({type(error).__name__}); see the server log"
     return {"error": kind, "message": message, "status": status}

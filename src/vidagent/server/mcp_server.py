@@ -47,7 +47,7 @@ def build_mcp(service: VideoService) -> MCPServer:
     @server.tool()
     async def index_video(video: str, ctx: Context, stages: list[str] | None = None) -> dict[str, Any]:
         """Build a video's memory ahead of questions (all stages by default: frames, speech, segments,
-        objects). ``video`` is a path inside the server's video folders, or a video id."""
+        objects). video: a path inside the server's video folders, or a video id."""
         with _reported():
             entry = await asyncio.to_thread(service.find, video)
             job = await asyncio.to_thread(service.index, entry.video_id, stages)
@@ -63,11 +63,12 @@ def build_mcp(service: VideoService) -> MCPServer:
     async def ask_video(video: str, question: str, ctx: Context, choices: list[str] | None = None,
                         planner: str | None = None, options: dict[str, str | int | float | bool] | None = None,
                         more_videos: list[str] | None = None) -> dict[str, Any]:
-        """Answer a question about a video (path inside the server's folders, or video id), building its memory
-        first if needed. ``choices``: answer options to pick from. ``planner``: react (default), mcts,
-        traveler, caption_only, random, or peil (for several videos: list the others in ``more_videos``).
-        Each reasoning step is reported as progress while it is made. Returns the answer, the chosen option,
-        evidence time spans, candidates, cost and every step on one line."""
+        """Answer a question about a video (a path inside the server's folders, or a video id), building its
+        memory first if needed. choices: answer options to pick from (named A, B, C... in the result).
+        planner: react (default), mcts, traveler, caption_only, random, or peil (for several videos: list
+        the others in more_videos). Each reasoning step is reported as progress while it is made. Returns
+        the answer, the chosen option (its letter and text), evidence time spans, candidates, cost and
+        every step on one line."""
         with _reported():
             ids = [(await asyncio.to_thread(service.find, reference)).video_id
                    for reference in [video, *(more_videos or [])]]
@@ -76,25 +77,26 @@ def build_mcp(service: VideoService) -> MCPServer:
             steps: list[str] = []
             async for event in run.events.follow():
                 if event.name == "step":
-                    steps.append(f"[{event.data['id']}<-{event.data['parent_id']}] {one_line(event.data['summary'])}")
+                    steps.append(step_line(event.data))
                     await ctx.report_progress(len(steps), None, steps[-1])
                 elif event.name == "error":
                     raise ToolError(str(event.data.get("message", "the question failed")))
                 elif event.name == "answer":
                     data = event.data
-                    return {key: data[key] for key in ("answer", "choice_index", "choice", "planner", "evidence",
-                                                        "candidates", "usage", "video_id")} | {"steps": steps}
+                    return {key: data[key] for key in ("answer", "option", "choice_index", "choice", "planner",
+                                                        "evidence", "candidates", "usage", "video_id")} \
+                        | {"steps": steps}
             raise ToolError("the question ended without an answer")
 
     @server.tool(annotations=read_only)
-    def query_video_memory(video: str, sql: str, max_rows: int = 100) -> dict[str, Any]:
-        """Run one read-only SQL SELECT over an indexed video's memory. Tables: segments (start_s, end_s,
-        description, speech, on_screen_text), frames, speech, text_in_frame, objects (category, first_s,
-        last_s, appearance, motion, description), object_segments, detections, tracks. Rows are this
-        video's only."""
+    def query_video_memory(video: str, query: str, max_rows: int = 100) -> dict[str, Any]:
+        """Run one read-only SQL SELECT (query) over an indexed video's memory. Tables: segments (start_s,
+        end_s, description, speech, on_screen_text), frames, speech, text_in_frame, objects (category,
+        first_s, last_s, appearance, motion, description), object_segments, detections, tracks. Rows are
+        this video's only."""
         with _reported():
             entry = service.find(video)
-            result = service.sql(entry.video_id, sql, max_rows)
+            result = service.sql(entry.video_id, query, max_rows)
             return result.to_json()
 
     return server
@@ -104,6 +106,20 @@ def mcp_http_app(service: VideoService, host: str, path: str = "/mcp") -> Starle
     """The MCP tools over streamable HTTP at ``path``, as a Starlette app (its lifespan runs the sessions).
     On a loopback address the SDK's DNS-rebinding protection checks the Host and Origin headers."""
     return build_mcp(service).streamable_http_app(streamable_http_path=path, host=host)
+
+
+STEP_NAMES = {"task": "question", "tool_call": "call", "final_answer": "final answer",
+              "format_error": "unusable reply"}
+
+
+def step_line(step: dict[str, Any]) -> str:
+    """A streamed step on one line for an agent: ``#4 call: caption_retrieval(0, 2)``; a step that does not
+    follow the one before it (a branch of a search) says which it follows: ``#9 (after #2) ...``."""
+    after = f" (after #{step['parent_id']})" if step.get("parent_id") not in (None, step["id"] - 1) else ""
+    kind = STEP_NAMES.get(step["type"], step["type"])
+    if step["type"] == "final_answer" and step.get("how") not in (None, "model"):
+        kind += f" ({step['how']})"
+    return f"#{step['id']}{after} {kind}: {one_line(step.get('display') or step['summary'])}"
 
 
 def one_line(summary: str) -> str:

@@ -25,7 +25,7 @@ class IndexBody(_Body):
 
 
 class AskBody(_Body):
-    videos: list[str] = Field(min_length=1, max_length=MAX_SOURCES, description="video ids (several: planner peil)")
+    videos: list[str] = Field(min_length=1, max_length=MAX_SOURCES, description="video ids, or paths inside the --videos folders (several: planner peil)")
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     choices: list[str] | None = Field(None, max_length=MAX_CHOICES, description="answer options, or none")
     planner: str | None = Field(None, description="react (default for one video), mcts, traveler, peil, ...")

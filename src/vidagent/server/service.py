@@ -146,7 +146,7 @@ class VideoService:
     # -- questions -----------------------------------------------------------------------------
     def start_ask(self, spec: AskSpec) -> AskRun:
         """Queue a question; its steps and answer arrive on ``run.events``."""
-        handles = [self.handle(video_id) for video_id in spec.videos]
+        handles = [self.handle(self.find(reference).video_id) for reference in spec.videos]  # ids or paths
         return self.asks.start(spec, handles)
 
     # -- evidence ------------------------------------------------------------------------------

