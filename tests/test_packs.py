@@ -114,8 +114,10 @@ def test_a_real_memory_round_trips_into_a_fresh_library_table_by_table(built, tm
 
 
 def test_a_memory_without_a_video_file_is_exported_by_its_namespaced_id(built, tmp_path, capsys):
-    assert run_cli("export", "egoschema:0074", "-o", str(tmp_path), home=built.home).returncode == 0
-    pack = next(tmp_path.glob("*.vidpack"))
+    exported = run_cli("export", "egoschema:0074", "-o", f"{tmp_path}/packs/", home=built.home)
+    assert exported.returncode == 0, exported.stderr
+    pack = next((tmp_path / "packs").glob("*.vidpack"))
+    assert exported.stdout.startswith(f"{pack}: memory of {CAPTION_ID} (stages: segments), ")
     assert pack.name.startswith("egoschema_0074f737-11cb-497d-8d07-77c3a8127391-")
     target = replace(built, home=tmp_path / "target")
     assert import_pack_command(pack, target) == 0

@@ -8,6 +8,7 @@ of one. PACK is a file, or a folder to write ``<video>-<pack id>.vidpack`` into 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -25,14 +26,18 @@ def add_export_parser(subparsers: Any, settings_of: Callable[[argparse.Namespace
     parser.add_argument("video", metavar="VIDEO", help="a video file, a stored video id, or the start of one")
     parser.add_argument("-o", "--output", default=".", metavar="PACK",
                         help="the pack file to write, or a folder for <video>-<pack id>.vidpack (default: here)")
-    parser.set_defaults(run=lambda args: export_command(args.video, Path(args.output), settings_of(args)))
+    parser.set_defaults(run=lambda args: export_command(args.video, args.output, settings_of(args)))
 
 
-def export_command(video: str, output: Path, settings: Settings) -> int:
+def export_command(video: str, output: str, settings: Settings) -> int:
+    """Export ``video``'s memory to ``output`` (a file, or a folder: one that exists or ends in a slash)."""
     started = time.perf_counter()
+    out = Path(output).expanduser()
+    if output.endswith(("/", os.sep)):
+        out.mkdir(parents=True, exist_ok=True)
     with Library(settings.library_path) as library:
         video_id = resolve_video_id(library, video)
-        path = export_pack(library, video_id, output)
+        path = export_pack(library, video_id, out)
         stages = ", ".join(library.stage_names(video_id))
     size = path.stat().st_size
     print(f"{path}: memory of {video_id} (stages: {stages}), {_size(size)}, "
