@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import TEMPORAL_TOY, video_path
+from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, video_path
 from test_cli import assert_one_line_error, run_cli
 from vidagent.config import Settings
 from vidagent.memory import packs
@@ -129,7 +129,14 @@ def test_a_memory_without_a_video_file_is_exported_by_its_namespaced_id(built, t
     assert "unchanged" in capsys.readouterr().out
 
 
-def test_export_errors_are_one_line(built, tmp_path):
+def test_export_by_video_file_and_its_errors_in_one_line(built, tmp_path):
+    exported = run_cli("export", str(video_path(TEMPORAL_TOY)), "-o", str(tmp_path / "toy.vidpack"), home=built.home)
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.startswith(f"{tmp_path / 'toy.vidpack'}: memory of {_toy_id()} "
+                                      "(stages: frames, objects, segments, speech)")
+    assert is_pack(tmp_path / "toy.vidpack")
+    assert_one_line_error(run_cli("export", str(video_path(TEMPORAL_TEXT)), home=built.home), 5,
+                          "this video has no memory in")
     assert_one_line_error(run_cli("export", "nope:123", home=built.home), 5, "no stored video id starts so")
     assert_one_line_error(run_cli("export", "", home=built.home), 5, "stored videos start so")
 
@@ -151,6 +158,23 @@ def test_a_pack_from_a_newer_schema_or_with_other_columns_is_refused(built, tmp_
         with pytest.raises(PackError, match="columns.vidpack: incompatible pack: .*other columns in table 'objects'"):
             import_pack(target, _rewrite(pack, tmp_path / "columns.vidpack", manifest_change=other_columns))
         assert _empty(target, _toy_id())
+
+
+def test_a_pack_from_an_older_schema_that_lacks_a_table_is_imported(built, tmp_path):
+    video_id = _toy_id()
+    with Library(built.library_path) as source:
+        pack = export_pack(source, video_id, tmp_path / "good.vidpack")
+        original = _dump(source, video_id)
+    assert not original["motion"]
+
+    def older(manifest):
+        manifest["schema_version"] = SCHEMA_VERSION - 1
+        del manifest["tables"]["motion"]
+
+    with Library(tmp_path / "target.sqlite") as target:
+        result = import_pack(target, _rewrite(pack, tmp_path / "older.vidpack", manifest_change=older))
+        assert result.status == "imported"
+        assert _dump(target, video_id) == original
 
 
 def test_truncated_or_damaged_packs_are_refused_naming_the_file_and_nothing_is_written(built, tmp_path):

@@ -250,6 +250,7 @@ def export_pack(library: Library, video_id: str, out: Path) -> Path:
     try:
         with os.fdopen(handle, "wb") as file:
             file.write(data)
+        os.chmod(temporary, 0o644)  # mkstemp's file is private; a pack is a file like any other
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
