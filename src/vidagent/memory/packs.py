@@ -202,16 +202,19 @@ def resolve_video_id(library: Library, given: str) -> str:
 def export_pack_bytes(library: Library, video_id: str) -> tuple[bytes, dict[str, Any]]:
     """The pack of ``video_id``'s memory as bytes, and its manifest."""
     with _connection(library) as conn:
-        conn.execute("BEGIN")  # one snapshot across the tables, even while a build writes
         try:
-            tables = _read_video(conn, video_id)
-            video = conn.execute("SELECT * FROM videos WHERE video_id=?", (video_id,))
-            names = [d[0] for d in video.description]
-            row = video.fetchone()
-            stages = conn.execute("SELECT stage, config_key, config, built_at, seconds FROM stages "
-                                  "WHERE video_id=? ORDER BY stage", (video_id,)).fetchall()
-        finally:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN")  # one snapshot across the tables, even while a build writes
+            try:
+                tables = _read_video(conn, video_id)
+                video = conn.execute("SELECT * FROM videos WHERE video_id=?", (video_id,))
+                names = [d[0] for d in video.description]
+                row = video.fetchone()
+                stages = conn.execute("SELECT stage, config_key, config, built_at, seconds FROM stages "
+                                      "WHERE video_id=? ORDER BY stage", (video_id,)).fetchall()
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.DatabaseError as error:
+            raise MemoryStoreError(f"cannot read {video_id} from the library {library.path}: {error}") from None
     if row is None:
         raise MemoryStoreError(f"no video {video_id!r} in {library.path}")
     if not stages:
@@ -326,16 +329,19 @@ def _import(library: Library, file: BinaryIO, name: str) -> PackImport:
     video_id = manifest["video_id"]
     _check_columns(library, pack, name)
     owner = _stage_of_table()
-    stages = tuple(row[0] for row in pack.rows["stages"])
+    stage_rows = _stage_rows(pack)
+    stages = tuple(stage_rows)
     with _connection(library) as conn:
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as error:
+            raise MemoryStoreError(f"cannot write to the library {library.path}: {error}") from None
         try:
             here = _read_video(conn, video_id)
-            here_stages = {row[0]: row[1] for row in conn.execute(
-                "SELECT stage, config_key FROM stages WHERE video_id=?", (video_id,))}
+            here_stages = dict(conn.execute("SELECT stage, config_key FROM stages WHERE video_id=?", (video_id,)))
             changed = [stage for stage in stages
-                       if here_stages.get(stage) != _stage_key(pack, stage)
-                       or any(here[t].sha256 != _sha256_of(pack, t) for t in STAGE_TABLES.get(stage, ()))]
+                       if here_stages.get(stage) != stage_rows[stage]["config_key"]
+                       or any(here[t].sha256 != _sha256_of(pack, t) for t in STAGE_TABLES.get(stage, ()) if t in here)]
             loose = [t for t in pack.tables if t not in ("videos", "stages") and t not in owner
                      and pack.tables[t].rows and here[t].sha256 != pack.tables[t].sha256]
             new_video = here["videos"].rows == 0
@@ -352,8 +358,8 @@ def _import(library: Library, file: BinaryIO, name: str) -> PackImport:
                         written += _insert(conn, table, video_id, pack.tables[table].columns, pack.rows[table])
                 conn.execute("DELETE FROM stage_checkpoints WHERE video_id=? AND stage=?", (video_id, stage))
                 conn.execute("DELETE FROM stages WHERE video_id=? AND stage=?", (video_id, stage))
-                stage_rows = [row for row in pack.rows["stages"] if row[0] == stage]
-                written += _insert(conn, "stages", video_id, pack.tables["stages"].columns, stage_rows)
+                columns = pack.tables["stages"].columns
+                written += _insert(conn, "stages", video_id, columns, [tuple(stage_rows[stage][c] for c in columns)])
             conn.execute("COMMIT")
         except BaseException as error:
             conn.execute("ROLLBACK")
@@ -373,8 +379,10 @@ def _sha256_of(pack: _Pack, table: str) -> str:
     return pack.tables[table].sha256 if table in pack.tables else hashlib.sha256(b"").hexdigest()
 
 
-def _stage_key(pack: _Pack, stage: str) -> str:
-    return next(row[1] for row in pack.rows["stages"] if row[0] == stage)
+def _stage_rows(pack: _Pack) -> dict[str, dict[str, Any]]:
+    """The pack's ``stages`` rows by stage name, each as column -> value."""
+    columns = pack.tables["stages"].columns
+    return {row[columns.index("stage")]: dict(zip(columns, row)) for row in pack.rows["stages"]}
 
 
 def _insert(conn: sqlite3.Connection, table: str, video_id: str, columns: Sequence[str],
@@ -418,17 +426,18 @@ def _read_pack(file: BinaryIO, name: str) -> _Pack:
                 tables[table] = _Table(tuple(entry["columns"]), blob, int(entry["rows"]))
                 if tables[table].sha256 != entry["sha256"]:
                     raise damaged(f"{member} does not match its checksum")
-                rows[table] = [tuple(_decode(v) for v in json.loads(line)) for line in blob.decode("utf-8").splitlines()]
+                lines = blob.decode("utf-8").splitlines()
+                rows[table] = [tuple(_decode(value) for value in json.loads(line)) for line in lines]
                 if len(rows[table]) != tables[table].rows or \
                         any(len(row) != len(tables[table].columns) for row in rows[table]):
                     raise damaged(f"{member} does not have the rows its manifest lists")
+            pack = _Pack(manifest, rows, tables)
+            _check_consistency(pack, name)
         except PackError:
             raise
         except (zipfile.BadZipFile, EOFError, OSError, UnicodeDecodeError, ValueError, KeyError, TypeError,
                 AttributeError, zlib.error) as error:
             raise damaged(f"{error.__class__.__name__}: {error}") from None
-    pack = _Pack(manifest, rows, tables)
-    _check_consistency(pack, name)
     return pack
 
 
@@ -468,14 +477,13 @@ def _check_consistency(pack: _Pack, name: str) -> None:
             raise damaged(f"no {table} table")
     if pack.tables["videos"].rows != 1:
         raise damaged("it must hold exactly one video")
-    columns = pack.tables["stages"].columns
-    stages = [dict(zip(columns, row)) for row in pack.rows["stages"]]
-    if not stages:
-        raise damaged("it holds no stage")
-    for stage in stages:
+    stages = _stage_rows(pack)
+    if not stages or len(stages) != pack.tables["stages"].rows:
+        raise damaged("it holds no stage, or one stage twice")
+    for stage in stages.values():
         if config_key(json.loads(stage["config"])) != stage["config_key"]:
             raise damaged(f"stage {stage['stage']!r}: its config does not match its config key")
-    built = {stage["stage"] for stage in stages}
+    built = set(stages)
     for table, stage_name in _stage_of_table().items():
         if table in pack.tables and pack.tables[table].rows and stage_name not in built:
             raise damaged(f"rows in {table} but no stage {stage_name!r}")
