@@ -90,3 +90,85 @@ def test_pick_build_ask_watch_the_steps_and_seek_to_evidence(temporal_library, m
                     shutil.copyfile(shot, os.environ["VIDAGENT_PAGE_SCREENSHOT"])
             finally:
                 browser.close()
+
+
+def test_first_hour_on_a_phone_and_a_laptop_switching_videos(temporal_library, models_dir, tmp_path):
+    """Issue 27 in the browser: a whitespace question is answered with a notice; a running clock while the
+    model works; the answer above the fold at 1440x900 and its option by letter in the steps; evidence cards
+    without the describer's label; switching videos clears the last one's reasoning and answer; a long
+    file name stays inside its panel; no sideways scroll at 390 px; /docs works with no network."""
+    home = copy_home(temporal_library, tmp_path / "home")
+    long_folder = tmp_path / "long"
+    long_folder.mkdir()
+    long_name = "a_very_long_recording_name_from_a_phone_camera_" * 3 + "take_2.mp4"
+    shutil.copyfile(video_path(UNREGISTERED), long_folder / long_name)
+    with running_server(home, models_dir, [video_path(TEMPORAL_TOY).parent, long_folder], tagged_llm()) as (server, _):
+        with httpx.Client(base_url=server.url) as client:
+            toy = client.post("/api/videos", json={"path": str(video_path(TEMPORAL_TOY))}).json()["video_id"]
+            other = client.post("/api/videos", json={"path": str(video_path("github_LLaMA-Factory/3.mp4"))}).json()
+            long_id = client.post("/api/videos", json={"path": str(long_folder / long_name)}).json()["video_id"]
+        with playwright.sync_playwright() as driver:
+            browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1440, "height": 900})
+                problems: list[str] = []
+                page.on("pageerror", lambda error: problems.append(str(error)))
+                page.goto(server.url + "/")
+                page.wait_for_selector("body[data-ready=true]")
+                page.click(f"#video-list li[data-video-id='{toy}']")
+                page.wait_for_selector(".lane-track[data-lane=segments] .block")
+                assert page.locator(".stage[title]").count() == 4 and page.locator(".legend").is_visible()
+
+                page.fill("#question", "   ")
+                page.click("#ask-button")
+                page.wait_for_selector("#notice:not([hidden]):text('Type a question first')")
+
+                page.fill("#question", "What is being drawn on the tablet?")
+                for choice in ("a guitar", "a car", "a house"):
+                    page.click("#add-choice")
+                    page.locator(".choice input").last.fill(choice)
+                page.click("#ask-button")
+                page.wait_for_selector("#ask-status.busy")
+                first = page.inner_text("#ask-status")
+                page.wait_for_function(f"document.querySelector('#ask-status').textContent !== {first!r}"
+                                       " && document.querySelector('#answer').hidden")  # the clock runs
+                assert first.endswith(" s")
+                page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
+                assert page.locator("#ask-status.busy").count() == 0
+                assert page.locator("#answer").bounding_box()["y"] < 900  # above the fold
+                final = page.locator(".step[data-type=final_answer] .text").last.inner_text()
+                assert final.startswith("A. a guitar"), final
+                cards = page.locator(".evidence-item .what").all_inner_texts()
+                assert cards and not any(card.startswith("[") for card in cards), cards
+
+                page.click(f"#video-list li[data-video-id='{other['video_id']}']")  # another video: a clean slate
+                page.wait_for_selector("#video-title:text('3.mp4')")
+                assert page.locator("#trace .step").count() == 0 and page.locator("#answer").is_hidden()
+                assert page.locator("#notice").is_hidden() and page.locator(".band").count() == 0
+
+                page.click(f"#video-list li[data-video-id='{long_id}']")
+                page.wait_for_selector("#video-title:text('take_2.mp4')")
+                inside = "(() => { const b = document.querySelector('#index-button').getBoundingClientRect();" \
+                         " const p = document.querySelector('.timeline-panel').getBoundingClientRect();" \
+                         " return b.right <= p.right + 1 && b.left >= p.left - 1; })()"
+                assert page.evaluate(inside)
+
+                page.set_viewport_size({"width": 390, "height": 844})
+                page.reload()
+                page.wait_for_selector("body[data-ready=true]")
+                page.click(f"#video-list li[data-video-id='{long_id}']")
+                page.wait_for_selector("#video-title:text('take_2.mp4')")
+                assert page.evaluate("document.documentElement.scrollWidth") <= 390
+                assert page.evaluate(inside)
+                page.screenshot(path=str(tmp_path / "phone.png"), full_page=True)
+                assert not problems, problems
+
+                offline = browser.new_page()  # /docs from the package alone: every other address is cut off
+                offline.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server.url)
+                              else route.abort())
+                offline.goto(server.url + "/docs")
+                offline.wait_for_selector("body[data-ready=true]")
+                assert offline.locator(".operation[data-path='/api/ask'][data-method=post]").count() == 1
+                assert offline.locator(".operation").count() >= 10
+            finally:
+                browser.close()

@@ -42,7 +42,9 @@ def create_app(service: VideoService, *, with_mcp: bool = True) -> FastAPI:
         async with (mcp_app.router.lifespan_context(mcp_app) if mcp_app else contextlib.nullcontext()):
             yield
 
-    app = FastAPI(title="vidagent", version=__version__, lifespan=lifespan,
+    # docs_url None: FastAPI's Swagger UI loads its scripts from a CDN and is blank offline; /docs is the
+    # package's own page over /openapi.json instead
+    app = FastAPI(title="vidagent", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Answer questions about videos: register or upload videos, build their memory, "
                               "ask with any planner and watch the steps arrive, query the memory with SQL.")
     app.include_router(api_router(service))
@@ -55,6 +57,10 @@ def create_app(service: VideoService, *, with_mcp: bool = True) -> FastAPI:
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
         return FileResponse(static / "index.html", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> FileResponse:
+        return FileResponse(static / "docs.html", headers={"Cache-Control": "no-cache"})
 
     app.add_middleware(SameOriginGuard)
     token = service.config.token

@@ -5,6 +5,12 @@ const $ = (selector) => document.querySelector(selector);
 const state = { videos: [], video: null, memory: null, planners: [], steps: new Map(), open: new Set(), answer: null, asking: null };
 const LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 const STAGES = ["frames", "speech", "segments", "objects"];
+const STAGE_NOTES = {
+  frames: "frames: sampled frames, each described (objects with colour and place, on-screen text)",
+  speech: "speech: what is said, transcribed",
+  segments: "segments: 2-second stretches with a description, speech and on-screen text (what questions read)",
+  objects: "objects: people, animals and things tracked across frames (for counting and where/when questions)",
+};
 const MAX_OBJECT_LANES = 6;
 
 // -- the token: given once as #token=..., kept for this tab and as a SameSite cookie for <video>/<img> -------------
@@ -86,6 +92,7 @@ async function selectVideo(videoId) {
   for (const item of document.querySelectorAll("#video-list li")) item.classList.toggle("active", item.dataset.videoId === videoId);
   $("#video-title").textContent = `· ${video.name}`;
   if (changed) {
+    forgetVideoState();
     const player = $("#player");
     player.src = `/api/videos/${videoId}/file`;
     $(".player-wrap").classList.add("has-video");
@@ -95,8 +102,22 @@ async function selectVideo(videoId) {
   await loadMemory();
 }
 
+// what was shown about the previous video (its segment text, reasoning, answer, SQL rows, notices) goes with it
+function forgetVideoState() {
+  if (state.asking) { state.asking.abort(); state.asking = null; }
+  stopClock("");
+  state.memory = null; state.shownSegment = null; state.band = null;
+  state.steps = new Map(); state.open = new Set(); state.answer = null;
+  $("#trace").replaceChildren(); $("#answer").hidden = true; $("#ask-button").textContent = "Ask";
+  $("#segment-detail").replaceChildren("The memory's segments, speech, on-screen text and objects appear here; click any of them to seek.");
+  $("#segment-detail").classList.add("muted");
+  $("#sql-result").replaceChildren(); $("#index-progress").hidden = true;
+  notify("");
+}
+
 function renderStages(built) {
-  $("#stages").replaceChildren(...STAGES.map((stage) => el("span", { class: `stage${built.includes(stage) ? " built" : ""}` }, stage)));
+  $("#stages").replaceChildren(...STAGES.map((stage) => el("span", { class: `stage${built.includes(stage) ? " built" : ""}`,
+    title: `${STAGE_NOTES[stage]} — ${built.includes(stage) ? "built" : "not built yet"}` }, stage)));
   const complete = STAGES.every((s) => built.includes(s));
   $("#index-button").textContent = complete ? "Memory built" : "Build memory";
   $("#index-button").disabled = complete;
@@ -253,7 +274,7 @@ async function ask(event) {
   if (state.asking) { state.asking.abort(); status("stopped"); return; }  // the button says Stop meanwhile
   if (!state.video) return;
   const question = $("#question").value.trim();
-  if (!question) return;
+  if (!question) { notify("Type a question first."); $("#question").focus(); return; }
   const choices = [...$("#choices").querySelectorAll("input")].map((input) => input.value.trim()).filter(Boolean);
   let options;
   try { options = parseOptions($("#planner-options").value); } catch (error) { notify(error.message); return; }
@@ -265,7 +286,7 @@ async function ask(event) {
   const controller = new AbortController();
   state.asking = controller;
   const started = performance.now();
-  status("sending…");
+  startClock(started, "sending…");
   try {
     const response = await fetch("/api/ask/stream", { method: "POST", signal: controller.signal,
       headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }), body: JSON.stringify(body) });
@@ -277,10 +298,30 @@ async function ask(event) {
   } catch (error) {
     if (error.name !== "AbortError") { notify(error.message); status("failed"); }
   } finally {
-    state.asking = null;
-    $("#ask-button").textContent = "Ask";
+    if (state.asking === controller) {
+      state.asking = null;
+      $("#ask-button").textContent = "Ask";
+      stopClock();
+    }
   }
 }
+
+// a running clock and a spinner beside the phase while the model works: a question takes 5-80 s on a CPU
+function startClock(started, phase) {
+  stopClock();
+  state.clock = { started, phase };
+  $("#ask-status").classList.add("busy");
+  const tick = () => { if (state.clock) $("#ask-status").textContent = `${state.clock.phase} ${((performance.now() - state.clock.started) / 1000).toFixed(1)} s`; };
+  tick();
+  state.clock.timer = setInterval(tick, 100);
+}
+function stopClock(text) {
+  if (state.clock) clearInterval(state.clock.timer);
+  state.clock = null;
+  $("#ask-status").classList.remove("busy");
+  if (text !== undefined) $("#ask-status").textContent = text;
+}
+function phase(text) { if (state.clock) { state.clock.phase = text; } else status(text); }
 
 // server-sent events from a fetch body (EventSource cannot POST)
 async function readEvents(response, handle) {
@@ -305,13 +346,13 @@ async function readEvents(response, handle) {
   }
 }
 
-function status(text) { $("#ask-status").textContent = text; }
+function status(text) { stopClock(text); }
 
 function onAskEvent(name, data, started) {
   const elapsed = ((performance.now() - started) / 1000).toFixed(1);
-  if (name === "queued") status(data.ahead ? `queued behind ${data.ahead} job${data.ahead > 1 ? "s" : ""}…` : `queued (${data.planner})…`);
-  else if (name === "started") status("building the memory if needed, then thinking…");
-  else if (name === "step") { state.steps.set(data.id, data); renderTrace(data.id); status(`${state.steps.size} steps · ${elapsed} s`); }
+  if (name === "queued") phase(data.ahead ? `queued behind ${data.ahead} job${data.ahead > 1 ? "s" : ""}…` : `queued (${data.planner})…`);
+  else if (name === "started") phase("building the memory if needed, then thinking…");
+  else if (name === "step") { state.steps.set(data.id, data); renderTrace(data.id); phase(`${state.steps.size} step${state.steps.size === 1 ? "" : "s"}, thinking…`); }
   else if (name === "answer") {
     state.answer = data; renderAnswer(data); status(`answered in ${elapsed} s`);
     const video = state.videos.find((v) => v.video_id === data.video_id);
@@ -332,7 +373,8 @@ function renderTrace(freshId) {
     const nodes = [];
     let kids = children.get(parentKey) || [];
     while (kids.length === 1) { nodes.push(stepNode(kids[0], freshId)); kids = children.get(kids[0].id) || []; }
-    for (const kid of kids) nodes.push(el("div", { class: "branch fork" }, stepNode(kid, freshId), build(kid.id)));
+    kids.forEach((kid, i) => nodes.push(el("div", { class: "branch fork", "data-branch": i + 1 },
+      el("div", { class: "branch-label" }, `branch ${i + 1} of ${kids.length}`), stepNode(kid, freshId), build(kid.id))));
     return nodes;
   };
   const trace = $("#trace");
@@ -364,6 +406,7 @@ function stepNode(step, freshId) {
 }
 
 function stepText(step) {
+  if (step.display) return step.display;  // the server's line for people: options by letter, no markup
   if (step.type === "tool_call") return `${step.tool}(${step.raw_arguments})${step.thought ? `  — ${step.thought}` : ""}`;
   if (step.type === "observation") return step.text;
   if (step.type === "final_answer") return step.answer + (step.thought ? `  — ${step.thought}` : "");
@@ -378,7 +421,7 @@ function renderAnswer(answer) {
   $("#answer-text").replaceChildren(option || "", answer.answer);
   $("#candidates").replaceChildren(...(answer.candidates.length > 1 ? answer.candidates.map((c) =>
     el("span", { class: `candidate${c.text === answer.answer ? " chosen" : ""}` },
-      `${c.text} · ${c.votes} vote${c.votes === 1 ? "" : "s"}${c.reward !== null ? ` · reward ${c.reward.toFixed(2)}` : ""}`)) : []));
+      `${c.choice_index !== null && c.choice_index !== undefined ? `${LETTERS[c.choice_index]}. ` : ""}${c.text} · ${c.votes} vote${c.votes === 1 ? "" : "s"}${c.reward !== null ? ` · reward ${c.reward.toFixed(2)}` : ""}`)) : []));
   const known = new Set(state.videos.map((v) => v.video_id));
   const items = answer.evidence.slice(0, 12).map((item) => {
     const videoId = item.source.split("@")[0].split("[")[0] || answer.video_id;
