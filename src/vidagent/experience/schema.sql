@@ -1,5 +1,5 @@
 -- Experience kept across questions, in the library database beside the video memory. Append-only:
--- an entry is never changed; `vidagent memory clear` deletes what it names.
+-- an entry is never changed; `vidagent experience clear` deletes what it names.
 --   kind 'semantic': a validated question and answer about one video, summarised (DigimonGPT);
 --   kind 'workflow': the tool workflow of an episode whose answer passed validation (DigimonGPT);
 --   kind 'pattern':  decision patterns an LLM abstracted from a task type's workflows (DigimonGPT);
