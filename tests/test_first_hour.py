@@ -23,7 +23,8 @@ from vidagent.server.service import VideoService
 from vidagent.session import Session
 
 from conftest import TEMPORAL_TOY, video_path
-from serve_helpers import copy_home, tagged_llm
+from serve_helpers import SELECTION, copy_home, tagged_llm
+from scripted_llm import ScriptedLLM as ScriptedLLMFor
 from test_cli import assert_one_line_error, run_cli
 
 
@@ -139,3 +140,53 @@ def test_an_mcts_answer_that_names_no_option_is_no_vote_for_one():
     votes = {c.text: (c.votes, c.choice_index) for c in answer.candidates}
     assert votes == {"puts it in her bag": (1, 1), "The ball is not being held by anyone": (1, None)}
     assert answer.trace[len(answer.trace) - 1].thought == "1 of 2 answers name this"
+
+
+# -- 11. open questions answered with a bare time ----------------------------------------------------------------------
+OPEN_QUESTIONS = [(TEMPORAL_TOY, "Why is the person drawing on the tablet?"),
+                  (TEMPORAL_TOY, "What is the person drawing?"),
+                  ("github_LLaMA-Factory/3.mp4", "How is the video made?")]
+
+
+def small_model_reply(messages) -> str:
+    """Like the 1.5B model did: a why/what/how question answered with a time it read, unless told to use words."""
+    if SELECTION in messages[-1].content:  # the object memory is not needed
+        return "no"
+    question = messages[1].content
+    if "only a number or a time" in messages[-1].content:
+        return "Thought: in words, then\nFinal Answer: to show how a guitar is drawn"
+    if "Final Answer as the time in seconds" in question:
+        return "Thought: it starts there\nFinal Answer: 2.0"
+    return "Thought: I now know the final answer\nFinal Answer: 24.0"
+
+
+def opening_of(llm) -> str:
+    """The question as ReAct put it to the model (its first request with a system prompt)."""
+    return next(request[1].content for request in llm.requests if request[0].role == "system")
+
+
+@pytest.mark.parametrize("clip, question", OPEN_QUESTIONS)
+def test_an_open_why_what_how_question_is_answered_in_words(temporal_library, models_dir, tmp_path, clip, question):
+    """Open why/what/how questions were answered with a bare time (`24.0`): every open question was told
+    "a short answer (for a 'when' question, the time in seconds)". It is now asked for words, and a bare
+    number is sent back once."""
+    home = copy_home(temporal_library, tmp_path / "home")
+    settings = replace(Settings.from_env(), home=home, models=models_dir)
+    llm = ScriptedLLMFor([small_model_reply] * 6)
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(video_path(clip), question, planner="react")
+    opening = opening_of(llm)
+    assert "Final Answer as a short answer in words" in opening and "time in seconds" not in opening
+    assert answer.text == "to show how a guitar is drawn"
+    kinds = [step.kind for step in answer.trace]
+    assert kinds[-2:] == ["format_error", "final_answer"]
+
+
+def test_a_when_question_still_asks_for_a_time(temporal_library, models_dir, tmp_path):
+    home = copy_home(temporal_library, tmp_path / "home")
+    settings = replace(Settings.from_env(), home=home, models=models_dir)
+    llm = ScriptedLLMFor([small_model_reply] * 6)
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "When does the drawing start?", planner="react")
+    assert "Final Answer as the time in seconds" in opening_of(llm)
+    assert answer.text == "2.0" and "format_error" not in [step.kind for step in answer.trace]

@@ -100,6 +100,16 @@ def _find_call(text: str, tool_names: Sequence[str]) -> tuple[str, str] | None:
 _LETTERS = string.ascii_uppercase
 
 
+_BARE_NUMBER = re.compile(r"\s*(?:segments?\s*)?[\s\d.,:;\-–—~()\[\]]*\d[\s\d.,:;\-–—~()\[\]]*"
+                          r"(?:s|sec|secs|seconds?)?[\s.]*", re.IGNORECASE)
+
+
+def is_bare_number(answer: str) -> bool:
+    """Whether an answer is only numbers: "24.0", "16 s", "3.0 - 5.5", "segment 4" (a time or a segment
+    id a small model copied from what it read, where words were asked for)."""
+    return _BARE_NUMBER.fullmatch(answer) is not None
+
+
 def lone_option_number(answer: str, count: int) -> int | None:
     """The option an answer that is nothing but one option number names ("3", "3.", "(3)"), else None.
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
 from vidagent.agent.option_scoring import score_options
-from vidagent.agent.parsing import extract_choice, lone_option_number, parse_react
+from vidagent.agent.parsing import extract_choice, is_bare_number, lone_option_number, parse_react
 from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace, model_cost
-from vidagent.agent.task import Task
+from vidagent.agent.task import Task, open_answer
 from vidagent.agent.toolbox import Toolbox
 from vidagent.llm.base import Completion, Message
 from vidagent.llm.metered import MeteredChat
@@ -89,10 +89,12 @@ class ReActSteps:
         self.llm = llm
         self.toolbox = toolbox
         self.trace = trace
+        self.words_wanted = ""  # set by ``opening`` for an open question that asks for words: what it asks
 
     # -- the conversation's start ------------------------------------------------------------
     def opening(self, task: Task) -> list[Message]:
         """The system prompt (tools and rules for whatever the toolbox holds) and the question."""
+        self.words_wanted = _asks(task.question) if wants_words(task) else ""
         rules = "\n".join(f"{i}. {hint}" for i, hint in enumerate(self.toolbox.hints(), 1))
         system = render(load_prompt(PROMPTS, "react_system"), memory_note=self.toolbox.memory_note,
                         tools=self.toolbox.describe(), tool_names=", ".join(self.toolbox.names), rules=rules)
@@ -145,6 +147,10 @@ class ReActSteps:
         completion = self.chat(messages, temperature=temperature, seed=seed)
         output = completion.text.strip()
         parsed = parse_react(output, self.toolbox.names)
+        if parsed.final_answer is not None and self.words_wanted and is_bare_number(parsed.final_answer):
+            asks, self.words_wanted = self.words_wanted, ""  # said once: a second bare answer stands
+            message = render(load_prompt(PROMPTS, "answer_in_words"), asks=asks).strip()
+            return self._format_error(parent_id, output, message, completion, started)
         if parsed.final_answer is not None:
             step = self.trace.add(FinalAnswerStep(parent_id=parent_id, thought=parsed.thought, answer=parsed.final_answer,
                                                   model_output=output, **model_cost(completion, started)))
@@ -264,6 +270,23 @@ def answer_format(task: Task) -> str:
     """How the answer should be written, by the task's answer type (``prompts/answer_format_*.txt``).
 
     For options it asks for the option's text: small models asked for an option *number* mostly
-    echo the last number they read; asked to copy the text they pick by meaning.
+    echo the last number they read; asked to copy the text they pick by meaning. An open question
+    asks for words, or for a time where the question asks when (``open_answer``): one format for every
+    open question ("a short answer (for a 'when' question, the time in seconds)") had the 1.5B model
+    answer why/what/how questions with a bare time it read in an observation.
     """
-    return load_prompt(PROMPTS, f"answer_format_{task.answer_type}").strip()
+    kind = task.answer_type
+    if kind == "text" and open_answer(task.question) != "words":
+        kind = open_answer(task.question)
+    return load_prompt(PROMPTS, f"answer_format_{kind}").strip()
+
+
+def _asks(question: str) -> str:
+    """What a question asks, in a few words for the model: "why", "what", "how" or "for a description"."""
+    first = question.strip().split()[0].lower().strip("?,.") if question.strip() else ""
+    return f"{first!r}" if first in ("why", "what", "how", "who", "where", "which") else "for a description"
+
+
+def wants_words(task: Task) -> bool:
+    """An open question whose answer must be words (not a time, a count or an option)."""
+    return task.answer_type == "text" and open_answer(task.question) == "words"

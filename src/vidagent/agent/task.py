@@ -4,15 +4,33 @@ crops derived from them) it is about, each with an id that evidence and artifact
 from __future__ import annotations
 
 import hashlib
+import re
 import string
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from vidagent.video.source import Source, SourceKind
 
-__all__ = ["AnswerType", "Reference", "Source", "SourceKind", "Task", "option_label"]
+__all__ = ["AnswerType", "Reference", "Source", "SourceKind", "Task", "open_answer", "option_label"]
 
 AnswerType = Literal["choice", "text", "time"]
+
+
+OpenAnswer = Literal["words", "when", "count"]
+_WHEN = re.compile(r"^\s*(when\b|at (roughly |about |approximately )?(what|which) (time|point|moment|second)|what time|"
+                   r"(during|in) which (seconds?|part|time)|how long\b|how many (seconds|minutes)|how much time)",
+                   re.IGNORECASE)
+_COUNT = re.compile(r"\bhow (many|much|old|far|fast|long)\b|\bnumbers?\b|\bcount\b|\byears?\b|\bdigits?\b|"
+                    r"\bscore\b|\bprice\b|\bage\b|\bpercent", re.IGNORECASE)
+
+
+def open_answer(question: str) -> OpenAnswer:
+    """What an open question asks for: a time (``when``: "When does...", "At what second..."), a
+    ``count`` or other number ("How many...", "What number is printed..."), or ``words`` (why, what,
+    how and the rest)."""
+    if _WHEN.search(question):
+        return "when"
+    return "count" if _COUNT.search(question) else "words"
 
 
 def option_label(index: int) -> str:
