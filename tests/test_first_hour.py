@@ -190,3 +190,20 @@ def test_a_when_question_still_asks_for_a_time(temporal_library, models_dir, tmp
         answer = session.ask(video_path(TEMPORAL_TOY), "When does the drawing start?", planner="react")
     assert "Final Answer as the time in seconds" in opening_of(llm)
     assert answer.text == "2.0" and "format_error" not in [step.kind for step in answer.trace]
+
+
+# -- 4. a truncated video ----------------------------------------------------------------------------------------------
+def truncated_copy(folder: Path) -> Path:
+    """The first 300 kB of a 9.7-s clip: its header still says 9.7 s, its frames stop before 1 s."""
+    path = folder / "cut_short.mp4"
+    path.write_bytes(video_path("github_sam2/01_dog.mp4").read_bytes()[:300_000])
+    return path
+
+
+def test_a_truncated_video_is_refused_with_what_is_missing(tmp_path):
+    """It was indexed as if whole: tracks to 9.5 s from the last readable frame (0.9 s) repeated."""
+    path = truncated_copy(tmp_path)
+    result = run_cli("index", str(path), home=tmp_path / "home")
+    assert_one_line_error(result, 2, "the file is cut short: its video data ends at 0.97 s of the 9.64 s")
+    result = run_cli("ask", str(path), "What does the dog do?", home=tmp_path / "home")
+    assert_one_line_error(result, 2, "cut short")

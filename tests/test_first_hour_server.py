@@ -77,3 +77,12 @@ def test_streamed_steps_name_options_by_letter_and_show_no_markup(served):
     answer = events[-1][1]
     assert answer["option"] == "C" and answer["choice_index"] == 2
     assert all("<video_text>" not in item["text"] and not item["text"].startswith("[") for item in answer["evidence"])
+
+
+# -- 4. a truncated video ----------------------------------------------------------------------------------------------
+def test_a_truncated_upload_is_refused_with_what_is_missing(served):
+    client, service = served
+    data = video_path("github_sam2/01_dog.mp4").read_bytes()[:300_000]
+    refused = client.post("/api/videos/upload", params={"filename": "dog.mp4"}, content=data)
+    assert refused.status_code == 415 and "cut short: its video data ends at 0.97 s" in refused.json()["message"]
+    assert not [p for p in service.config.uploads.rglob("*") if p.is_file()]  # nothing kept

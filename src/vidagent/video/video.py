@@ -21,6 +21,7 @@ import numpy as np
 from vidagent.errors import VideoError
 
 AUDIO_SAMPLE_RATE = 16000
+TRUNCATION_SLACK_S = 0.5  # video data may end this much (or 2 % of the duration) before the header's duration
 # Demuxers that happily "decode" things that are not videos (text files, still images).
 _NOT_VIDEO_FORMATS = ("tty", "image2", "ansi", "bin", "xbin", "idf", "adf")
 
@@ -104,6 +105,7 @@ class Video:
                 if first is None:
                     raise VideoError(f"{self.path}: the video stream holds no decodable frame")
                 duration = _duration_s(container, stream)
+                _check_complete(self.path, container, stream, duration)
                 fps = float(stream.average_rate or stream.guessed_rate or 0) or 0.0
                 rotation = int(getattr(first, "rotation", 0) or 0) % 360
                 width, height = first.width, first.height
@@ -233,6 +235,27 @@ class Video:
     def __repr__(self) -> str:
         info = self.info
         return f"Video({info.path!r}, {info.duration_s:.1f}s, {info.width}x{info.height}, {info.fps:.2f} fps)"
+
+
+def _check_complete(path: Path, container: av.container.InputContainer, stream: av.video.stream.VideoStream,
+                    duration_s: float) -> None:
+    """Refuse a file whose video data stops well before the duration its header gives (a download or copy
+    cut short). Indexing it as a whole would fill the memory with the last readable frame repeated to the
+    end and answer about a video that is not there; indexing only the readable part would answer about
+    a video other than the one the user named. Reading the packets (no decoding) costs about as much as
+    hashing the file, which opening does anyway."""
+    if duration_s <= 0 or not stream.time_base:
+        return
+    base = Fraction(stream.time_base)
+    start = stream.start_time or 0
+    end = 0.0
+    for packet in container.demux(stream):
+        if packet.size and packet.pts is not None:
+            end = max(end, float((packet.pts - start + (packet.duration or 0)) * base))
+    if duration_s - end > max(TRUNCATION_SLACK_S, 0.02 * duration_s):
+        raise VideoError(f"{path}: the file is cut short: its video data ends at {end:.2f} s of the {duration_s:.2f} s "
+                         f"its header gives (an unfinished download or copy?); get the whole file, or cut the "
+                         f"readable part into a file of its own")
 
 
 def _duration_s(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> float:
