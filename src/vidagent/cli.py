@@ -3,6 +3,7 @@
 vidagent ask SOURCE [SOURCE ...] QUESTION [--choice TEXT ...] [--planner NAME] [--planner-option K=V ...]
              [--json] [--trace] [--experience none|semantic|procedural|all]      (sources: videos or images; the last argument is the question)
 vidagent index PATH [PATH ...] [--stage NAME ...] [--workers N] [--ray [ADDRESS]]   (videos or folders)
+vidagent import CAPTIONS|PACK [--format F] [--namespace NAME] [--only FILE]   (memories without video files)
 vidagent sql VIDEO QUERY [--json]
 vidagent models install [NAME ...] | vidagent models list
 vidagent eval DATASET_FILE [--videos DIR] [--planner NAME] ... | vidagent eval --compare RUN_DIR ...
@@ -28,6 +29,7 @@ from vidagent.agent.task import option_label
 from vidagent.agent.experience import MODES as EXPERIENCE_MODES
 from vidagent.config import Settings
 from vidagent.errors import MemoryStoreError, VidagentError
+from vidagent.import_cli import add_import_parser
 from vidagent.index_cli import add_index_parser
 from vidagent.experience_cli import add_experience_parser
 from vidagent.video.image import IMAGE_SUFFIXES
@@ -177,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.set_defaults(run=_cmd_ask)
 
     add_index_parser(sub, _settings)
+    add_import_parser(sub, _settings)
 
     sql = sub.add_parser("sql", help="run a read-only SQL query on a video's memory (see docs/memory-schema.md)")
     sql.add_argument("video")

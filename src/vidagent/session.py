@@ -17,7 +17,7 @@ from vidagent.agent.steps import MemoryStep, Step, Trace
 from vidagent.agent.task import Reference, Source, Task
 from vidagent.agent.toolbox import Toolbox, VideoContext
 from vidagent.config import Settings
-from vidagent.errors import PlannerError, VidagentError, VideoError
+from vidagent.errors import MemoryStoreError, PlannerError, VidagentError, VideoError
 from vidagent.agent.experience import Experience, ExperienceOptions, check_mode
 from vidagent.experience.store import ExperienceStore
 from vidagent.llm.base import ChatModel
@@ -25,6 +25,7 @@ from vidagent.llm.metered import MeteredChat
 from vidagent.memory.builder import ALL_STAGES, TEMPORAL_STAGES, MemoryBuilder
 from vidagent.memory.sql import ReadOnlyQueries
 from vidagent.memory.store import Library
+from vidagent.memory.stored_video import StoredVideo, is_memory_id
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
 from vidagent.tools.vqa import DescribedFramesVQA, VisionChatVQA, VisualQA
@@ -37,7 +38,7 @@ from vidagent.tools.temporal import TemporalTools
 from vidagent.video.image import Image, open_media
 from vidagent.video.video import Video
 
-SourceInput = Union[str, Path, Video, Image]
+SourceInput = Union[str, Path, Video, Image, StoredVideo]
 
 logger = logging.getLogger(__name__)
 
@@ -147,14 +148,14 @@ class Session:
         if planner_options and not isinstance(planner, str):
             raise PlannerError("planner_options go with a planner's name; set them on the planner object instead")
         chosen = build_planner(planner, planner_options) if isinstance(planner, str) else planner
-        handles = open_sources(sources)
+        handles = open_sources(sources, self.library)
         task = Task(question, tuple(choices) if choices else None, tuple(_source(h) for h in handles), id=task_id,
                     wants_time=wants_time, reference=reference)
         trace = Trace(on_step)
         mode = check_mode(experience or self.settings.experience)
         if getattr(chosen, "multi_source", False):
             return self._ask_sources(chosen, task, handles, trace, progress, mode)
-        if len(handles) != 1 or not isinstance(handles[0], Video):
+        if len(handles) != 1 or isinstance(handles[0], Image):
             given = f"{len(handles)} sources" if len(handles) != 1 else "an image"
             raise PlannerError(f"the {chosen.name} planner answers about one video, and was given {given}; "
                                f"for images or several sources use the peil planner")
@@ -168,14 +169,14 @@ class Session:
         reads_objects = chosen.tools is None or any(name in SQL_TOOLS for name in chosen.tools)
         if reads_objects and self._wants_objects(builder, handle, llm, question):
             stages.append("objects")
-        memory = builder.build(handle, stages, progress=progress)
+        memory = self._memory(builder, handle, stages, progress)
         with ReadOnlyQueries(self.settings.library_path, memory.video_id) as queries:
-            tools = self._tools(memory, llm, queries, lambda: builder.build(handle, ["objects"], progress=progress)) \
+            tools = self._tools(memory, llm, queries, lambda: self._memory(builder, handle, ["objects"], progress)) \
                 if chosen.tools != () else []
             keeper = self._experience(mode) if chosen.uses_llm else None
             replay = keeper.recall(task, chosen.name, memory.video_id, llm) if keeper else None
             toolbox = Toolbox.of(tools, videos=(self._context(memory),), memories={memory.video_id: memory},
-                                 memory_note=self.perception.describer.memory_note,
+                                 memory_note=self._memory_note([memory]),
                                  context_tokens=self.settings.llm.context_tokens,
                                  experience_scope=self.settings.experience_scope, replay=replay,
                                  sees_frames=getattr(self.vqa, "sees_frames", True)).select(chosen.tools)
@@ -193,8 +194,8 @@ class Session:
         media: list[Media] = []
         memories: dict[str, VideoMemory] = {}
         for handle in handles:
-            if isinstance(handle, Video):
-                memory = builder.build(handle, TEMPORAL_STAGES, progress=progress)
+            if not isinstance(handle, Image):
+                memory = self._memory(builder, handle, TEMPORAL_STAGES, progress)
                 memories[memory.video_id] = memory
                 media.append(video_media(memory))
             else:
@@ -206,7 +207,7 @@ class Session:
         sources_key = "+".join(sorted(source.id for source in task.sources))
         replay = keeper.recall(task, chosen.name, sources_key, llm) if keeper else None
         toolbox = Toolbox({}, videos=tuple(self._context(m) for m in memories.values()), memories=memories,
-                          memory_note=perception.describer.memory_note,
+                          memory_note=self._memory_note(list(memories.values())),
                           context_tokens=self.settings.llm.context_tokens, sources=tuple(media),
                           modules={module.name: module for module in modules}, describer=perception.describer,
                           examples=self.experience_store if ExperienceOptions(mode).procedural else None,
@@ -223,7 +224,32 @@ class Session:
 
     def _context(self, memory: VideoMemory) -> VideoContext:
         return VideoContext(memory.video_id, memory.video.duration_s, memory.segment_count,
-                            self.settings.segment_seconds)
+                            memory.segment_seconds or self.settings.segment_seconds)
+
+    def _memory(self, builder: MemoryBuilder, handle: Video | StoredVideo, stages: Sequence[str],
+                progress: bool) -> VideoMemory:
+        """A video's memory with ``stages`` built; a memory without a file is read as it was imported
+        (it has segments only: asking it for another stage is an error that says so)."""
+        if isinstance(handle, Video):
+            return builder.build(handle, stages, progress=progress)
+        memory = VideoMemory(handle, self.library)
+        lacking = [stage for stage in stages if stage not in ("frames", "speech") and stage not in memory.stages]
+        if lacking:
+            captioner = handle.provenance.captioner if handle.provenance else "captions"
+            raise MemoryStoreError(f"{handle.content_hash} was imported from {captioner} and has no "
+                                   f"{' or '.join(lacking)} memory (no video file to build it from)")
+        return memory
+
+    def _memory_note(self, memories: Sequence[VideoMemory]) -> str:
+        """What the planners are told the memory's descriptions are: the describer's note, or an imported
+        memory's own (the notes of several kinds of memory, one after the other)."""
+        notes: list[str] = []
+        for memory in memories:
+            provenance = getattr(memory.video, "provenance", None)
+            note = provenance.note if provenance else self.perception.describer.memory_note
+            if note not in notes:
+                notes.append(note)
+        return "\n".join(notes) if notes else self.perception.describer.memory_note
 
     def _tools(self, memory: VideoMemory, llm: ChatModel, queries: ReadOnlyQueries,
                build_objects: Callable[[], object]) -> list[Tool]:
@@ -234,8 +260,10 @@ class Session:
         frames = FrameTools(memory, self.perception.describer, self.vqa, llm).tools()
         return temporal + sql.tools((OBJECT_KIND,) + SUBTASK_KINDS) + frames
 
-    def _wants_objects(self, builder: MemoryBuilder, video: Video, llm: ChatModel, question: str) -> bool:
+    def _wants_objects(self, builder: MemoryBuilder, video: Video | StoredVideo, llm: ChatModel, question: str) -> bool:
         """DoraemonGPT's task-related memory: build the object memory ahead only when it is needed."""
+        if not isinstance(video, Video):
+            return False  # nothing to build it from
         if self.settings.memory_selection == "all" or not builder.missing_stages(video, ["objects"]):
             return True
         return needs_object_memory(llm, question)
@@ -261,16 +289,17 @@ class Session:
         self.close()
 
 
-def open_sources(sources: SourceInput | Sequence[SourceInput]) -> list[Video | Image]:
+def open_sources(sources: SourceInput | Sequence[SourceInput], library: Library | None = None) -> list[Video | Image | StoredVideo]:
     """Open every source before any work; the first that cannot be read stops it, named. The same
-    file given twice (by content) is an error too: each source is one ``visual[i]``."""
-    given = [sources] if isinstance(sources, (str, Path, Video, Image)) else list(sources)
+    file given twice (by content) is an error too: each source is one ``visual[i]``. A source may be
+    a memory without a file, named by its id (``egoschema:<q_uid>``), when ``library`` holds it."""
+    given = [sources] if isinstance(sources, (str, Path, Video, Image, StoredVideo)) else list(sources)
     if not given:
         raise VideoError("no video or image was given")
-    handles: list[Video | Image] = []
-    seen: dict[str, Path] = {}
+    handles: list[Video | Image | StoredVideo] = []
+    seen: dict[str, Path | str] = {}
     for item in given:
-        handle = item if isinstance(item, (Video, Image)) else open_media(item)
+        handle = item if isinstance(item, (Video, Image, StoredVideo)) else _open_one(item, library)
         if handle.content_hash in seen:
             raise VideoError(f"{handle.path}: the same file as {seen[handle.content_hash]}; give each source once")
         seen[handle.content_hash] = handle.path
@@ -288,5 +317,17 @@ def _learn(keeper: Experience, task: Task, answer: Answer, planner: str, key: st
         answer.trace.add(MemoryStep(parent_id=last.id if last else None, action="not kept", text=str(error)))
 
 
-def _source(handle: Video | Image) -> Source:
-    return Source(handle.content_hash, "video" if isinstance(handle, Video) else "image", str(handle.path))
+def _open_one(item: str | Path, library: Library | None) -> Video | Image | StoredVideo:
+    """A file, or a stored memory named by its id (a name that is no file and has a namespace)."""
+    text = str(item)
+    if library is not None and is_memory_id(text) and not Path(text).expanduser().exists():
+        stored = library.stored_video(text)
+        if stored is None:
+            raise VideoError(f"{text}: no such file, and no memory with this id in {library.path} "
+                             f"(import captions with `vidagent import`)")
+        return stored
+    return open_media(item)
+
+
+def _source(handle: Video | Image | StoredVideo) -> Source:
+    return Source(handle.content_hash, "image" if isinstance(handle, Image) else "video", str(handle.path))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Sequence, TypeVar
 
 from vidagent.agent.answer import Answer, Candidate
 from vidagent.agent.option_scoring import check_choose_by, score_options
@@ -20,8 +20,11 @@ from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
+from vidagent.memory.store import SegmentRecord
 from vidagent.prompts import load_prompt, render
 from vidagent.tools.observed import segment_text
+
+T = TypeVar("T")
 
 PROMPTS = "vidagent.agent"
 CHARS_PER_TOKEN = 3.0
@@ -34,10 +37,13 @@ class CaptionOnlyPlanner:
     """Options: ``context_tokens`` (default: the chat model's, from the toolbox; the descriptions
     are thinned evenly to fit it), ``answer_tokens``, ``choose_by`` (``text``: the option the
     generated answer names; ``likelihood``: the option whose number the model finds likeliest,
-    one generated token)."""
+    one generated token), ``line_seconds`` (0: one line per segment; else consecutive segments
+    share a line of that many seconds, so that short captions, e.g. one a second, are not
+    outweighed by their time labels: a small model's tokenizer reads each digit as a token)."""
 
     context_tokens: int | None = None
     answer_tokens: int = 60
+    line_seconds: float = 0.0
     choose_by: str = "text"
     name: ClassVar[str] = "caption_only"
     tools: ClassVar[tuple[str, ...] | None] = ()
@@ -46,6 +52,8 @@ class CaptionOnlyPlanner:
 
     def __post_init__(self) -> None:
         check_choose_by(self.choose_by)
+        if self.line_seconds < 0:
+            raise PlannerError("line_seconds must be 0 (a line per segment) or more")
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
         if llm is None:
@@ -53,11 +61,16 @@ class CaptionOnlyPlanner:
         model = metered(llm)
         trace, root = start(task, trace, toolbox)
         started = time.perf_counter()
-        lines = [f"[{s.start_s:.1f}-{s.end_s:.1f} s] {segment_text(s)}"
-                 for memory in toolbox.memories.values() for s in memory.segments]
+        groups = [group for memory in toolbox.memories.values()
+                  for group in line_groups(memory.segments, self.line_seconds)]
+        lines = [f"[{group[0].start_s:.1f}-{group[-1].end_s:.1f} s] " + "; ".join(segment_text(s) for s in group)
+                 for group in groups]
         context = self.context_tokens or toolbox.context_tokens
-        budget = int((context - PROMPT_RESERVE_TOKENS - self.answer_tokens) * CHARS_PER_TOKEN)
-        kept = fit_evenly(lines, budget)
+        budget = context - PROMPT_RESERVE_TOKENS - self.answer_tokens
+        chosen = fit_evenly(list(range(len(lines))), budget, [estimated_tokens(line) + 1 for line in lines])
+        kept = [lines[i] for i in chosen]
+        # not evidence (reading everything names no span), but what it cost: the segments read
+        read_note = {"segments_read": sum(len(groups[i]) for i in chosen)}
         note = "" if len(kept) == len(lines) else f"{len(kept)} of {len(lines)} segment descriptions fit the context"
         system = render(load_prompt(PROMPTS, "caption_only_system"), memory_note=toolbox.memory_note).strip()
         body = render(load_prompt(PROMPTS, "caption_only"), captions="\n".join(kept), question=task.question,
@@ -69,7 +82,7 @@ class CaptionOnlyPlanner:
                 text = task.choices[scores.index]
                 candidate = Candidate(text, scores.index, likelihood=round(scores.probabilities[scores.index], 4),
                                       step_id=len(trace) - 1)
-                return Answer(task=task, text=text, planner=self.name, choice_index=scores.index,
+                return Answer(task=task, text=text, planner=self.name, choice_index=scores.index, artifacts=read_note,
                               candidates=[candidate], trace=trace, usage=model.usage)
         answer_format = load_prompt(PROMPTS, f"answer_format_{task.answer_type}").strip()
         prompt = body + "\n" + render(load_prompt(PROMPTS, "answer_line"), answer_format=answer_format).strip()
@@ -82,7 +95,7 @@ class CaptionOnlyPlanner:
                                          completion_tokens=completion.completion_tokens,
                                          seconds=time.perf_counter() - started))
         text = task.answer_text(text, choice_index)
-        return Answer(task=task, text=text, planner=self.name, choice_index=choice_index,
+        return Answer(task=task, text=text, planner=self.name, choice_index=choice_index, artifacts=read_note,
                       candidates=[Candidate(text, choice_index, step_id=step.id)], trace=trace, usage=model.usage)
 
 
@@ -114,14 +127,36 @@ class RandomPlanner:
                       candidates=[Candidate(text, choice_index, step_id=step.id)], trace=trace)
 
 
-def fit_evenly(lines: list[str], budget_chars: int) -> list[str]:
-    """All lines if they fit, else an evenly spaced subset that does (first and last kept)."""
-    if sum(len(line) + 1 for line in lines) <= budget_chars or len(lines) <= 2:
-        return lines
-    mean = sum(len(line) + 1 for line in lines) / len(lines)
-    count = max(2, min(len(lines), int(budget_chars / mean)))
-    step = (len(lines) - 1) / (count - 1)
-    return [lines[round(i * step)] for i in range(count)]
+def line_groups(segments: Sequence[SegmentRecord], seconds: float) -> list[list[SegmentRecord]]:
+    """Consecutive segments grouped into lines of ``seconds`` each (0: a line per segment)."""
+    if seconds <= 0:
+        return [[segment] for segment in segments]
+    groups: list[list[SegmentRecord]] = []
+    for segment in segments:
+        if groups and segment.end_s - groups[-1][0].start_s <= seconds + 1e-6:
+            groups[-1].append(segment)
+        else:
+            groups.append([segment])
+    return groups
+
+
+def estimated_tokens(text: str) -> int:
+    """A prompt's size in tokens, estimated without the tokenizer: Qwen's and Llama 3's read every digit
+    as a token (a time label like "[12.0-13.0 s]" is about 12), other text about ``CHARS_PER_TOKEN`` a token."""
+    digits = sum(ch.isdigit() for ch in text)
+    return digits + -(-(len(text) - digits) // int(CHARS_PER_TOKEN))
+
+
+def fit_evenly(items: list[T], budget_chars: int, sizes: list[int] | None = None) -> list[T]:
+    """All items if they fit, else an evenly spaced subset that does (first and last kept). ``sizes``
+    gives each item's characters (default: a line's length and its newline)."""
+    lengths = sizes if sizes is not None else [len(str(item)) + 1 for item in items]
+    if sum(lengths) <= budget_chars or len(items) <= 2:
+        return items
+    mean = sum(lengths) / len(items)
+    count = max(2, min(len(items), int(budget_chars / mean)))
+    step = (len(items) - 1) / (count - 1)
+    return [items[round(i * step)] for i in range(count)]
 
 
 def answer_line(text: str) -> str:

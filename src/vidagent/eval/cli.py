@@ -1,6 +1,6 @@
 """``vidagent eval``: run a planner over a benchmark, or compare finished runs.
 
-    vidagent eval DATASET_FILE [--videos DIR] [--planner NAME] [--planner-option K=V ...]
+    vidagent eval DATASET_FILE [--videos DIR | --memories NAMESPACE] [--planner NAME] [--planner-option K=V ...]
                   [--limit N] [--workers N] [--ray [ADDRESS]] [--out DIR] [--judge] [--format NAME]
     vidagent eval --compare RUN_DIR RUN_DIR ... [--out DIR]
 """
@@ -42,6 +42,10 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--videos", action="append", metavar="DIR",
                         help="folder holding the videos, found by id/name anywhere below it (repeatable; "
                              "default: the annotation file's folder)")
+    parser.add_argument("--memories", metavar="NAMESPACE",
+                        help="answer from memories imported from captions (`vidagent import`) as NAMESPACE:<video id>, "
+                             "e.g. egoschema (default: the benchmark's, when no --videos is given and the library "
+                             "holds it)")
     parser.add_argument("--format", choices=sorted(LOADERS), help="annotation format (default: detected)")
     parser.add_argument("--id-map", metavar="FILE", help="JSON/CSV map from video id to path (e.g. NExT-QA's "
                                                         "map_vid_vidorID.json; found automatically beside the data)")
@@ -99,7 +103,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         workers=args.workers, ray=args.ray is not None, ray_address=args.ray or None,
         out=Path(args.out) if args.out else None, judge=args.judge, cut_clips=not args.no_clips,
         progress=not args.quiet, teach=args.teach, experience=args.experience,
-        keep_experience=args.keep_experience,
+        keep_experience=args.keep_experience, memories=args.memories,
     )
     settings = Settings.from_env().with_overrides(
         home=getattr(args, "home", None), base_url=args.base_url, model=args.model, api_key=args.api_key,

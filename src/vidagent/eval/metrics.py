@@ -121,6 +121,7 @@ class GroupStats:
     llm_seconds: float
     wall_seconds: float
     reused_prompt_tokens: float = 0.0  # of prompt_tokens, those read from the model's KV/prefix cache
+    segments_read: float = 0.0  # distinct segments (captions, for an imported memory) the planner was shown
 
     @property
     def accuracy(self) -> float | None:
@@ -151,6 +152,7 @@ def group_stats(name: str, rows: Sequence[Mapping[str, Any]]) -> GroupStats:
         prompt_tokens=mean("prompt_tokens"), completion_tokens=mean("completion_tokens"), llm_seconds=mean("seconds"),
         wall_seconds=sum(float(r.get("wall_s", 0.0)) for r in rows) / n if n else 0.0,
         reused_prompt_tokens=mean("reused_prompt_tokens"),
+        segments_read=sum(float(r.get("segments_read") or 0) for r in rows) / n if n else 0.0,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -18,6 +19,7 @@ GROUP_LABELS = {"causal": "causal (Acc_C)", "temporal": "temporal (Acc_T)", "des
 TASK_LABELS = {"multiple_choice": "multiple choice", "open_ended": "open-ended", "localization": "localization"}
 RUN_FILE = "run.json"
 RESULTS = "results.jsonl"
+ANCHORS: dict[str, Any] = json.loads(resources.files("vidagent.eval").joinpath("anchors.json").read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,12 @@ def _row_stats(rows: Sequence[Mapping[str, Any]]) -> list[GroupStats]:
 
 def cost_table(stats: Sequence[GroupStats], first_column: str = "group") -> list[str]:
     lines = [f"| {first_column} | n | accuracy % | LLM calls/q | cached calls/q | prompt tok/q | of which reused "
-             "| completion tok/q | LLM s/q | wall s/q | errors |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| completion tok/q | segments read/q | LLM s/q | wall s/q | errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in stats:
         lines.append(f"| {_label(s.name)} | {s.n} | {_percent(s.accuracy)} | {s.llm_calls:.2f} | {s.cached_calls:.2f} | "
                      f"{s.prompt_tokens:.0f} | {s.reused_prompt_tokens:.0f} | {s.completion_tokens:.0f} | "
-                     f"{s.llm_seconds:.2f} | "
+                     f"{s.segments_read:.1f} | {s.llm_seconds:.2f} | "
                      f"{s.wall_seconds:.2f} | {s.errors} |")
     return lines
 
@@ -116,10 +118,24 @@ def markdown_report(run: Run) -> str:
     for title, metrics in (("Localization", localization_metrics(rows)), ("Grounding", grounding_metrics(rows))):
         if metrics:
             lines += ["", *_metric_table(title, [(run.label, metrics)])]
+    lines += published_anchors(meta)
     lines += ["", "Accuracy over questions with a key; errors count as wrong. Cost per question: the planner's and "
-              "judge's LLM calls (cached calls cost no tokens), seconds in the LLM, and wall seconds including "
-              "indexing the video the first time."]
+              "judge's LLM calls (cached calls cost no tokens), seconds in the LLM, wall seconds including "
+              "indexing the video the first time, and the distinct segments the planner was shown (for a memory "
+              "imported from captions: captions read, the cost the papers report)."]
     return "\n".join(lines) + "\n"
+
+
+def published_anchors(meta: Mapping[str, Any]) -> list[str]:
+    """Published results on the caption set a run's memories were imported from, to read beside its own."""
+    anchors = ANCHORS.get(str(meta.get("memories") or "").rstrip(":"))
+    if not anchors:
+        return []
+    lines = ["", f"Published on the same captions ({anchors['captions']}; all {anchors['questions']}, "
+                 "with far larger LLMs):", "", "| system | LLM | accuracy % | captions read/q |", "|---|---|---|---|"]
+    for row in anchors["results"]:
+        lines.append(f"| {row['system']} | {row['llm']} | {row['accuracy']} | {row.get('read', '–')} |")
+    return lines
 
 
 def compare_markdown(runs: Sequence[Run]) -> str:

@@ -29,10 +29,11 @@ from vidagent.experience.store import ExperienceStore
 from vidagent.eval.report import RESULTS, RUN_FILE, write_run_report
 from vidagent.eval.results import ResultsFile
 from vidagent.eval.worker import WorkerConfig
+from vidagent.memory.store import Library
 
 # What must match for a folder's rows to be reused by a rerun.
-IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm", "teach", "experience")
-OPTIONAL_IDENTITY = {"planner_options": {}, "teach": False, "experience": "none"}  # what a run folder written before a key existed means by it
+IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm", "teach", "experience", "memories")
+OPTIONAL_IDENTITY = {"planner_options": {}, "teach": False, "experience": "none", "memories": None}  # what a run folder written before a key existed means by it
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class RunConfig:
     teach: bool = False  # give planners that learn (PEIL) each question's known answer to check against
     experience: str | None = None  # memory across questions: none, semantic, procedural, all (None: the settings')
     keep_experience: bool = False  # use (and add to) the user's experience instead of the run's own, reset per run
+    memories: str | None = None  # answer from memories imported under this namespace (``egoschema``), not video files
 
 
 @dataclass
@@ -71,6 +73,38 @@ def default_out(dataset: Dataset, planner: str, options: Sequence[tuple[str, str
     label = planner + "".join(f"-{key}_{value}" for key, value in options) + ("-taught" if teach else "")
     safe = re.sub(r"[^\w.-]+", "_", label)
     return Path("eval-runs") / f"{dataset.name}-{safe}"
+
+
+# The namespace under which `vidagent import` keeps a benchmark's released captions, by dataset format.
+MEMORY_NAMESPACES = {"egoschema": "egoschema", "nextqa": "nextqa", "nextgqa": "nextqa", "nextoe": "nextqa"}
+
+
+def memory_namespace(dataset: Dataset, config: RunConfig, settings: Settings) -> str | None:
+    """The namespace of imported memories the run answers from: ``--memories``, or, when no video
+    folder is given and the library holds memories of the dataset's benchmark, that benchmark's."""
+    if config.memories:
+        return config.memories.rstrip(":")
+    namespace = MEMORY_NAMESPACES.get(dataset.format)
+    if config.videos or namespace is None or not settings.library_path.is_file():
+        return None
+    with Library(settings.library_path) as library:
+        return namespace if library.has_namespace(namespace) else None
+
+
+def resolve_memories(dataset: Dataset, namespace: str, settings: Settings) -> tuple[list[EvalItem], list[tuple[str, str]]]:
+    """Items whose imported memory ``namespace:<video>`` is in the library (``video_path`` set to that
+    id), and (id, video) of those that are not."""
+    found: list[EvalItem] = []
+    missing: list[tuple[str, str]] = []
+    with Library(settings.library_path) as library:
+        held = library.namespace_ids(namespace)
+    for item in dataset.items:
+        name = f"{namespace}:{item.video}"
+        if name in held:
+            found.append(item.with_video_path(name))
+        else:
+            missing.append((item.id, item.video))
+    return found, missing
 
 
 def resolve_videos(dataset: Dataset, config: RunConfig) -> tuple[list[EvalItem], list[tuple[str, str]]]:
@@ -116,7 +150,7 @@ def _identity(dataset: Dataset, config: RunConfig, settings: Settings) -> dict[s
         "dataset": str(dataset.source.resolve()), "format": dataset.format, "planner": config.planner,
         "planner_options": dict(config.planner_options), "judge": config.judge, "teach": config.teach,
         "llm": None if model_free and not config.judge else f"{settings.llm.backend}:{settings.llm.model}",
-        "experience": "none" if model_free else settings.experience,
+        "experience": "none" if model_free else settings.experience, "memories": config.memories,
     }
 
 
@@ -178,11 +212,17 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
         raise EvalError("--limit must be at least 1")
     dataset = load_dataset(config.dataset, config.format)
     selected = Dataset(dataset.source, dataset.format, dataset.items[: config.limit] if config.limit else dataset.items)
-    runnable, missing = resolve_videos(selected, config)
+    namespace = memory_namespace(dataset, config, settings)
+    config = replace(config, memories=namespace)
+    runnable, missing = resolve_memories(selected, namespace, settings) if namespace else resolve_videos(selected, config)
     out = Path(config.out) if config.out else default_out(dataset, config.planner, config.planner_options, config.teach)
+    if not runnable and namespace:
+        raise EvalError(f"none of the videos of {dataset.source.name} has a memory {namespace}:<video> in "
+                        f"{settings.library_path} (import its captions with `vidagent import`)")
     if not runnable:
         where = ", ".join(str(v) for v in config.videos) or str(dataset.source.parent)
-        raise EvalError(f"none of the videos of {dataset.source.name} was found under {where} (use --videos DIR)")
+        raise EvalError(f"none of the videos of {dataset.source.name} was found under {where} (use --videos DIR, "
+                        "or --memories NAMESPACE for memories imported from captions)")
 
     if missing:
         videos = sorted({video for _, video in missing})

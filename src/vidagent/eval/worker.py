@@ -10,6 +10,7 @@ from typing import Any
 
 from vidagent.agent.answer import Answer
 from vidagent.agent.planner import build_planner
+from vidagent.agent.steps import ObservationStep
 from vidagent.agent.task import Reference
 from vidagent.config import Settings
 from vidagent.errors import VidagentError
@@ -49,7 +50,7 @@ class QuestionWorker:
         row = base_row(item, self.config.planner)
         try:
             asked = item
-            if item.clip is not None and self.config.clips_dir and item.video_path:
+            if item.clip is not None and self.config.clips_dir and item.video_path and Path(item.video_path).is_file():
                 clip = cut_clip(Path(item.video_path), item.clip[0], item.clip[1], Path(self.config.clips_dir))
                 asked = replace(item, video_path=str(clip))
             if not asked.video_path:
@@ -94,7 +95,8 @@ def base_row(item: EvalItem, planner: str) -> dict[str, Any]:
         "task": item.task, "question": item.question, "choices": list(item.choices) if item.choices else None,
         "gold": item.gold(), "dataset_grounded": bool(item.extra.get("grounded")), "planner": planner,
         "prediction": "", "choice_index": None, "correct": None, "match": None, "windows": [], "iou": None,
-        "judge": None, "usage": {}, "judge_usage": {}, "evidence": [], "candidates": [], "artifacts": {}, "trace": [], "error": None, "wall_s": 0.0,
+        "judge": None, "usage": {}, "judge_usage": {}, "evidence": [], "candidates": [], "artifacts": {},
+        "segments_read": 0, "trace": [], "error": None, "wall_s": 0.0,
     }
 
 
@@ -102,4 +104,13 @@ def answer_fields(answer: Answer) -> dict[str, Any]:
     data = answer.to_dict()
     return {"prediction": data["answer"], "choice_index": data["choice_index"], "usage": data["usage"],
             "evidence": data["evidence"], "candidates": data["candidates"], "artifacts": data["artifacts"],
-            "trace": data["trace"]}
+            "segments_read": segments_read(answer), "trace": data["trace"]}
+
+
+def segments_read(answer: Answer) -> int:
+    """How many distinct segments (captions, for a memory imported from captions) the planner was
+    shown: the spans of every observation's evidence, or what a planner that reads without tools
+    says it read (``artifacts["segments_read"]``)."""
+    spans = {(e.source, round(e.start_s, 3), round(e.end_s, 3))
+             for step in answer.trace.of_type(ObservationStep) for e in step.evidence}
+    return len(spans) + int(answer.artifacts.get("segments_read", 0) or 0)

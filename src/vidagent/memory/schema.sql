@@ -1,4 +1,4 @@
--- vidagent library schema (version 2). One database holds the memory of many videos.
+-- vidagent library schema (version 3). One database holds the memory of many videos.
 -- Every row belongs to a video (videos.video_id = BLAKE2b of the file's bytes) and was written
 -- by one build stage; a stage's rows and its row in `stages` are committed in one transaction,
 -- so rows exist only for stages that finished.
@@ -171,4 +171,18 @@ CREATE TABLE IF NOT EXISTS motion (
     moving       TEXT NOT NULL,         -- e.g. "much movement in the centre"; "" when little moved
     phrase       TEXT NOT NULL,         -- the three in one line
     PRIMARY KEY (video_id, segment_id)
+);
+
+-- Stage "segments" of a memory imported from a released caption set (`vidagent import`; schema 3):
+-- where its captions came from. Such a memory has no file: videos.path names the caption file,
+-- its segments are the captions (one per caption, with their own start and end), and it has no
+-- frames, speech or objects.
+CREATE TABLE IF NOT EXISTS caption_sources (
+    video_id     TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
+    captioner    TEXT NOT NULL,         -- e.g. "LaViLa (LLoVi's release)"
+    file         TEXT NOT NULL,         -- the caption file as given to the import (a zip's member after '!')
+    sha256       TEXT NOT NULL,         -- of the whole caption file
+    format       TEXT NOT NULL,         -- llovi | videoagent | jsonl | csv
+    note         TEXT NOT NULL,         -- what the captions are, said once to planners
+    PRIMARY KEY (video_id)
 );

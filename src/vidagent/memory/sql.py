@@ -24,6 +24,7 @@ from typing import Any
 
 from vidagent.errors import MemoryStoreError, QueryRefusedError
 from vidagent.memory.store import ALL_TABLES
+from vidagent.memory.stored_video import is_memory_id
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_MAX_ROWS = 1000
@@ -40,7 +41,7 @@ _ACTION_NAMES = {
                  "drop view", "insert", "pragma", "transaction", "update", "attach", "detach", "alter table",
                  "reindex", "analyze", "create vtable", "drop vtable", "savepoint")
 }
-_VIDEO_ID = re.compile(r"^[0-9a-f]{8,128}$")
+_VIDEO_ID = re.compile(r"^[0-9a-f]{8,128}$")  # a file's content hash; memories without a file have ids like egoschema:<q_uid>
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class ReadOnlyQueries:
 
     def __init__(self, library_path: str | Path, video_id: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_rows: int = DEFAULT_MAX_ROWS) -> None:
-        if not _VIDEO_ID.match(video_id):
+        if not (_VIDEO_ID.match(video_id) or is_memory_id(video_id)):
             raise ValueError(f"not a video id: {video_id!r}")
         path = Path(library_path)
         if not path.is_file():

@@ -20,15 +20,16 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from vidagent.errors import MemoryStoreError
+from vidagent.memory.stored_video import CaptionProvenance, StoredVideo
 from vidagent.video.video import VideoInfo
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Which tables each build stage owns (deleted and rewritten together).
 STAGE_TABLES: dict[str, tuple[str, ...]] = {
     "frames": ("frames", "text_in_frame"),
     "speech": ("speech",),
-    "segments": ("segments", "clips"),
+    "segments": ("segments", "clips", "caption_sources"),  # caption_sources: memories imported from captions
     "objects": ("detections", "tracks", "objects", "object_segments"),
     "motion": ("motion",),
 }
@@ -129,14 +130,17 @@ class Library:
     # -- videos and stages -----------------------------------------------------------------
     def add_video(self, info: VideoInfo) -> None:
         """Register a video (or update where it was last seen)."""
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         with self._lock:
-            self._conn.execute(
-                """INSERT INTO videos VALUES (?,?,?,?,?,?,?,?,?,?)
-                   ON CONFLICT(video_id) DO UPDATE SET path=excluded.path""",
-                (info.content_hash, info.path, info.duration_s, info.fps, info.width, info.height,
-                 info.rotation, int(info.has_audio), info.codec, now),
-            )
+            self._insert_video(info)
+
+    def _insert_video(self, info: VideoInfo) -> None:
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._conn.execute(
+            """INSERT INTO videos VALUES (?,?,?,?,?,?,?,?,?,?)
+               ON CONFLICT(video_id) DO UPDATE SET path=excluded.path, duration_s=excluded.duration_s""",
+            (info.content_hash, info.path, info.duration_s, info.fps, info.width, info.height,
+             info.rotation, int(info.has_audio), info.codec, now),
+        )
 
     def has_stage(self, video_id: str, stage: str, config: Mapping[str, Any]) -> bool:
         with self._lock:
@@ -153,8 +157,12 @@ class Library:
         config: Mapping[str, Any],
         rows: Mapping[str, Iterable[Sequence[Any]]],
         seconds: float,
+        *,
+        video: VideoInfo | None = None,
     ) -> None:
-        """Replace a stage's rows (``table -> row tuples without video_id``) in one transaction."""
+        """Replace a stage's rows (``table -> row tuples without video_id``) in one transaction;
+        with ``video``, the video's row is written in the same transaction (a memory that has no
+        file is registered only together with its memory)."""
         owned = STAGE_TABLES[stage]
         unknown = set(rows) - set(owned)
         if unknown:
@@ -163,6 +171,8 @@ class Library:
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
+                if video is not None:
+                    self._insert_video(video)
                 for table in owned:
                     self._conn.execute(f"DELETE FROM {table} WHERE video_id=?", (video_id,))
                 self._conn.execute("DELETE FROM stage_checkpoints WHERE video_id=? AND stage=?", (video_id, stage))
@@ -213,6 +223,49 @@ class Library:
             row = cursor.fetchone()
             names = [d[0] for d in cursor.description]
         return dict(zip(names, row)) if row else None
+
+    def video_rows(self) -> list[dict[str, Any]]:
+        """Every registered video (files and memories without one), with the stages built for it."""
+        with self._lock:
+            cursor = self._conn.execute(
+                """SELECT v.*, (SELECT group_concat(stage, ',') FROM
+                                  (SELECT stage FROM stages s WHERE s.video_id = v.video_id ORDER BY stage)) AS stages,
+                          (SELECT captioner FROM caption_sources c WHERE c.video_id = v.video_id) AS captioner
+                   FROM videos v ORDER BY v.added_at, v.video_id""")
+            names = [d[0] for d in cursor.description]
+            rows = cursor.fetchall()
+        return [dict(zip(names, row)) for row in rows]
+
+    def namespace_ids(self, namespace: str) -> set[str]:
+        """The ids of the memories kept under ``namespace`` (``egoschema`` -> ``egoschema:...``)."""
+        prefix = namespace.rstrip(":") + ":"
+        with self._lock:
+            rows = self._conn.execute("SELECT video_id FROM videos WHERE substr(video_id, 1, ?) = ?",
+                                      (len(prefix), prefix)).fetchall()
+        return {row[0] for row in rows}
+
+    def has_namespace(self, namespace: str) -> bool:
+        prefix = namespace.rstrip(":") + ":"
+        with self._lock:
+            row = self._conn.execute("SELECT 1 FROM videos WHERE substr(video_id, 1, ?) = ? LIMIT 1",
+                                     (len(prefix), prefix)).fetchone()
+        return row is not None
+
+    def caption_provenance(self, video_id: str) -> CaptionProvenance | None:
+        """Where an imported memory's captions came from (None for a memory built from a file)."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT captioner, file, sha256, format, note FROM caption_sources WHERE video_id=?", (video_id,)
+            ).fetchone()
+        return CaptionProvenance(*row) if row else None
+
+    def stored_video(self, video_id: str) -> StoredVideo | None:
+        """The memory ``video_id`` as a video without a file, when it was imported from captions."""
+        provenance = self.caption_provenance(video_id)
+        row = self.video_row(video_id)
+        if provenance is None or row is None:
+            return None
+        return StoredVideo(row, provenance)
 
     def segments(self, video_id: str) -> list[SegmentRecord]:
         with self._lock:

@@ -8,6 +8,7 @@ from functools import cached_property
 import numpy as np
 
 from vidagent.memory.store import FrameRecord, Library, ObjectRecord, SegmentRecord
+from vidagent.memory.stored_video import StoredVideo
 from vidagent.video.video import Video
 
 
@@ -18,12 +19,31 @@ class ScoredSegment:
 
 
 class VideoMemory:
-    """The temporal memory of one video (segments, frames, speech) in a library."""
+    """The temporal memory of one video (segments, frames, speech) in a library. The video is a file
+    (``Video``) or, for a memory imported from released captions, a ``StoredVideo`` without pixels."""
 
-    def __init__(self, video: Video, library: Library) -> None:
+    def __init__(self, video: Video | StoredVideo, library: Library) -> None:
         self.video = video
         self.library = library
         self.video_id = video.content_hash
+
+    @property
+    def has_pixels(self) -> bool:
+        """Whether frames can be looked at (False for a memory imported from captions)."""
+        return getattr(self.video, "has_pixels", True)
+
+    @property
+    def segment_seconds(self) -> float:
+        """How long a segment is (2 s for a built memory; an imported one's captions set their own)."""
+        segments = self.segments
+        return segments[0].end_s - segments[0].start_s if segments else 0.0
+
+    def segments_between(self, start_s: float, end_s: float) -> list[SegmentRecord]:
+        """The segments that overlap ``[start_s, end_s]`` (the one holding the time when they are equal)."""
+        if end_s <= start_s:
+            holding = [s for s in self.segments if s.start_s <= start_s < s.end_s][:1]
+            return holding or [s for s in self.segments[-1:] if s.start_s <= start_s <= s.end_s]
+        return [s for s in self.segments if s.end_s > start_s + 1e-6 and s.start_s < end_s - 1e-6]
 
     @cached_property
     def segments(self) -> list[SegmentRecord]:

@@ -50,7 +50,6 @@ class Perception:
         from vidagent.perception.describer import CaptionWithText, DetectorDescriber
         from vidagent.perception.ocr import RapidTextReader
         from vidagent.perception.speech import WhisperSpeechToText
-        from vidagent.perception.text_embedding import E5TextEmbedder
         from vidagent.perception.tracking import ByteTracker
 
         # one cache in front of the detector: the frames describer and the objects stage share results
@@ -91,7 +90,7 @@ class Perception:
             from vidagent.perception.appearance import ColourAppearance
 
             appearance = ColourAppearance()
-        return cls(describer=describer, speech=WhisperSpeechToText(), embedder=E5TextEmbedder(),
+        return cls(describer=describer, speech=WhisperSpeechToText(), embedder=text_embedder(settings),
                    detector=detector, appearance=appearance, new_tracker=ByteTracker,
                    tracker_name=ByteTracker.NAME, reader=reader, classifier=classifier)
 
@@ -103,3 +102,11 @@ class Perception:
             if callable(close) and id(model) not in seen:
                 seen.add(id(model))
                 close()
+
+
+def text_embedder(settings: Settings) -> TextEmbedder:
+    """The text embedder of every memory (segments, objects, questions): all that work on memories
+    without pixels (imported captions) needs, without the vision models or their install."""
+    from vidagent.perception.text_embedding import E5TextEmbedder
+
+    return E5TextEmbedder()

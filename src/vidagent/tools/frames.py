@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vidagent.llm.base import ChatModel
+from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.caption_window import answer_from_captions, caption_evidence, caption_lines
 from vidagent.tools.observed import frame_text, quote
 from vidagent.tools.vqa import VisualQA
 from vidagent.video.video import SampledFrame
@@ -48,6 +50,12 @@ class FrameTools:
         ]
 
     def frame_description(self, start_s: float, end_s: float) -> Observation:
+        if not self.memory.has_pixels:
+            read = self._captions(start_s, end_s)
+            if isinstance(read, Observation):
+                return read
+            return Observation("Captions (this memory has no frames):\n" + "\n".join(caption_lines(read)),
+                               evidence=caption_evidence(read, self.memory.video_id))
         frames = self._window(start_s, end_s)
         if isinstance(frames, Observation):
             return frames
@@ -58,6 +66,13 @@ class FrameTools:
                            artifacts={"frame_times": [round(f.time_s, 3) for f in frames]})
 
     def frame_question_answering(self, question: str, start_s: float, end_s: float) -> Observation:
+        if not self.memory.has_pixels:
+            read = self._captions(start_s, end_s)
+            if isinstance(read, Observation):
+                return read
+            return Observation(f"Answer (from the captions; this memory has no frames): "
+                               f"{quote(answer_from_captions(question, read, self.llm))}",
+                               evidence=caption_evidence(read, self.memory.video_id))
         frames = self._window(start_s, end_s)
         if isinstance(frames, Observation):
             return frames
@@ -67,6 +82,17 @@ class FrameTools:
                                               self.memory.video_id),),
                            artifacts={"frame_times": [round(f.time_s, 3) for f in frames],
                                       "description": result.description})
+
+    def _captions(self, start_s: float, end_s: float) -> list[SegmentRecord] | Observation:
+        """The captions of a window, for a memory without frames."""
+        duration = self.memory.video.duration_s
+        start, end = sorted((float(start_s), float(end_s)))
+        if end < 0 or start > duration:
+            return Observation(f"Nothing there: the video runs from 0 to {duration:.1f} s.", is_error=True)
+        read = self.memory.segments_between(max(0.0, start), min(duration, end))
+        if not read:
+            return Observation(f"No captions between {start:.1f} and {end:.1f} s.", is_error=True)
+        return read
 
     def _window(self, start_s: float, end_s: float) -> list[SampledFrame] | Observation:
         duration = self.memory.video.duration_s

@@ -11,6 +11,7 @@ from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import TextEmbedder
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.caption_window import answer_from_captions, caption_evidence
 from vidagent.tools.observed import lines, quote, segment_text
 from vidagent.tools.vqa import VisualQA
 
@@ -87,6 +88,12 @@ class TemporalTools:
             return Observation(f"No segment {segment_id}: ids run from 0 to {count - 1}.", is_error=True)
         first = self.memory.segment(max(0, segment_id - 1))
         last = self.memory.segment(min(count - 1, segment_id + 1))
+        if not self.memory.has_pixels:  # a memory of captions only: they stand for the frames
+            read = self.memory.segments[first.segment_id : last.segment_id + 1]
+            answer = answer_from_captions(question, read, self.llm)
+            return Observation(f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s),"
+                               f" read from their captions (no frames).\nAnswer: {quote(answer)}",
+                               evidence=caption_evidence(read, self.memory.video_id))
         span = last.end_s - first.start_s
         samples = max(2, round(span * VQA_FRAMES_PER_SECOND))
         times = [first.start_s + (i + 0.5) * span / samples for i in range(samples)]

@@ -1,0 +1,36 @@
+"""Looking at a stretch of a memory that has no pixels: its captions stand for its frames.
+
+A memory imported from a released caption set (``vidagent import``) has captions and nothing to
+decode. The tools that would look at frames (``visual_question_answering``, ``frame_description``,
+``frame_question_answering``, TraveLER's Extractor) read the captions of the window instead, and
+the chat model answers a question from them, as the offline described-frames VQA does from frame
+descriptions. Each caption read is its own evidence span, so what a planner read can be counted.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from vidagent.llm.base import ChatModel, Message
+from vidagent.memory.store import SegmentRecord
+from vidagent.prompts import load_prompt, render
+from vidagent.tools.base import Evidence
+from vidagent.tools.observed import segment_text
+
+ANSWER_TOKENS = 96
+
+
+def caption_lines(segments: Sequence[SegmentRecord]) -> list[str]:
+    """One line per caption: ``"12.0-13.0 s: caption"`` (speech and on-screen text quoted, if any)."""
+    return [f"{s.start_s:.1f}-{s.end_s:.1f} s: {segment_text(s)}" for s in segments]
+
+
+def caption_evidence(segments: Sequence[SegmentRecord], source_id: str) -> tuple[Evidence, ...]:
+    return tuple(Evidence(s.start_s, s.end_s, s.as_text(), source_id) for s in segments)
+
+
+def answer_from_captions(question: str, segments: Sequence[SegmentRecord], llm: ChatModel) -> str:
+    """The chat model's short answer to ``question`` from the captions of ``segments``."""
+    prompt = render(load_prompt("vidagent.tools", "vqa_from_captions"), captions="\n".join(caption_lines(segments)),
+                    question=question)
+    return llm.chat([Message("user", prompt)], max_tokens=ANSWER_TOKENS, stop=("\n\n",)).text.strip()
