@@ -86,3 +86,45 @@ def test_a_truncated_upload_is_refused_with_what_is_missing(served):
     refused = client.post("/api/videos/upload", params={"filename": "dog.mp4"}, content=data)
     assert refused.status_code == 415 and "cut short: its video data ends at 0.97 s" in refused.json()["message"]
     assert not [p for p in service.config.uploads.rglob("*") if p.is_file()]  # nothing kept
+
+
+# -- 5. uploads and removal ---------------------------------------------------------------------------------------------
+def segment_rows(service, video_id: str) -> int:
+    import sqlite3
+
+    with sqlite3.connect(service.config.settings.library_path) as conn:
+        return conn.execute("SELECT COUNT(*) FROM segments WHERE video_id=?", (video_id,)).fetchone()[0]
+
+
+def test_a_removed_folder_video_loses_its_memory_but_not_its_file(served):
+    client, service = served
+    clip = video_path(TEMPORAL_TEXT)
+    entry = client.post("/api/videos", json={"path": str(clip)}).json()
+    assert segment_rows(service, entry["video_id"]) > 0
+    assert client.delete(f"/api/videos/{entry['video_id']}", headers={"Origin": "https://evil.example"}).status_code \
+        == 403
+    removed = client.delete(f"/api/videos/{entry['video_id']}")
+    assert removed.status_code == 200 and removed.json() == {"video_id": entry["video_id"], "name": "3.mp4",
+                                                             "removed": True, "file_removed": False}
+    assert segment_rows(service, entry["video_id"]) == 0 and clip.is_file()
+    assert client.get(f"/api/videos/{entry['video_id']}").status_code == 404
+    assert not next(f for f in client.get("/api/files").json()["files"] if f["path"] == str(clip))["registered"]
+    assert client.delete(f"/api/videos/{entry['video_id']}").status_code == 404
+
+
+def test_an_upload_keeps_its_name_and_goes_with_its_memory(temporal_library, models_dir, tmp_path):
+    """Uploads were listed by content hash, and nothing could be removed (DELETE was 405)."""
+    home = copy_home(temporal_library, tmp_path / "home")
+    with running_server(home, models_dir, [], tagged_llm()) as (server, service), \
+            httpx.Client(base_url=server.url, timeout=120) as client:
+        data = video_path(TEMPORAL_TOY).read_bytes()  # the library already holds its memory
+        uploaded = client.post("/api/videos/upload", params={"filename": "Tablet drawing (take 2).mp4"},
+                               content=data, headers={"Content-Type": "video/mp4"}).json()
+        assert uploaded["name"] == "Tablet drawing (take 2).mp4" and uploaded["stages"]
+        assert [v["name"] for v in client.get("/api/videos").json()["videos"]] == ["Tablet drawing (take 2).mp4"]
+        kept = service.config.uploads / uploaded["video_id"] / "Tablet drawing (take 2).mp4"
+        assert kept.read_bytes() == data and segment_rows(service, uploaded["video_id"]) == 3
+        removed = client.delete(f"/api/videos/{uploaded['video_id']}").json()
+        assert removed["file_removed"] and not kept.exists() and not kept.parent.exists()
+        assert segment_rows(service, uploaded["video_id"]) == 0
+        assert client.get("/api/videos").json()["videos"] == []

@@ -96,7 +96,8 @@ def test_first_hour_on_a_phone_and_a_laptop_switching_videos(temporal_library, m
     """Issue 27 in the browser: a whitespace question is answered with a notice; a running clock while the
     model works; the answer above the fold at 1440x900 and its option by letter in the steps; evidence cards
     without the describer's label; switching videos clears the last one's reasoning and answer; a long
-    file name stays inside its panel; no sideways scroll at 390 px; /docs works with no network."""
+    file name stays inside its panel; a video is removed with its memory from the page; no sideways scroll at
+    390 px; /docs works with no network."""
     home = copy_home(temporal_library, tmp_path / "home")
     long_folder = tmp_path / "long"
     long_folder.mkdir()
@@ -145,6 +146,17 @@ def test_first_hour_on_a_phone_and_a_laptop_switching_videos(temporal_library, m
                 page.wait_for_selector("#video-title:text('3.mp4')")
                 assert page.locator("#trace .step").count() == 0 and page.locator("#answer").is_hidden()
                 assert page.locator("#notice").is_hidden() and page.locator(".band").count() == 0
+
+                dialogs: list[str] = []
+                page.once("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
+                page.click("#remove-button")  # removed with its memory; the folder's file is listed again
+                page.wait_for_selector(f"#video-list li[data-video-id='{other['video_id']}']", state="detached")
+                page.wait_for_selector(f"#file-list li[data-path='{video_path('github_LLaMA-Factory/3.mp4')}']")
+                page.wait_for_selector("#notice:text('removed 3.mp4')")
+                assert dialogs and "The file stays in its folder" in dialogs[0]
+                assert page.locator("#remove-button").is_disabled() and page.locator("#trace .step").count() == 0
+                with httpx.Client(base_url=server.url) as client:
+                    assert client.get(f"/api/videos/{other['video_id']}").status_code == 404
 
                 page.click(f"#video-list li[data-video-id='{long_id}']")
                 page.wait_for_selector("#video-title:text('take_2.mp4')")

@@ -121,14 +121,20 @@ def test_malformed_requests_and_unknown_ids_are_json_errors(served):
 
 def test_uploads_are_streamed_checked_and_kept_by_content(served):
     client, service, _, _ = served
-    data = video_path(TEMPORAL_TOY).read_bytes()
-    response = client.post("/api/videos/upload", params={"filename": "drawing.mp4"}, content=data)
+    data = video_path("github_Ask-Anything/playing_guitar.mp4").read_bytes()
+    response = client.post("/api/videos/upload", params={"filename": "my guitar/drawing.mp4"}, content=data)
     assert response.status_code == 201, response.text
     uploaded = response.json()
-    assert uploaded["video_id"] == Video(video_path(TEMPORAL_TOY)).content_hash
-    assert uploaded["stages"] == ["frames", "speech", "segments"]  # the same bytes: the same memory
+    assert uploaded["video_id"] == Video(video_path("github_Ask-Anything/playing_guitar.mp4")).content_hash
+    assert uploaded["name"] == "drawing.mp4" and uploaded["stages"] == []  # the user's name, no folders
     folder = service.config.uploads
-    assert (folder / f"{uploaded['video_id']}.mp4").read_bytes() == data
+    assert (folder / uploaded["video_id"] / "drawing.mp4").read_bytes() == data
+    again = client.post("/api/videos/upload", params={"filename": "again.mp4"}, content=data).json()
+    assert again["path"] == uploaded["path"]  # the same bytes: the same file and memory
+    toy = register(client, TEMPORAL_TOY)  # content the server lists from a folder: that video, left where it is
+    same = client.post("/api/videos/upload", params={"filename": "copy.mp4"}, content=video_path(TEMPORAL_TOY).read_bytes())
+    assert same.status_code == 201 and same.json()["path"] == toy["path"] == str(video_path(TEMPORAL_TOY))
+    assert same.json()["stages"] == ["frames", "speech", "segments"]
     error_of(client.post("/api/videos/upload", params={"filename": "big.mp4"}, content=os.urandom(MAX_UPLOAD + 1)), 413)
 
     def chunks():  # no Content-Length: the limit is enforced while streaming
@@ -140,7 +146,8 @@ def test_uploads_are_streamed_checked_and_kept_by_content(served):
                                                  content=os.urandom(5000)), 415)["message"]
     error_of(client.post("/api/videos/upload", params={"filename": "notes.txt"}, content=b"hello"), 415)
     error_of(client.post("/api/videos/upload", params={"filename": "empty.mp4"}, content=b""), 400)
-    assert sorted(p.name for p in folder.iterdir()) == [f"{uploaded['video_id']}.mp4"]  # nothing half-written
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) == \
+        [uploaded["video_id"], f"{uploaded['video_id']}/drawing.mp4"]  # nothing half-written, no copy kept
     still_up(client)
 
 

@@ -77,6 +77,7 @@ class AskRun:
     events: EventLog = field(default_factory=EventLog)
     cancelled: threading.Event = field(default_factory=threading.Event)
     future: Future[Answer] | None = None
+    video_ids: tuple[str, ...] = ()
 
     def cancel(self) -> None:
         """Drop the question if it still waits; stop it at its next step if it runs."""
@@ -102,6 +103,11 @@ class AskRunner:
         with self._lock:
             return len(self._live)
 
+    def busy(self, video_id: str) -> bool:
+        """Whether a question about the video is queued or running."""
+        with self._lock:
+            return any(video_id in run.video_ids for run in self._live.values())
+
     def cancel_all(self) -> None:
         """Stop every question still queued or running (the server is shutting down)."""
         with self._lock:
@@ -112,7 +118,7 @@ class AskRunner:
     def start(self, spec: AskSpec, videos: Sequence[Video]) -> AskRun:
         """Queue the question (checked first: a bad one raises here, before anything streams)."""
         planner = spec.check()
-        run = AskRun(f"ask-{next(self._ids)}", spec)
+        run = AskRun(f"ask-{next(self._ids)}", spec, video_ids=tuple(video.content_hash for video in videos))
         run.events.publish("queued", {"ask_id": run.id, "planner": planner.name, "ahead": self._lane.pending})
         with self._lock:
             self._live[run.id] = run

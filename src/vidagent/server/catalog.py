@@ -6,6 +6,8 @@ library shared with the CLI may hold others, and their paths stay private.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +83,17 @@ class Catalog:
         names = set(self.library.stage_names(video_id))
         return VideoEntry(video_id, row["path"], row["duration_s"], row["fps"], row["width"], row["height"],
                           bool(row["has_audio"]), row["added_at"], tuple(s for s in STAGE_ORDER if s in names))
+
+    def remove(self, video_id: str) -> None:
+        """Delete the video and everything kept about it: its memory (every table's rows go with the video's
+        row, by the schema's ``ON DELETE CASCADE``) and the experience learned about it. Its own connection
+        (the library's is for reading here); SQLite's WAL lets it write beside a build of another video."""
+        with contextlib.closing(sqlite3.connect(self.library.path, timeout=30)) as conn, conn:
+            conn.execute("PRAGMA foreign_keys=ON")
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "experience" in tables:
+                conn.execute("DELETE FROM experience WHERE video_id=?", (video_id,))
+            conn.execute("DELETE FROM videos WHERE video_id=?", (video_id,))
 
     def forget_path(self, path: str) -> None:
         with self._lock:

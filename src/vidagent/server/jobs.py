@@ -70,6 +70,11 @@ class IndexJobs:
         job.future = self._lane.submit(lambda: self._run(job, video))
         return job
 
+    def busy(self, video_id: str) -> bool:
+        """Whether a build of the video is queued or running."""
+        with self._lock:
+            return any(job.video_id == video_id and not job.finished for job in self._jobs.values())
+
     def get(self, job_id: str) -> IndexJob:
         with self._lock:
             job = self._jobs.get(job_id)

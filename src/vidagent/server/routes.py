@@ -14,7 +14,7 @@ from vidagent.agent.planner import planner_names
 from vidagent.server import sse
 from vidagent.server.schemas import AskBody, IndexBody, RegisterBody, SqlBody
 from vidagent.server.service import VideoService
-from vidagent.server.uploads import upload_suffix
+from vidagent.server.uploads import upload_name
 
 
 def api_router(service: VideoService) -> APIRouter:
@@ -41,14 +41,18 @@ def api_router(service: VideoService) -> APIRouter:
         return service.register_path(body.path).to_dict()
 
     @router.post("/videos/upload", status_code=201,
-                 summary="upload a video: the raw file as the body (any content type), its name as ?filename=")
+                 summary="upload a video: the raw file as the body, its name as ?filename= (kept under that name)")
     async def upload(request: Request, filename: str | None = Query(None, max_length=255)) -> dict[str, Any]:
-        suffix = upload_suffix(filename)
+        name = upload_name(filename)
         declared = request.headers.get("content-length")
         service.uploads.check_length(int(declared) if declared and declared.isdigit() else None)
         temporary, content_hash = await service.uploads.receive(request.stream())
-        entry = await run_in_threadpool(service.register_upload, temporary, content_hash, suffix)
+        entry = await run_in_threadpool(service.register_upload, temporary, content_hash, name)
         return entry.to_dict()
+
+    @router.delete("/videos/{video_id}", summary="remove a video: its memory, and its file if it was uploaded")
+    def delete(video_id: str) -> dict[str, Any]:
+        return service.delete(video_id)
 
     @router.get("/videos/{video_id}", summary="one video")
     def video(video_id: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from vidagent.memory.store import Library
 from vidagent.server.asks import AskRun, AskRunner, AskSpec
 from vidagent.server.catalog import Catalog, VideoEntry
 from vidagent.server.config import ServeConfig
-from vidagent.server.errors import RequestError, UploadError
+from vidagent.server.errors import NotFoundError, RequestError, UploadError
 from vidagent.server.jobs import IndexJob, IndexJobs
 from vidagent.server.lane import ModelLane
 from vidagent.server.media import MediaCutter
@@ -76,15 +76,26 @@ class VideoService:
             return self.catalog.video(reference)
         return self.register_path(reference)
 
-    def register_upload(self, temporary: Path, content_hash: str, suffix: str) -> VideoEntry:
-        """Keep an upload received by ``UploadFolder.receive`` if it is a video (415 and deleted if not)."""
+    def register_upload(self, temporary: Path, content_hash: str, name: str) -> VideoEntry:
+        """Keep an upload received by ``UploadFolder.receive`` under ``name`` if it is a video (415 and deleted
+        if not). Content the server already lists (from a folder, or uploaded before) is that video: the
+        upload is dropped, and the listed video keeps its name and place."""
+        known = self._library.video_row(content_hash)
+        if known is not None and os.path.isfile(known["path"]):
+            try:
+                entry = self.catalog.video(content_hash)
+            except NotFoundError:  # registered by the CLI outside the folders: this upload makes it visible
+                entry = None
+            if entry is not None:
+                temporary.unlink(missing_ok=True)
+                return entry
         try:
             probed = Video(temporary)
         except VideoError as error:
             temporary.unlink(missing_ok=True)
             reason = str(error).split(": ", 1)[-1]
             raise UploadError(f"the upload is not a video vidagent can read ({reason})", status=415) from None
-        kept = self.uploads.keep(temporary, content_hash, suffix)
+        kept = self.uploads.keep(temporary, content_hash, name)
         probed.path, probed.info = kept, replace(probed.info, path=str(kept))
         return self._register(probed)
 
@@ -93,6 +104,22 @@ class VideoService:
         self.catalog.forget_path(video.info.path)
         self._remember(video)
         return self.catalog.video(video.content_hash)
+
+    def delete(self, video_id: str) -> dict[str, object]:
+        """Remove a visible video: its memory (every table's rows, and what was learned about it), and its
+        file when it was uploaded; a file in a --videos folder is the user's and stays (listed again as
+        not added). Refused (409) while the video is being indexed or asked about."""
+        entry = self.catalog.video(video_id)
+        if self.jobs.busy(video_id) or self.asks.busy(video_id):
+            raise RequestError(f"{entry.name} is being indexed or asked about; remove it when that is done",
+                               status=409)
+        self.catalog.remove(video_id)
+        with self._handles_lock:
+            self._handles.pop(video_id, None)
+        removed = self.uploads.remove(Path(entry.path))
+        self.catalog.forget_path(entry.path)
+        log.info("removed %s (%s)%s", entry.name, video_id, " and its uploaded file" if removed else "")
+        return {"video_id": video_id, "name": entry.name, "removed": True, "file_removed": removed}
 
     def handle(self, video_id: str) -> Video:
         """An open handle on a visible video (reopened when its file changed since)."""

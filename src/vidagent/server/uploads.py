@@ -1,14 +1,16 @@
-"""Uploaded videos: streamed to disk under a size limit, checked to be a video, kept under their content hash.
+"""Uploaded videos: streamed to disk under a size limit, checked to be a video, kept under the user's name.
 
 Bytes go to a temporary file first; a body over the limit, a client that goes away mid-upload or a file
-that is no video leaves nothing behind. A kept upload is named ``<content hash><suffix>``, so the same
-video uploaded twice is one file.
+that is no video leaves nothing behind. A kept upload is ``<content hash>/<the file's name>``: the page
+and the API list it by the name the user gave, and the same video uploaded twice is one file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import AsyncIterator
@@ -18,12 +20,18 @@ from vidagent.server.errors import UploadError
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ogv", ".gif")
 
 
-def upload_suffix(filename: str | None) -> str:
-    """The suffix an upload is kept with; a name that is no video's is refused (415)."""
-    suffix = Path(filename or "upload.mp4").suffix.lower()
+MAX_NAME_CHARS = 120
+
+
+def upload_name(filename: str | None) -> str:
+    """The name an upload is kept under: the file's own name (no folders; characters a file system or a
+    shell may trip on replaced), its suffix a video's; a name that is no video's is refused (415)."""
+    name = Path((filename or "upload.mp4").replace("\\", "/")).name
+    suffix = Path(name).suffix.lower()
     if suffix not in VIDEO_SUFFIXES:
         raise UploadError(f"{filename}: not a video file name (use one of {', '.join(VIDEO_SUFFIXES)})", status=415)
-    return suffix
+    stem = re.sub(r"[^\w.\- ()+,]", "_", Path(name).stem).strip(" .") or "upload"
+    return stem[: MAX_NAME_CHARS - len(suffix)] + suffix
 
 
 class UploadFolder:
@@ -56,11 +64,25 @@ class UploadFolder:
             raise
         return temporary, digest.hexdigest()
 
-    def keep(self, temporary: Path, content_hash: str, suffix: str) -> Path:
-        """Move a checked upload to its lasting name (an identical upload already kept wins)."""
-        target = self.folder / f"{content_hash}{suffix}"
-        if target.exists():
+    def keep(self, temporary: Path, content_hash: str, name: str) -> Path:
+        """Move a checked upload to ``<content hash>/<name>`` (an identical upload already kept wins)."""
+        folder = self.folder / content_hash
+        kept = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+        if kept:
             temporary.unlink(missing_ok=True)
-        else:
-            os.replace(temporary, target)
+            return kept[0]
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / name
+        os.replace(temporary, target)
         return target
+
+    def remove(self, path: Path) -> bool:
+        """Delete a kept upload (and its content-hash folder); False for a path that is no upload."""
+        resolved = Path(os.path.realpath(path))
+        folder = resolved.parent
+        if folder.parent != Path(os.path.realpath(self.folder)) or not resolved.is_file():
+            return False
+        resolved.unlink()
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        return True

@@ -77,6 +77,7 @@ async function loadVideos(selectId) {
 async function loadFiles() {
   let files = [];
   try { ({ files } = await api("/api/files")); } catch (error) { return; }
+  state.files = files;
   const fresh = files.filter((file) => !file.registered).slice(0, 200);
   $("#file-list").replaceChildren(...fresh.map((file) => el("li", { title: file.path, "data-path": file.path,
     onclick: () => registerPath(file.path) },
@@ -99,6 +100,7 @@ async function selectVideo(videoId) {
   }
   renderStages(video.stages);
   $("#ask-button").disabled = false;
+  $("#remove-button").disabled = false;
   await loadMemory();
 }
 
@@ -458,6 +460,26 @@ async function runSql(event) {
   }
 }
 
+// -- removing a video: its memory, and its file when it was uploaded (a folder's file stays, listed as not added) ---
+async function removeVideo() {
+  const video = state.video;
+  if (!video) return;
+  const uploaded = !state.files?.some((file) => file.path === video.path);
+  if (!confirm(`Remove ${video.name} and its memory?${uploaded ? " Its uploaded file is deleted too." : " The file stays in its folder."}`)) return;
+  try {
+    await api(`/api/videos/${video.video_id}`, { method: "DELETE" });
+    forgetVideoState();
+    state.video = null;
+    const player = $("#player");
+    player.removeAttribute("src"); player.load();
+    $(".player-wrap").classList.remove("has-video");
+    $("#video-title").textContent = ""; $("#timeline").replaceChildren(); $("#stages").replaceChildren();
+    $("#ask-button").disabled = true; $("#remove-button").disabled = true; $("#index-button").disabled = true;
+    await loadVideos();
+    notify(`removed ${video.name}`, true);
+  } catch (error) { notify(error.message); }
+}
+
 // -- adding videos ----------------------------------------------------------------------------------------------------------
 async function register(event) {
   event.preventDefault();
@@ -492,6 +514,7 @@ async function start() {
   $("#ask-form").addEventListener("submit", ask);
   $("#add-choice").addEventListener("click", () => addChoice());
   $("#index-button").addEventListener("click", buildMemory);
+  $("#remove-button").addEventListener("click", removeVideo);
   $("#register-form").addEventListener("submit", register);
   $("#upload-input").addEventListener("change", upload);
   $("#sql-form").addEventListener("submit", runSql);
