@@ -207,3 +207,14 @@ def test_a_truncated_video_is_refused_with_what_is_missing(tmp_path):
     assert_one_line_error(result, 2, "the file is cut short: its video data ends at 0.97 s of the 9.64 s")
     result = run_cli("ask", str(path), "What does the dog do?", home=tmp_path / "home")
     assert_one_line_error(result, 2, "cut short")
+
+
+# -- 10. models list ----------------------------------------------------------------------------------------------------
+def test_models_list_names_every_model_and_how_to_get_a_missing_one(tmp_path, models_dir):
+    """It named only the assembled assets: not OCR, Whisper, E5 or MoveNet, nor what was missing."""
+    listed = run_cli("models", "list", home=tmp_path, models_dir=models_dir).stdout
+    for name in ("rapidocr pp-ocrv5", "whisper tiny.en", "multilingual-e5-small", "movenet", "centernet"):
+        assert f"\n{name}: " in "\n" + listed, listed
+    empty = run_cli("models", "list", home=tmp_path, models_dir=tmp_path / "none").stdout
+    assert "qwen2.5-1.5b: missing (install: vidagent models install qwen2.5-1.5b)  [chat model]" in empty
+    assert "centernet: missing (install: vidagent models install centernet)" in empty

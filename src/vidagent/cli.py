@@ -138,11 +138,11 @@ def _cmd_models(args: argparse.Namespace) -> int:
         for name, path in paths.items():
             print(f"{name}: {path}")
     else:
-        installed = install.installed_models(settings.models_dir)
-        if not installed:
+        statuses = model_inventory(settings.models_dir)
+        for status in statuses:
+            print(status.line())
+        if not install.installed_models(settings.models_dir):
             print(f"no models installed in {settings.models_dir}; run `vidagent models install`")
-        for name, path in installed.items():
-            print(f"{name}: {path}")
     return 0
 
 
