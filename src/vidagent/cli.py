@@ -138,6 +138,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
         for name, path in paths.items():
             print(f"{name}: {path}")
     else:
+        from vidagent.models.inventory import model_inventory
+
         statuses = model_inventory(settings.models_dir)
         for status in statuses:
             print(status.line())
