@@ -51,9 +51,15 @@ def test_pick_build_ask_watch_the_steps_and_seek_to_evidence(temporal_library, m
                 page.wait_for_function("Math.abs(document.querySelector('#player').currentTime - 4.0) < 0.1")
                 assert "Segment 2" in page.inner_text("#segment-detail")
 
+                page.evaluate("window.barTexts = []; new MutationObserver(() => window.barTexts.push("
+                              "document.querySelector('.progress-text').textContent)).observe("
+                              "document.querySelector('.progress-text'), {childList: true, characterData: true,"
+                              " subtree: true})")
                 page.click("#index-button")  # the objects stage is missing: build it, watching the progress
                 page.wait_for_selector("#index-progress:not([hidden])")
                 page.wait_for_selector(".stage.built:text-is('objects')", timeout=90_000)
+                texts = page.evaluate("window.barTexts")  # the bar moved frame by frame, not only by stage
+                assert any(": frame " in text for text in texts), texts
                 page.wait_for_selector(".lane-track[data-lane^=object-] .block")
 
                 page.fill("#question", "What is being drawn on the tablet?")

@@ -170,8 +170,11 @@ def test_an_index_job_streams_its_progress_and_a_second_request_joins_it(served)
     assert names[0] == "queued" and names[-1] == "done", names
     started = dict(events)["started"]
     assert started["missing"] == ["frames", "speech", "segments"]
-    progress = [(d["stage"], d["state"]) for n, d in events if n == "progress"]
+    progress = [(d["stage"], d["state"]) for n, d in events if n == "progress" and "frames_done" not in d]
     assert progress == [(s, state) for s in started["missing"] for state in ("running", "done")]
+    frames = [(d["frames_done"], d["frames_total"]) for n, d in events if n == "progress" and "frames_done" in d]
+    assert frames and frames[-1][0] == frames[-1][1] >= 1  # the frames stage's bar moves by frames
+    assert all(a[0] <= b[0] for a, b in zip(frames, frames[1:]))
     assert client.get(f"/api/jobs/{first.json()['job_id']}").json()["state"] == "done"
     assert client.get(f"/api/videos/{video_id}").json()["stages"] == ["frames", "speech", "segments"]
     late = stream_events(client, "GET", f"/api/jobs/{first.json()['job_id']}/events")  # a late reader replays it

@@ -80,12 +80,14 @@ class MemoryBuilder:
         return [name for name in self._with_requirements(stages)
                 if not self.library.has_stage(video_id, name, self.stage(name).config())]
 
-    def build(self, video: Video, stages: Sequence[str] = TEMPORAL_STAGES, *, progress: bool = True) -> VideoMemory:
+    def build(self, video: Video, stages: Sequence[str] = TEMPORAL_STAGES, *, progress: bool = True,
+              on_frames: Callable[[int, int], None] | None = None) -> VideoMemory:
         """Build whichever of ``stages`` (and what they require) are missing, and return the memory.
 
         Frame stages run as one pipeline (``FramePipeline``); meanwhile the table stages that need
         no frame stage (speech) are computed on a thread of their own and written once the frame
         stages are (a build that fails in its frame stages writes none of them); the others after.
+        ``on_frames(done, total)`` follows the frame stages frame by frame.
         """
         self.library.add_video(video.info)
         missing = self.missing_stages(video, stages)
@@ -97,7 +99,7 @@ class MemoryBuilder:
         late = [name for name in table_names if name not in early]
         beside = _Background(lambda: self._compute_table_stages(video, early, progress)) if early else None
         if frame_stages:  # on failure the thread is not waited for, and what it computes is dropped
-            self._build_frame_stages(video, frame_stages, progress)  # type: ignore[arg-type]
+            self._build_frame_stages(video, frame_stages, progress, on_frames)  # type: ignore[arg-type]
         if beside is not None:
             self._write_table_stages(video, beside.join())
         for name in late:  # each may read what the one before wrote
@@ -130,8 +132,9 @@ class MemoryBuilder:
             add(name)
         return [name for name in STAGE_ORDER if name in wanted]
 
-    def _build_frame_stages(self, video: Video, stages: list[FrameStage], progress: bool) -> None:
-        outcomes = FramePipeline(self.library, video, progress).run(stages)
+    def _build_frame_stages(self, video: Video, stages: list[FrameStage], progress: bool,
+                            on_frames: Callable[[int, int], None] | None = None) -> None:
+        outcomes = FramePipeline(self.library, video, progress, on_frames).run(stages)
         self.last_reused = {name: outcome.reused for name, outcome in outcomes.items()}
         for stage in stages:
             outcome = outcomes[stage.name]

@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -62,11 +62,17 @@ class _Run:
 class FramePipeline:
     """Builds the per-frame results of several frame stages of one video."""
 
-    def __init__(self, library: Library, video: Video, progress: bool) -> None:
+    def __init__(self, library: Library, video: Video, progress: bool,
+                 on_frames: Callable[[int, int], None] | None = None) -> None:
+        """``on_frames(done, total)`` is told, from the stages' threads, each time frames are finished
+        (for a progress bar that moves by frames, not by stages)."""
         self.library = library
         self.video = video
         self.progress = progress
+        self.on_frames = on_frames
         self._stop = threading.Event()
+        self._frames_lock = threading.Lock()
+        self._frames_done = self._frames_total = 0
 
     def run(self, stages: Sequence[FrameStage]) -> dict[str, StageOutcome]:
         video_id = self.video.content_hash
@@ -80,6 +86,7 @@ class FramePipeline:
                              StageOutcome(done), queue.Queue(maxsize=QUEUE_BATCHES * stage.batch_size)))
         total = sum(len(run.wanted) for run in runs)
         finished = sum(len(run.wanted & set(run.outcome.results)) for run in runs)
+        self._frames_done, self._frames_total = finished, total
         names = ", ".join(stage.name for stage in stages)
         bar = tqdm(total=total, initial=finished, unit="frame", desc=f"indexing {self.video.path.name} ({names})",
                    disable=not self.progress, leave=False)
@@ -155,6 +162,11 @@ class FramePipeline:
                 chunk = [[t, results[t]] for t in sorted(times)]
                 self.library.save_checkpoint(video_id, run.stage.name, run.config, chunk[0][0], chunk)
                 bar.update(len(times))
+                with self._frames_lock:  # counted here: a disabled tqdm bar counts nothing
+                    self._frames_done += len(times)
+                    done, total = self._frames_done, self._frames_total
+                if self.on_frames is not None:
+                    self.on_frames(done, total)
 
         def flush() -> None:
             nonlocal pending, resolved

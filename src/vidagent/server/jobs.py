@@ -94,7 +94,7 @@ class IndexJobs:
                 job.events.publish("progress", {**progress, "state": "running",
                                                 "elapsed_s": round(time.perf_counter() - started, 2)})
                 stage_started = time.perf_counter()
-                builder.build(video, [stage], progress=False)
+                builder.build(video, [stage], progress=False, on_frames=_frames_reporter(job, progress))
                 job.built.append(stage)
                 job.events.publish("progress", {**progress, "state": "done",
                                                 "seconds": round(time.perf_counter() - stage_started, 2),
@@ -114,3 +114,20 @@ class IndexJobs:
         for job_id in finished[: max(0, len(self._jobs) - _KEPT_JOBS)]:
             del self._jobs[job_id]
 
+
+FRAME_EVENTS_PER_S = 4  # a frame stage's progress is published at most this often (and at its last frame)
+
+
+def _frames_reporter(job: IndexJob, progress: dict[str, Any]) -> Callable[[int, int], None]:
+    """Publishes a running stage's frames as ``progress`` events with ``frames_done`` and ``frames_total``,
+    so a client's bar moves by frames (a stage may take most of a build)."""
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done < total and now - last[0] < 1 / FRAME_EVENTS_PER_S:
+            return
+        last[0] = now
+        job.events.publish("progress", {**progress, "state": "running", "frames_done": done, "frames_total": total})
+
+    return report

@@ -232,8 +232,10 @@ async function buildMemory() {
       source.addEventListener("started", (e) => { const d = JSON.parse(e.data); setBar(0.02, d.missing.length ? `building ${d.missing.join(", ")}` : "already built"); });
       source.addEventListener("progress", (e) => {
         const d = JSON.parse(e.data);
-        const done = d.state === "done" ? d.number : d.number - 1;
-        setBar(Math.max(0.03, done / d.total), d.state === "done" ? `${d.stage} built (${d.number}/${d.total}, ${d.seconds} s)` : `building ${d.stage} (${d.number}/${d.total})…`);
+        // within a stage the bar moves by frames (a frame stage is most of a build), across stages by stage
+        const within = d.state === "done" ? 1 : d.frames_total ? d.frames_done / d.frames_total : 0;
+        const frames = d.frames_total && d.state !== "done" ? `: frame ${d.frames_done} of ${d.frames_total}` : "";
+        setBar(Math.max(0.03, (d.number - 1 + within) / d.total), d.state === "done" ? `${d.stage} built (${d.number}/${d.total}, ${d.seconds} s)` : `building ${d.stage} (${d.number}/${d.total})${frames}…`);
       });
       source.addEventListener("done", () => { source.close(); setBar(1, "memory built"); resolve(); });
       source.addEventListener("error", (e) => { source.close(); reject(new Error(e.data ? JSON.parse(e.data).error?.message || "the build failed" : "lost the connection")); });
