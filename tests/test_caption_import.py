@@ -1,0 +1,283 @@
+"""Memories without pixels: importing the caption sets that LLoVi and VideoAgent released (small real
+slices of the files in ../shared/data/benchmarks), every bad input refused with nothing written, and
+asking such a memory (tools that need frames or objects say there are none)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vidagent.config import Settings
+from vidagent.errors import MemoryStoreError
+from vidagent.memory.caption_formats import CaptionFormatError, read_caption_set
+from vidagent.memory.caption_import import ImportOptions, import_captions
+from vidagent.memory.store import Library
+from vidagent.memory.stored_video import NoPixelsError
+from vidagent.memory.video_memory import VideoMemory
+from vidagent.perception.suite import text_embedder
+from vidagent.tools.frames import FrameTools
+from vidagent.tools.temporal import TemporalTools
+
+from conftest import DATA
+from scripted_llm import ScriptedLLM
+
+BENCHMARKS = DATA / "benchmarks"
+LAVILA = BENCHMARKS / "egoschema" / "lavila_subset.json"
+EGO_QUESTIONS = BENCHMARKS / "egoschema" / "questions_dev.json"
+COGAGENT = BENCHMARKS / "nextqa" / "nextqa_allcaps_1fps.zip"
+NEXTQA_QUESTIONS = BENCHMARKS / "nextqa" / "val_dev.csv"
+
+
+def _needs(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"benchmark data {path} is not available")
+    return path
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return text_embedder(Settings.from_env())
+
+
+@pytest.fixture(scope="module")
+def ego_slice(tmp_path_factory) -> tuple[Path, list[str]]:
+    """Two EgoSchema videos of the development split, as LLoVi released their captions (180 each)."""
+    questions = json.loads(_needs(EGO_QUESTIONS).read_text())
+    captions = json.loads(_needs(LAVILA).read_text())
+    ids = [q["q_uid"] for q in questions[:2]]
+    path = tmp_path_factory.mktemp("ego") / "egoschema_lavila_slice.json"
+    path.write_text(json.dumps({i: captions[i] for i in ids}))
+    return path, ids
+
+
+@pytest.fixture(scope="module")
+def nextqa_slice(tmp_path_factory) -> tuple[Path, list[str]]:
+    """Two NExT-QA videos of the development split, as VideoAgent released their captions (a zip of *_cap.json)."""
+    videos: list[str] = []
+    for line in _needs(NEXTQA_QUESTIONS).read_text().splitlines()[1:]:
+        video = line.split(",", 1)[0]
+        if video not in videos:
+            videos.append(video)
+        if len(videos) == 2:
+            break
+    path = tmp_path_factory.mktemp("nextqa") / "nextqa_caps_slice.zip"
+    with zipfile.ZipFile(_needs(COGAGENT)) as released, zipfile.ZipFile(path, "w") as sliced:
+        for video in videos:
+            name = f"nextqa_allcaps_1fps/{video}_cap.json"
+            sliced.writestr(name, released.read(name))
+    return path, videos
+
+
+def _videos(library_path: Path) -> list[str]:
+    with Library(library_path) as library:
+        return [row["video_id"] for row in library.video_rows()]
+
+
+def test_llovi_captions_become_one_memory_per_video_with_their_seconds(tmp_path, embedder, ego_slice):
+    path, ids = ego_slice
+    with Library(tmp_path / "lib.sqlite") as library:
+        report = import_captions(library, embedder, path)
+        assert (report.format, report.namespace) == ("llovi", "egoschema")
+        assert report.imported == [f"egoschema:{i}" for i in ids] and report.captions == 360
+        stored = library.stored_video(f"egoschema:{ids[0]}")
+        assert stored is not None and stored.duration_s == 180.0 and stored.provenance.captioner.startswith("LaViLa")
+        memory = VideoMemory(stored, library)
+        released = json.loads(path.read_text())[ids[0]]
+        assert memory.stages == ["segments"] and memory.segment_count == 180 and not memory.has_pixels
+        assert [(s.start_s, s.end_s) for s in memory.segments[:2]] == [(0.0, 1.0), (1.0, 2.0)]
+        assert memory.segments[0].description == " ".join(released[0].split())
+        assert memory.segments[0].embedding.shape == (384,) and memory.segment_seconds == 1.0
+        assert library.count_rows("clips", stored.content_hash) >= 1
+        assert "camera wearer" in stored.provenance.note
+        with pytest.raises(NoPixelsError, match="no frames"):
+            list(stored.frames_at([1.0]))
+        rows = {row["video_id"]: row for row in library.video_rows()}
+        assert rows[f"egoschema:{ids[0]}"]["captioner"].startswith("LaViLa")
+
+
+def test_videoagents_zip_becomes_memories_keyed_by_second(tmp_path, embedder, nextqa_slice):
+    path, videos = nextqa_slice
+    with Library(tmp_path / "lib.sqlite") as library:
+        report = import_captions(library, embedder, path)
+        assert (report.format, report.namespace) == ("videoagent", "nextqa")
+        with zipfile.ZipFile(path) as archive:
+            released = json.loads(archive.read(f"nextqa_allcaps_1fps/{videos[0]}_cap.json"))
+        memory = VideoMemory(library.stored_video(f"nextqa:{videos[0]}"), library)
+        assert memory.segment_count == len(released) and memory.video.duration_s == float(len(released))
+        assert memory.segments[3].description == " ".join(released["3"].split())
+        assert library.caption_provenance(memory.video_id).file.endswith(f"!nextqa_allcaps_1fps/{videos[0]}_cap.json")
+
+
+def test_importing_the_same_file_again_rebuilds_nothing_and_a_stopped_import_resumes(tmp_path, embedder, ego_slice):
+    path, ids = ego_slice
+    with Library(tmp_path / "lib.sqlite") as library:
+        first = import_captions(library, embedder, path, ImportOptions(only=[ids[0]]))  # as if stopped after one
+        built = library.rows("SELECT built_at, config_key FROM stages WHERE video_id=?", (f"egoschema:{ids[0]}",))
+        resumed = import_captions(library, embedder, path)
+        again = import_captions(library, embedder, path)
+        assert first.imported == [f"egoschema:{ids[0]}"]
+        assert resumed.unchanged == [f"egoschema:{ids[0]}"] and resumed.imported == [f"egoschema:{ids[1]}"]
+        assert again.imported == [] and len(again.unchanged) == 2
+        assert library.rows("SELECT built_at, config_key FROM stages WHERE video_id=?",
+                            (f"egoschema:{ids[0]}",)) == built
+
+
+class _FailingEmbedder:
+    """The real embedder, failing on its second video: an import that dies half-way."""
+
+    def __init__(self, embedder) -> None:
+        self.embedder, self.name, self.calls = embedder, embedder.name, 0
+
+    def embed_passages(self, texts):
+        self.calls += 1
+        if self.calls > 1:
+            raise MemoryStoreError("disk full")
+        return self.embedder.embed_passages(texts)
+
+
+def test_an_import_that_fails_half_way_leaves_whole_memories_only(tmp_path, embedder, ego_slice):
+    path, ids = ego_slice
+    with Library(tmp_path / "lib.sqlite") as library:
+        with pytest.raises(MemoryStoreError, match="disk full"):
+            import_captions(library, _FailingEmbedder(embedder), path)
+        assert [row["video_id"] for row in library.video_rows()] == [f"egoschema:{ids[0]}"]
+        assert library.count_rows("segments", f"egoschema:{ids[1]}") == 0
+
+
+def _zip(path: Path, members: dict[str, str]) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in members.items():
+            archive.writestr(name, text)
+    return path
+
+
+BAD_INPUTS = {
+    # name: (file name, content (str, or a callable of the folder), --format, expected message)
+    "unknown format": ("captions.txt", "0 a man walks", None, "cannot tell its caption format"),
+    "format not known": ("captions.json", "{}", "srt", "unknown caption format 'srt'"),
+    "a list, not an object": ("captions.json", '["#C C walks"]', None, "expected a JSON object of video id"),
+    "captions not a list": ("captions.json", '{"v1": "#C C walks"}', None, "video 'v1': expected a list"),
+    "no captions": ("captions.json", '{"v1": []}', None, "video 'v1': has no captions"),
+    "empty caption": ("captions.json", '{"v1": ["#C C walks", "  "]}', None, "video 'v1' caption 1: the caption is empty"),
+    "caption not text": ("captions.json", '{"v1": ["#C C walks", 3]}', None, "caption 1: a caption must be text"),
+    "duplicate video": ("captions.json", '{"v1": ["a"], "v1": ["b"]}', None, "key 'v1' appears twice"),
+    "bad video id": ("captions.json", '{"v 1": ["a"]}', None, "'v 1' is not a usable video id"),
+    "truncated json": ("captions.json", '{"v1": ["#C C walks", "#C C', None, "not valid JSON"),
+    "seconds going back": ("caps.zip", lambda d: _zip(d / "caps.zip", {"x/v1_cap.json": '{"1": "a", "0": "b"}'}),
+                           None, "v1_cap.json: second 0 comes after second 1"),
+    "second not a number": ("caps.zip", lambda d: _zip(d / "caps.zip", {"x/v1_cap.json": '{"one": "a"}'}),
+                            None, "key 'one' is not a whole second"),
+    "same video twice in a zip": ("caps.zip", lambda d: _zip(d / "caps.zip", {"a/v1_cap.json": '{"0": "a"}',
+                                                                             "b/v1_cap.json": '{"0": "b"}'}),
+                                  None, "video 'v1' appears twice"),
+    "zip without captions": ("caps.zip", lambda d: _zip(d / "caps.zip", {"readme.txt": "hi"}), None,
+                             "no *_cap.json files in this zip"),
+    "csv without a column": ("caps.csv", "video_id,start_s,caption\nv1,0,a\n", None, "the header lacks end_s"),
+    "csv end before start": ("caps.csv", "video_id,start_s,end_s,caption\nv1,2,1,a\n", None,
+                             "line 2: end_s 1 is not after start_s 2"),
+    "csv times going back": ("caps.csv", "video_id,start_s,end_s,caption\nv1,4,5,a\nv1,1,2,b\n", None,
+                             "line 3: video 'v1' starts at 1 s after a caption at 4 s"),
+    "csv same span twice": ("caps.csv", "video_id,start_s,end_s,caption\nv1,0,1,a\nv1,0,1,b\n", None,
+                            "has a second caption for 0-1 s"),
+    "jsonl not a number": ("caps.jsonl", '{"video_id": "v1", "start_s": "soon", "end_s": 1, "caption": "a"}\n', None,
+                           "line 1: start_s 'soon' is not a number"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_caption_sets_are_one_line_errors_naming_file_and_record_and_write_nothing(tmp_path, embedder, case):
+    name, content, format, message = BAD_INPUTS[case]
+    path = content(tmp_path) if callable(content) else tmp_path / name
+    if not callable(content):
+        path.write_text(content)
+    library_path = tmp_path / "lib.sqlite"
+    with Library(library_path) as library:
+        with pytest.raises(CaptionFormatError) as raised:
+            import_captions(library, embedder, path, ImportOptions(format=format, namespace="test"))
+    text = str(raised.value)
+    assert message in text and "\n" not in text
+    assert case in ("format not known",) or path.name in text
+    assert _videos(library_path) == []
+
+
+def test_a_truncated_release_zip_is_refused_and_nothing_is_imported(tmp_path, embedder, nextqa_slice):
+    path, _ = nextqa_slice
+    cut = tmp_path / "nextqa_cut.zip"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with Library(tmp_path / "lib.sqlite") as library:
+        with pytest.raises(CaptionFormatError, match="nextqa_cut.zip: not a readable zip .*truncated"):
+            import_captions(library, embedder, cut)
+    assert _videos(tmp_path / "lib.sqlite") == []
+
+
+def test_a_generic_jsonl_keeps_each_captions_own_times(tmp_path):
+    path = tmp_path / "mine.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [
+        {"video_id": "a", "start_s": 0, "end_s": 4.5, "caption": "a man opens a door"},
+        {"video_id": "a", "start_s": 4.5, "end_s": 9, "caption": "he walks in"},
+        {"video_id": "b", "start_s": 0, "end_s": 2, "caption": "a cat sleeps"}]))
+    format, videos = read_caption_set(path)
+    assert format == "jsonl" and [v.video for v in videos] == ["a", "b"]
+    assert [(c.start_s, c.end_s) for c in videos[0].captions] == [(0.0, 4.5), (4.5, 9.0)] and videos[0].duration_s == 9.0
+
+
+def test_tools_read_captions_where_they_would_look_at_frames_and_objects_are_refused(tmp_path, embedder, ego_slice,
+                                                                                   models_dir):
+    from vidagent.session import Session
+
+    path, ids = ego_slice
+    settings = replace(Settings.from_env(), home=tmp_path, models=models_dir)
+    with Library(settings.library_path) as library:
+        import_captions(library, embedder, path)
+        memory = VideoMemory(library.stored_video(f"egoschema:{ids[0]}"), library)
+        llm = ScriptedLLM(["He washes a bowl.", "He rinses it."])
+        frames = FrameTools(memory, describer=None, vqa=None, llm=llm)  # type: ignore[arg-type]
+        described = frames.frame_description(10.0, 12.0)
+        assert described.text.startswith("Captions (this memory has no frames):\n10.0-11.0 s: ")
+        assert [(e.start_s, e.end_s) for e in described.evidence] == [(10.0, 11.0), (11.0, 12.0)]
+        asked = frames.frame_question_answering("What does he wash?", 10.0, 11.0)
+        assert "He washes a bowl." in asked.text and "10.0-11.0 s: " in llm.requests[0][0].content
+        vqa = TemporalTools(memory, embedder, vqa=None, llm=llm).visual_question_answering("What now?", 20)  # type: ignore[arg-type]
+        assert "read from their captions" in vqa.text and len(vqa.evidence) == 3
+    llm = ScriptedLLM(["Thought: look at the objects\nAction: object_memory_querying\nAction Input: what does C hold?",
+                       "Thought: none\nFinal Answer: 3"])
+    choices = ["a cup", "a bowl", "a knife", "a sponge", "a towel"]
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(f"egoschema:{ids[0]}", "What does C hold?", choices,
+                             planner="react", planner_options={"tools": "caption_retrieval,object_memory_querying"})
+    observation = next(s for s in answer.trace if getattr(s, "tool", "") == "object_memory_querying"
+                       and s.kind == "observation")
+    assert observation.is_error and "has no objects memory" in observation.text
+    assert answer.choice_index is not None and answer.text == choices[answer.choice_index]
+    assert "LaViLa" in llm.requests[0][0].content  # the memory note says what the descriptions are
+
+
+def _cli(*args: str, library: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "VIDAGENT_LIBRARY": str(library)}
+    return subprocess.run([sys.executable, "-m", "vidagent.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def test_the_import_command_reports_and_refuses_in_one_line(tmp_path, ego_slice):
+    path, ids = ego_slice
+    library = tmp_path / "lib.sqlite"
+    done = _cli("import", str(path), "--json", "-q", library=library)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["imported"] == [f"egoschema:{i}" for i in ids] and report["captions"] == 360
+    again = _cli("import", str(path), "-q", library=library)
+    assert again.returncode == 0 and "0 memories imported, 2 unchanged" in again.stdout
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"v1": ["#C C')
+    refused = _cli("import", str(bad), "--namespace", "mine", library=library)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "broken.json: not valid JSON" in refused.stderr
+    missing = _cli("ask", "egoschema:no-such-video", "what?", "--planner", "random", "--choice", "a", "--choice", "b",
+                   library=library)
+    assert missing.returncode == 2 and "no memory with this id" in missing.stderr
