@@ -107,6 +107,14 @@ def test_egoschema_with_subset_answers(tmp_path):
     assert second.answer_index == 3 and second.video == "uid1" and second.choices[4] == "o4"
 
 
+def test_egoschema_split_finds_its_own_answers_beside_it(tmp_path):
+    questions = [{"q_uid": "uid0", "google_drive_id": "x", "question": "q", **{f"option {k}": f"o{k}" for k in range(5)}}]
+    path = write_json(tmp_path / "questions_dev.json", questions)
+    write_json(tmp_path / "subset_answers.json", {"uid0": 1})  # another split's: not this one's
+    write_json(tmp_path / "subset_answers_dev.json", {"uid0": 2})
+    assert load_dataset(path).items[0].answer_index == 2
+
+
 def test_star_json(tmp_path):
     path = write_json(tmp_path / "STAR_val.json", [{
         "question_id": "Interaction_T1_13", "question": "Which object was tidied up by the person?",

@@ -234,12 +234,15 @@ def load_nextoe(path: Path) -> list[EvalItem]:
 # -- EgoSchema ---------------------------------------------------------------------------------
 def load_egoschema(path: Path) -> list[EvalItem]:
     """EgoSchema ``questions.json`` (``q_uid, question, option 0..4``); answers from a sibling
-    ``subset_answers.json`` (or an ``answer`` field). Questions without an answer are kept unscored."""
+    ``subset_answers.json`` (``subset_answers_dev.json`` beside ``questions_dev.json``; or an ``answer`` field). Questions without an answer are kept unscored."""
     data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of questions")
     answers: dict[str, Any] = {}
-    answers_file = _sibling(path, ("subset_answers.json", "answers.json"))
+    # a split's answers sit beside its questions with the same tail: questions_dev.json -> subset_answers_dev.json
+    tail = path.stem[len("questions"):] if path.stem.startswith("questions") else ""
+    answers_file = _sibling(path, tuple(dict.fromkeys((f"subset_answers{tail}.json", f"answers{tail}.json",
+                                                       "subset_answers.json", "answers.json"))))
     if answers_file is not None:
         loaded = read_json(answers_file)
         if not isinstance(loaded, dict):
