@@ -171,6 +171,18 @@ def test_first_hour_on_a_phone_and_a_laptop_switching_videos(temporal_library, m
                          " return b.right <= p.right + 1 && b.left >= p.left - 1; })()"
                 assert page.evaluate(inside)
 
+                # a search tree as the server streams it: the root's two branches are labelled apart
+                page.evaluate("""() => {
+                    const t0 = performance.now();
+                    const step = (id, parent_id, type, display) => onAskEvent("step", {id, parent_id, type, display,
+                        summary: display, seconds: 0, prompt_tokens: 0, completion_tokens: 0}, t0);
+                    step(0, null, "task", "Which is it?"); step(1, 0, "tool_call", "caption_retrieval(0, 2)");
+                    step(2, 1, "observation", "Segment 0: a dog"); step(3, 2, "tool_call", "count(dogs)");
+                    step(4, 2, "tool_call", "when(the jump)"); step(5, 3, "final_answer", "A. a ball");
+                }""")
+                labels = page.locator(".branch-label").all_inner_texts()
+                assert [label.lower() for label in labels] == ["branch 1 of 2", "branch 2 of 2"], labels
+
                 page.set_viewport_size({"width": 390, "height": 844})
                 page.reload()
                 page.wait_for_selector("body[data-ready=true]")
