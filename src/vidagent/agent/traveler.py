@@ -103,6 +103,7 @@ class _Traversal:
         self.task = task
         self.toolbox = toolbox
         self.experience = toolbox.experience()
+        self.memory_note = toolbox.memory_note  # what wrote the descriptions (a describer, or imported captions)
         self.llm = llm
         self.trace, root = start(task, trace, toolbox)
         self.last: Step = root
@@ -241,7 +242,7 @@ class _Traversal:
         """A forced multiple-choice reply that names no option: the option the model finds likeliest
         after the same context (by first-token probabilities; None where the backend gives none)."""
         text = render(load_prompt(PROMPTS, "traveler_context"), duration=f"{self.duration:.1f}",
-                      memory=self._memory(), question=self.task.question).strip()
+                      memory_note=self.memory_note, memory=self._memory(), question=self.task.question).strip()
         scores = score_options(self.llm, [Message("user", f"{self.experience}{text}\n{self._choices()}")],
                                self.task, self.trace, self.last.id)
         return str(scores.index) if scores is not None else None
@@ -292,7 +293,8 @@ class _Traversal:
         text = render(load_prompt(PROMPTS, prompt), **values).strip()
         if prompt != "traveler_summarize":
             context = render(load_prompt(PROMPTS, "traveler_context"), duration=f"{self.duration:.1f}",
-                             memory=self._memory(), question=self.task.question).strip()
+                             memory_note=self.memory_note, memory=self._memory(),
+                             question=self.task.question).strip()
             text = f"{self.experience}{context}\n{text}"
         return self.llm.chat([Message("user", text)], max_tokens=max_tokens, temperature=0.0)
 
