@@ -274,6 +274,9 @@ def test_the_import_command_reports_and_refuses_in_one_line(tmp_path, ego_slice)
     assert report["imported"] == [f"egoschema:{i}" for i in ids] and report["captions"] == 360
     again = _cli("import", str(path), "-q", library=library)
     assert again.returncode == 0 and "0 memories imported, 2 unchanged" in again.stdout
+    listed = _cli("index", "--list", library=library)
+    assert listed.returncode == 0 and "2 memories in" in listed.stderr
+    assert f"egoschema:{ids[0]}\t180.0 s\tsegments\tcaptions by LaViLa (LLoVi's release) ({path.resolve()})" in listed.stdout
     bad = tmp_path / "broken.json"
     bad.write_text('{"v1": ["#C C')
     refused = _cli("import", str(bad), "--namespace", "mine", library=library)
@@ -281,3 +284,14 @@ def test_the_import_command_reports_and_refuses_in_one_line(tmp_path, ego_slice)
     missing = _cli("ask", "egoschema:no-such-video", "what?", "--planner", "random", "--choice", "a", "--choice", "b",
                    library=library)
     assert missing.returncode == 2 and "no memory with this id" in missing.stderr
+
+
+def test_the_library_function_imports_and_ask_reads_the_memory_by_its_id(tmp_path, nextqa_slice, models_dir):
+    import vidagent
+
+    path, videos = nextqa_slice
+    settings = replace(Settings.from_env(), home=tmp_path, models=models_dir)
+    report = vidagent.import_captions(path, settings=settings)
+    assert sorted(report.imported) == sorted(f"nextqa:{v}" for v in videos)  # in the zip's order
+    answer = vidagent.ask(f"nextqa:{videos[0]}", "What happens?", ["a", "b"], planner="random", settings=settings)
+    assert answer.video_id == f"nextqa:{videos[0]}" and answer.choice_index in (0, 1)

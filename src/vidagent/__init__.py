@@ -5,7 +5,7 @@ from vidagent.agent.planner import Planner, build_planner, planner_names, regist
 from vidagent.agent.steps import Step, Trace
 from vidagent.agent.task import Source, Task
 from vidagent.agent.toolbox import Toolbox
-from vidagent.api import ask, index
+from vidagent.api import ask, import_captions, index
 from vidagent.config import LLMSettings, Settings
 from vidagent.errors import LLMError, MemoryStoreError, ModelUnavailableError, VideoError, VidagentError
 from vidagent.session import Session
@@ -15,6 +15,6 @@ from vidagent.video.video import Video
 __all__ = [
     "Answer", "Candidate", "Evidence", "LLMError", "LLMSettings", "MemoryStoreError", "ModelUnavailableError",
     "Planner", "Session", "Settings", "Source", "Step", "Task", "Toolbox", "Trace", "Video", "VideoError",
-    "VidagentError", "ask", "build_planner", "index", "planner_names", "register_planner",
+    "VidagentError", "ask", "build_planner", "import_captions", "index", "planner_names", "register_planner",
 ]
 __version__ = "0.1.0"

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from vidagent.agent.answer import Answer
+from vidagent.memory.caption_import import ImportReport
 from vidagent.config import Settings
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.session import Session
@@ -30,3 +31,24 @@ def index(video: str | Path, *, settings: Settings | None = None, progress: bool
     with Session(settings) as session:
         memory: VideoMemory = session.index(video, progress=progress)
         return memory.segment_count
+
+
+def import_captions(path: str | Path, *, format: str | None = None, namespace: str | None = None,
+                    only: Sequence[str] | None = None, captioner: str | None = None,
+                    settings: Settings | None = None, progress: bool = False) -> "ImportReport":
+    """Import a caption set that a published system released (LLoVi's JSON, VideoAgent's ``*_cap.json``
+    folder or zip, or a generic JSONL/CSV) as one memory per video, named ``namespace:<video id>``;
+    ask about one with ``ask("egoschema:<q_uid>", ...)``. Importing again rebuilds nothing.
+
+    Raises ``CaptionFormatError`` (a ``VidagentError``) naming the file and record of any bad input,
+    before anything is written.
+    """
+    from vidagent.memory.caption_import import ImportOptions
+    from vidagent.memory.caption_import import import_captions as import_caption_set
+    from vidagent.memory.store import Library
+    from vidagent.perception.suite import text_embedder
+
+    settings = settings or Settings.from_env()
+    options = ImportOptions(format=format, namespace=namespace, captioner=captioner, only=only)
+    with Library(settings.library_path) as library:
+        return import_caption_set(library, text_embedder(settings), Path(path), options, progress=progress)

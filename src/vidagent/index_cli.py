@@ -24,7 +24,9 @@ def add_index_parser(sub: argparse._SubParsersAction, settings: Callable[[argpar
     index = sub.add_parser("index", help="build the memory of videos (files or folders) ahead of questions",
                            description="Build the memory of each video given and of each video file under each "
                                        "folder given. Videos already indexed are skipped; a killed run resumes.")
-    index.add_argument("paths", nargs="+", metavar="PATH", help="a video file or a folder of videos")
+    index.add_argument("paths", nargs="*", metavar="PATH", help="a video file or a folder of videos")
+    index.add_argument("--list", action="store_true",
+                       help="list the library's memories instead (videos indexed, and memories imported from captions)")
     index.add_argument("--stage", action="append", choices=STAGE_CHOICES,
                        help="build only this stage and what it needs (repeatable; default: all)")
     index.add_argument("--workers", type=int, default=None, metavar="N",
@@ -36,6 +38,10 @@ def add_index_parser(sub: argparse._SubParsersAction, settings: Callable[[argpar
 
 
 def run_index(args: argparse.Namespace, settings: Settings) -> int:
+    if args.list:
+        return list_memories(settings)
+    if not args.paths:
+        raise ValueError("give a video or a folder of videos to index, or --list to see the library")
     stages = ALL_STAGES if not args.stage or "all" in args.stage else tuple(args.stage)
     if args.workers is not None and args.workers < 1:
         raise ValueError("--workers must be at least 1")
@@ -63,6 +69,20 @@ def run_index(args: argparse.Namespace, settings: Settings) -> int:
               f" ({video_s / wall if wall else 0:.2f} video s per s); "
               f"{len(plan.skipped) - sum(o.status == 'failed' for o in plan.skipped)} skipped, {len(failed)} failed")
     return 1 if failed else 0
+
+
+def list_memories(settings: Settings) -> int:
+    """One line per memory in the library: id, duration, stages, and its file or where its captions came from."""
+    if not settings.library_path.is_file():
+        print(f"no library at {settings.library_path} yet: index a video or import captions first")
+        return 0
+    with Library(settings.library_path) as library:
+        rows = library.video_rows()
+    for row in rows:
+        origin = f"captions by {row['captioner']} ({row['path']})" if row["captioner"] else row["path"]
+        print(f"{row['video_id']}\t{row['duration_s']:.1f} s\t{row['stages'] or 'nothing built'}\t{origin}")
+    print(f"{len(rows)} memories in {settings.library_path}", file=sys.stderr)
+    return 0
 
 
 def _report(outcome: IndexOutcome, settings: Settings) -> None:

@@ -97,7 +97,7 @@ def import_captions(library: Library, embedder: TextEmbedder, source: Path, opti
                     *, progress: bool = False) -> ImportReport:
     """Import the caption set at ``source`` into ``library`` (see the module's description)."""
     started = time.perf_counter()
-    source = Path(source).expanduser()
+    source = Path(source).expanduser().resolve()  # provenance names the file wherever the import ran from
     format, videos = read_caption_set(source, options.format)
     namespace = options.namespace or guess_namespace(source)
     if not namespace:
