@@ -1,7 +1,8 @@
 """The web page in a real headless browser (Debian's chromium driven by Playwright's Python package) against
 a real server over the real memory: load, pick a video, seek from the timeline, build the memory with its
 progress, ask, see the steps arrive before the answer, click evidence and see the player seek. The
-screenshot is kept in the test's folder (and in $VIDAGENT_PAGE_SCREENSHOT when set: docs/serve.png)."""
+screenshot is kept in the test's folder (and in $VIDAGENT_PAGE_SCREENSHOT when set; the README's docs/serve.png is a
+real, uncached answer made by bench/page_screenshot.py)."""
 
 from __future__ import annotations
 
