@@ -22,7 +22,8 @@ ABOVE = {  # layer -> the layers it must not import
     "agent": {"eval", "server", "cli"},
     "eval": {"server", "cli"},
 }
-TOP_LEVEL_MODULES = {"session": "agent", "api": "agent", "cli": "cli"}
+TOP_LEVEL_MODULES = {"session": "agent", "api": "agent", "cli": "cli", "index_cli": "cli", "import_cli": "cli",
+                     "pack_cli": "cli", "experience_cli": "cli"}
 
 
 def _layer(module: str) -> str | None:
