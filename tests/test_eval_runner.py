@@ -97,6 +97,20 @@ def comparable(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
+def kill_after_rows(args: list[str], env: dict[str, str], results: Path, rows: int) -> None:
+    """Start ``vidagent ARGS`` and kill -9 it (its whole process group) once ``results`` holds ``rows`` rows."""
+    process = subprocess.Popen([sys.executable, "-m", "vidagent.cli", *args], env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if results.exists() and results.read_text().count("\n") >= rows:
+            break
+        time.sleep(0.02)
+    assert process.poll() is None, "the run finished before it could be killed"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
 def read_rows(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line.strip()]
 
@@ -333,17 +347,7 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_results(tmp_path, setti
     args = ["eval", str(qa), "--planner", "caption_only", "--model", SMALL_MODEL, "--no-cache", "--threads", "1",
             "--out", str(out), "-q", "--experience", "all", "--teach"]
     env = {**os.environ, "VIDAGENT_HOME": str(home), "VIDAGENT_MODELS": str(models_dir)}
-    process = subprocess.Popen([sys.executable, "-m", "vidagent.cli", *args], env=env, start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    results = out / "results.jsonl"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:
-        if results.exists() and results.read_text().count("\n") >= 2:
-            break
-        time.sleep(0.02)
-    assert process.poll() is None, "the run finished before it could be killed"
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_after_rows(args, env, out / "results.jsonl", 2)
     answered_before = len(read_rows(out))
     assert 2 <= answered_before < 6
     resumed = run_cli(*args, home=home, models_dir=models_dir)

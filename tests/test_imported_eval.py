@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from vidagent.session import Session
 
 from conftest import DATA
 from scripted_llm import ScriptedLLM
-from test_eval_runner import SMALL_MODEL, comparable, read_rows
+from test_eval_runner import SMALL_MODEL, comparable, kill_after_rows, read_rows
 
 EGO = DATA / "benchmarks" / "egoschema"
 PLANNERS = {  # each planner, bounded so a test question stays short
@@ -119,17 +117,7 @@ def test_eval_over_imported_memories_counts_segments_read_and_resumes_after_kill
     args = ["eval", str(questions_file), "--memories", "egoschema", "--planner", "caption_only", "--model", SMALL_MODEL,
             "--no-cache", "--threads", "1", "--out", str(out), "-q"]
     env = {**os.environ, "VIDAGENT_HOME": str(settings.home), "VIDAGENT_MODELS": str(models_dir)}
-    process = subprocess.Popen([sys.executable, "-m", "vidagent.cli", *args], env=env, start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    results = out / "results.jsonl"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:
-        if results.exists() and results.read_text().count("\n") >= 1:
-            break
-        time.sleep(0.02)
-    assert process.poll() is None, "the run finished before it could be killed"
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_after_rows(args, env, out / "results.jsonl", 1)
     assert 1 <= len(read_rows(out)) < 3
     resumed = subprocess.run([sys.executable, "-m", "vidagent.cli", *args], env=env, capture_output=True, text=True,
                              timeout=600)
