@@ -126,6 +126,9 @@ def test_first_hour_on_a_phone_and_a_laptop_switching_videos(temporal_library, m
                 page.click(f"#video-list li[data-video-id='{toy}']")
                 page.wait_for_selector(".lane-track[data-lane=segments] .block")
                 assert page.locator(".stage[title]").count() == 4 and page.locator(".legend").is_visible()
+                page.locator(".lane-track[data-lane=segments] .block").first.click()
+                detail = page.inner_text("#segment-detail")
+                assert detail.startswith("Segment 0") and "not a caption]" not in detail, detail
 
                 page.fill("#question", "   ")
                 page.click("#ask-button")

@@ -183,8 +183,11 @@ function renderTimeline() {
   drawOverlay();
 }
 
+// the describer's label ("[detector+OCR description, not a caption]") is on every segment: the legend says it once
+const unlabelled = (text) => text.replace(/^\[[^\]]*not a caption\]\s*/, "");
+
 function showSegment(segment) {
-  const parts = [el("b", {}, `Segment ${segment.segment_id} · ${seconds(segment.start_s)}–${seconds(segment.end_s)}: `), segment.description];
+  const parts = [el("b", {}, `Segment ${segment.segment_id} · ${seconds(segment.start_s)}–${seconds(segment.end_s)}: `), unlabelled(segment.description)];
   if (segment.speech) parts.push(el("div", {}, el("b", {}, "Speech: "), `“${segment.speech}”`));
   if (segment.on_screen_text) parts.push(el("div", {}, el("b", {}, "On-screen text: "), segment.on_screen_text));
   $("#segment-detail").replaceChildren(...parts);
