@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Collection, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -93,10 +93,30 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def import_captions(library: Library, embedder: TextEmbedder, source: Path, options: ImportOptions = ImportOptions(),
-                    *, progress: bool = False) -> ImportReport:
-    """Import the caption set at ``source`` into ``library`` (see the module's description)."""
-    started = time.perf_counter()
+@dataclass(frozen=True)
+class PreparedImport:
+    """A caption set read and checked in full, ready to write: nothing of it is written yet."""
+
+    source: Path
+    format: str
+    namespace: str
+    videos: tuple[CaptionedVideo, ...]
+    ids: dict[str, str]  # dataset video id -> memory id
+    captioner: str
+    note: str
+    sha256: str
+
+    @property
+    def captions(self) -> int:
+        return sum(len(video.captions) for video in self.videos)
+
+
+VideoDone = Callable[[int, int, str, bool], None]  # (videos done, of, memory id, whether it was written)
+
+
+def prepare_import(source: Path, options: ImportOptions = ImportOptions()) -> PreparedImport:
+    """Read and check the caption set at ``source`` (every record, the namespace, the ids): a
+    ``CaptionFormatError`` naming the file and record for any bad input; nothing is written."""
     source = Path(source).expanduser().resolve()  # provenance names the file wherever the import ran from
     format, videos = read_caption_set(source, options.format)
     namespace = options.namespace or guess_namespace(source)
@@ -113,26 +133,48 @@ def import_captions(library: Library, embedder: TextEmbedder, source: Path, opti
     captioner = options.captioner or preset["captioner"] or source.stem
     note = options.note or render(load_prompt("vidagent.memory", "memory_note_imported"), captioner=captioner,
                                   covers=preset["covers"], conventions=preset["conventions"]).strip()
-    sha256 = file_sha256(source)
-    report = ImportReport(source, format, namespace)
-    for video in tqdm(videos, desc=f"importing {source.name}", unit="video", disable=not progress, dynamic_ncols=True):
-        video_id = ids[video.video]
-        config = _config(video, format, embedder, captioner, note)
+    return PreparedImport(source, format, namespace, tuple(videos), ids, captioner, note, file_sha256(source))
+
+
+def write_import(library: Library, embedder: TextEmbedder, prepared: PreparedImport, *, progress: bool = False,
+                 on_video: VideoDone | None = None) -> ImportReport:
+    """Write a prepared caption set, one transaction per video; ``on_video`` hears of each video done."""
+    started = time.perf_counter()
+    source = prepared.source
+    report = ImportReport(source, prepared.format, prepared.namespace)
+    total = len(prepared.videos)
+    for done, video in enumerate(tqdm(prepared.videos, desc=f"importing {source.name}", unit="video",
+                                      disable=not progress, dynamic_ncols=True), 1):
+        video_id = prepared.ids[video.video]
+        config = _config(video, prepared.format, embedder, prepared.captioner, prepared.note)
         report.captions += len(video.captions)
         if library.has_stage(video_id, "segments", config):
             report.unchanged.append(video_id)
+            if on_video is not None:
+                on_video(done, total, video_id, False)
             continue
         began = time.perf_counter()
         rows = _memory_rows(video, embedder)
         file = video.member or str(source)
-        rows["caption_sources"] = [(captioner, file, sha256, format, note)]
+        rows["caption_sources"] = [(prepared.captioner, file, prepared.sha256, prepared.format, prepared.note)]
         info = VideoInfo(path=file, content_hash=video_id, duration_s=video.duration_s, fps=0.0, width=0, height=0,
                          rotation=0, has_audio=False, codec="captions", container="none")
         library.write_stage(video_id, "segments", config, rows, time.perf_counter() - began, video=info)
         report.imported.append(video_id)
+        if on_video is not None:
+            on_video(done, total, video_id, True)
     report.seconds = time.perf_counter() - started
     log.info("imported %d and kept %d memories from %s in %.1f s", len(report.imported), len(report.unchanged),
              source, report.seconds)
+    return report
+
+
+def import_captions(library: Library, embedder: TextEmbedder, source: Path, options: ImportOptions = ImportOptions(),
+                    *, progress: bool = False, on_video: VideoDone | None = None) -> ImportReport:
+    """Import the caption set at ``source`` into ``library`` (see the module's description)."""
+    started = time.perf_counter()
+    report = write_import(library, embedder, prepare_import(source, options), progress=progress, on_video=on_video)
+    report.seconds = time.perf_counter() - started
     return report
 
 

@@ -18,6 +18,7 @@ from vidagent.agent.answer import Answer
 from vidagent.agent.planner import Planner, build_planner, planner_names
 from vidagent.agent.steps import Step
 from vidagent.errors import VidagentError
+from vidagent.memory.stored_video import StoredVideo
 from vidagent.server.display import shown_answer_data, shown_step
 from vidagent.server.errors import AskCancelledError, BusyError, RequestError, error_body
 from vidagent.server.events import EventLog
@@ -115,7 +116,7 @@ class AskRunner:
         for run in runs:
             run.cancel()
 
-    def start(self, spec: AskSpec, videos: Sequence[Video]) -> AskRun:
+    def start(self, spec: AskSpec, videos: Sequence[Video | StoredVideo]) -> AskRun:
         """Queue the question (checked first: a bad one raises here, before anything streams)."""
         planner = spec.check()
         run = AskRun(f"ask-{next(self._ids)}", spec, video_ids=tuple(video.content_hash for video in videos))
@@ -134,7 +135,7 @@ class AskRunner:
         with self._lock:
             self._live.pop(run_id, None)
 
-    def _run(self, run: AskRun, planner: Planner, videos: Sequence[Video]) -> Answer:
+    def _run(self, run: AskRun, planner: Planner, videos: Sequence[Video | StoredVideo]) -> Answer:
         def on_step(step: Step) -> None:
             if run.cancelled.is_set():
                 raise AskCancelledError(f"{run.id}: the client went away")

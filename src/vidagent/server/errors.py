@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from vidagent.errors import (LLMError, MemoryStoreError, ModelUnavailableError, PlannerError, QueryRefusedError,
                              VidagentError, VideoError)
+from vidagent.memory.caption_formats import CaptionFormatError
 
 
 class ServeSetupError(VidagentError):
@@ -37,6 +38,11 @@ class NotFoundError(RequestError, status=404):
     """An unknown video id or job id."""
 
 
+class NoVideoFileError(RequestError, status=409):
+    """A request for the file, a frame or a clip of a memory imported from captions (it has no video file),
+    or to build such a memory from a video."""
+
+
 class UploadError(RequestError, status=413):
     """An upload over the size limit (413), or one that is no video (415) or empty (400)."""
 
@@ -52,6 +58,7 @@ class AskCancelledError(Exception):
 
 _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (RequestError, 400),  # its own status wins (see status_of)
+    (CaptionFormatError, 422),
     (QueryRefusedError, 403),
     (PlannerError, 400),
     (VideoError, 422),

@@ -21,12 +21,14 @@ class AllowedFolders:
         resolved = Path(os.path.realpath(path))
         return any(resolved.is_relative_to(folder) for folder in self.folders)
 
-    def resolve(self, given: str) -> Path:
-        """The real path of ``given``, which must name an existing file inside the folders."""
+    def resolve(self, given: str, *, what: str = "video file", folder_ok: bool = False) -> Path:
+        """The real path of ``given``, which must name an existing file (or, ``folder_ok``, a folder) inside
+        the folders; ``what`` names what is wanted in the error."""
         if not given or "\x00" in given:
-            raise PathRefusedError("give the path of a video file", status=400)
+            raise PathRefusedError(f"give the path of a {what}", status=400)
         if not self.folders:
-            raise PathRefusedError("this server takes no videos by path (start it with --videos DIR); upload instead")
+            upload = "; upload instead" if what == "video file" else ""
+            raise PathRefusedError(f"this server takes no {what} by path (start it with --videos DIR){upload}")
         path = Path(given).expanduser()
         candidates = [path] if path.is_absolute() else [folder / path for folder in self.folders]
         inside = [Path(os.path.realpath(c)) for c in candidates]
@@ -34,7 +36,7 @@ class AllowedFolders:
         if not inside:
             raise PathRefusedError(f"{given}: outside the folders this server reads ({self.describe()})")
         for resolved in inside:
-            if resolved.is_file():
+            if resolved.is_file() or (folder_ok and resolved.is_dir()):
                 return resolved
         raise PathRefusedError(f"{given}: no such file in {self.describe()}", status=404)
 

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from vidagent import __version__
 from vidagent.agent.planner import planner_names
 from vidagent.server import sse
-from vidagent.server.schemas import AskBody, IndexBody, RegisterBody, SqlBody
+from vidagent.server.schemas import AskBody, ImportBody, IndexBody, RegisterBody, SqlBody
 from vidagent.server.service import VideoService
 from vidagent.server.uploads import upload_name
 
@@ -67,13 +67,20 @@ def api_router(service: VideoService) -> APIRouter:
         job = service.index(video_id, body.stages if body else None)
         return job.to_dict()
 
-    @router.get("/jobs/{job_id}", summary="an index job's state")
-    def job(job_id: str) -> dict[str, Any]:
-        return service.jobs.get(job_id).to_dict()
+    @router.post("/import", status_code=202,
+                 summary="import a released caption set (inside the --videos folders) as memories without video files")
+    async def import_captions(body: ImportBody) -> dict[str, Any]:
+        job = await run_in_threadpool(service.import_captions, body.path, format=body.format,
+                                      namespace=body.namespace, captioner=body.captioner, only=body.only)
+        return job.to_dict()
 
-    @router.get("/jobs/{job_id}/events", summary="an index job's progress as server-sent events")
+    @router.get("/jobs/{job_id}", summary="an index or import job's state (an import's report when done)")
+    def job(job_id: str) -> dict[str, Any]:
+        return service.job(job_id).to_dict()
+
+    @router.get("/jobs/{job_id}/events", summary="an index or import job's progress as server-sent events")
     def job_events(job_id: str) -> StreamingResponse:
-        job = service.jobs.get(job_id)
+        job = service.job(job_id)
         return StreamingResponse(sse.stream(job.events), media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
     @router.post("/videos/{video_id}/sql", summary="one read-only SQL statement over the video's memory")

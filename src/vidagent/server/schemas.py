@@ -39,3 +39,15 @@ class AskBody(_Body):
 class SqlBody(_Body):
     query: str = Field(min_length=1, max_length=20000, description="one read-only SELECT over this video's memory")
     max_rows: int = Field(200, ge=1, le=1000)
+
+
+class ImportBody(_Body):
+    path: str = Field(min_length=1, max_length=4096,
+                      description="a released caption set inside the server's --videos folders: a file, a folder or a zip")
+    format: str | None = Field(None, description="llovi, videoagent, jsonl or csv (default: told from the file)")
+    namespace: str | None = Field(None, max_length=32,
+                                  description="memory ids become NAMESPACE:<video id> (default: egoschema or nextqa, "
+                                              "from the file's name)")
+    captioner: str | None = Field(None, max_length=200, description="who wrote the captions (default: the release's)")
+    only: list[str] | None = Field(None, min_length=1, max_length=100_000,
+                                   description="import only these videos (the caption set's own ids)")

@@ -16,12 +16,15 @@ from typing import Sequence
 
 from vidagent.errors import MemoryStoreError, VideoError
 from vidagent.memory.builder import ALL_STAGES
+from vidagent.memory.caption_import import ImportOptions, prepare_import
 from vidagent.memory.sql import QueryResult, ReadOnlyQueries
 from vidagent.memory.store import Library
+from vidagent.memory.stored_video import StoredVideo, is_memory_id
 from vidagent.server.asks import AskRun, AskRunner, AskSpec
 from vidagent.server.catalog import Catalog, VideoEntry
 from vidagent.server.config import ServeConfig
-from vidagent.server.errors import NotFoundError, RequestError, UploadError
+from vidagent.server.errors import NoVideoFileError, NotFoundError, RequestError, UploadError
+from vidagent.server.imports import JOB_PREFIX, ImportJob, ImportJobs
 from vidagent.server.jobs import IndexJob, IndexJobs
 from vidagent.server.lane import ModelLane
 from vidagent.server.media import MediaCutter
@@ -48,6 +51,7 @@ class VideoService:
         self.media = MediaCutter(config.clips_dir, config.max_clip_seconds)
         self.jobs = IndexJobs(self.lane, self.session.builder)
         self.asks = AskRunner(self.lane, self.session.ask, config.max_queued)
+        self.imports = ImportJobs(self.lane, self._library, lambda: self.session.perception.embedder, config.max_queued)
         self._handles: dict[str, tuple[tuple[int, int], Video]] = {}
         self._handles_lock = threading.Lock()
 
@@ -71,8 +75,9 @@ class VideoService:
         return self._register(Video(path))
 
     def find(self, reference: str) -> VideoEntry:
-        """A video by its id, or by a path inside the allowed folders (registered on the way)."""
-        if not any(sep in reference for sep in ("/", "\\", ".")):
+        """A video by its id (a memory imported from captions by its ``namespace:name`` id), or by a path
+        inside the allowed folders (registered on the way)."""
+        if is_memory_id(reference) or not any(sep in reference for sep in ("/", "\\", ".")):
             return self.catalog.video(reference)
         return self.register_path(reference)
 
@@ -110,20 +115,26 @@ class VideoService:
         file when it was uploaded; a file in a --videos folder is the user's and stays (listed again as
         not added). Refused (409) while the video is being indexed or asked about."""
         entry = self.catalog.video(video_id)
-        if self.jobs.busy(video_id) or self.asks.busy(video_id):
-            raise RequestError(f"{entry.name} is being indexed or asked about; remove it when that is done",
+        if self.jobs.busy(video_id) or self.asks.busy(video_id) or self.imports.busy(video_id):
+            raise RequestError(f"{entry.name} is being indexed, imported or asked about; remove it when that is done",
                                status=409)
         self.catalog.remove(video_id)
         with self._handles_lock:
             self._handles.pop(video_id, None)
-        removed = self.uploads.remove(Path(entry.path))
+        removed = entry.has_file and self.uploads.remove(Path(entry.path))
         self.catalog.forget_path(entry.path)
         log.info("removed %s (%s)%s", entry.name, video_id, " and its uploaded file" if removed else "")
         return {"video_id": video_id, "name": entry.name, "removed": True, "file_removed": removed}
 
     def handle(self, video_id: str) -> Video:
-        """An open handle on a visible video (reopened when its file changed since)."""
+        """An open handle on a visible video (reopened when its file changed since); a memory imported from
+        captions has no file to open (``NoVideoFileError``, 409)."""
         entry = self.catalog.video(video_id)
+        if entry.imported is not None:
+            raise NoVideoFileError(f"no video file: {video_id} is a memory imported from captions "
+                                   f"({entry.imported.describe()}); it has no frames, clips or file to play, "
+                                   f"and nothing to build: read its captions (GET /api/videos/{video_id}/memory) "
+                                   "or ask about it")
         try:
             stat = os.stat(entry.path)
         except OSError:
@@ -172,9 +183,37 @@ class VideoService:
 
     # -- questions -----------------------------------------------------------------------------
     def start_ask(self, spec: AskSpec) -> AskRun:
-        """Queue a question; its steps and answer arrive on ``run.events``."""
-        handles = [self.handle(self.find(reference).video_id) for reference in spec.videos]  # ids or paths
+        """Queue a question; its steps and answer arrive on ``run.events``. A video is named by its id or a
+        path; a memory imported from captions by its id, and answered from its captions."""
+        handles = [self._source(self.find(reference)) for reference in spec.videos]
         return self.asks.start(spec, handles)
+
+    def _source(self, entry: VideoEntry) -> Video | StoredVideo:
+        if entry.imported is None:
+            return self.handle(entry.video_id)
+        stored = self._library.stored_video(entry.video_id)
+        if stored is None:  # removed between the listing and now
+            raise NotFoundError(f"no video with id {entry.video_id!r}: list them with GET /api/videos")
+        return stored
+
+    # -- memories without video files: released captions ---------------------------------------
+    def import_captions(self, given: str, *, format: str | None = None, namespace: str | None = None,
+                        captioner: str | None = None, only: Sequence[str] | None = None) -> ImportJob:
+        """Start (or join) importing the caption set at ``given`` (a file, folder or zip inside the allowed
+        folders) as memories without video files. The whole set is read and checked first: a bad one is a
+        ``CaptionFormatError`` (422) naming its file and record, and nothing is queued or written."""
+        path = self.folders.resolve(given, what="caption file", folder_ok=True)
+        options = ImportOptions(format=format, namespace=namespace, captioner=captioner,
+                                only=frozenset(only) if only is not None else None)
+        try:
+            prepared = prepare_import(path, options)
+        except MemoryStoreError as error:  # a namespace or video id that makes no valid memory id
+            raise RequestError(str(error), status=422) from None
+        return self.imports.start(prepared)
+
+    def job(self, job_id: str) -> IndexJob | ImportJob:
+        """An index job (``job-N``) or an import job (``import-N``)."""
+        return self.imports.get(job_id) if job_id.startswith(JOB_PREFIX) else self.jobs.get(job_id)
 
     # -- evidence ------------------------------------------------------------------------------
     def thumbnail(self, video_id: str, time_s: float, max_side: int = 320) -> bytes:
