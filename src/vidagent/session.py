@@ -148,7 +148,7 @@ class Session:
         if planner_options and not isinstance(planner, str):
             raise PlannerError("planner_options go with a planner's name; set them on the planner object instead")
         chosen = build_planner(planner, planner_options) if isinstance(planner, str) else planner
-        handles = open_sources(sources, self.library)
+        handles = open_sources(sources, lambda: self.library)
         task = Task(question, tuple(choices) if choices else None, tuple(_source(h) for h in handles), id=task_id,
                     wants_time=wants_time, reference=reference)
         trace = Trace(on_step)
@@ -289,10 +289,12 @@ class Session:
         self.close()
 
 
-def open_sources(sources: SourceInput | Sequence[SourceInput], library: Library | None = None) -> list[Video | Image | StoredVideo]:
+def open_sources(sources: SourceInput | Sequence[SourceInput],
+                 library: Callable[[], Library] | None = None) -> list[Video | Image | StoredVideo]:
     """Open every source before any work; the first that cannot be read stops it, named. The same
     file given twice (by content) is an error too: each source is one ``visual[i]``. A source may be
-    a memory without a file, named by its id (``egoschema:<q_uid>``), when ``library`` holds it."""
+    a memory without a file, named by its id (``egoschema:<q_uid>``), when the library (``library()``,
+    opened only for such a name) holds it."""
     given = [sources] if isinstance(sources, (str, Path, Video, Image, StoredVideo)) else list(sources)
     if not given:
         raise VideoError("no video or image was given")
@@ -317,10 +319,11 @@ def _learn(keeper: Experience, task: Task, answer: Answer, planner: str, key: st
         answer.trace.add(MemoryStep(parent_id=last.id if last else None, action="not kept", text=str(error)))
 
 
-def _open_one(item: str | Path, library: Library | None) -> Video | Image | StoredVideo:
+def _open_one(item: str | Path, library_of: Callable[[], Library] | None) -> Video | Image | StoredVideo:
     """A file, or a stored memory named by its id (a name that is no file and has a namespace)."""
     text = str(item)
-    if library is not None and is_memory_id(text) and not Path(text).expanduser().exists():
+    if library_of is not None and is_memory_id(text) and not Path(text).expanduser().exists():
+        library = library_of()
         stored = library.stored_video(text)
         if stored is None:
             raise VideoError(f"{text}: no such file, and no memory with this id in {library.path} "
