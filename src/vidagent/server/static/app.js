@@ -66,7 +66,8 @@ async function loadVideos(selectId) {
     "data-video-id": video.video_id, class: state.video?.video_id === video.video_id ? "active" : "",
     title: video.path, onclick: () => selectVideo(video.video_id),
   }, el("div", { class: "name" }, video.name),
-     el("div", { class: "meta" }, `${seconds(video.duration_s)} · ${video.width}×${video.height} · ${video.stages.includes("segments") ? "memory built" : "no memory yet"}`))));
+     el("div", { class: "meta" }, video.has_file === false ? `${seconds(video.duration_s)} · ${video.origin}`
+       : `${seconds(video.duration_s)} · ${video.width}×${video.height} · ${video.stages.includes("segments") ? "memory built" : "no memory yet"}`))));
   $("#video-empty").hidden = videos.length > 0;
   await loadFiles();
   const wanted = selectId || state.video?.video_id;
@@ -94,9 +95,7 @@ async function selectVideo(videoId) {
   $("#video-title").textContent = `· ${video.name}`;
   if (changed) {
     forgetVideoState();
-    const player = $("#player");
-    player.src = `/api/videos/${videoId}/file`;
-    $(".player-wrap").classList.add("has-video");
+    showPlayer(video);
   }
   renderStages(video.stages);
   $("#ask-button").disabled = false;
@@ -104,11 +103,29 @@ async function selectVideo(videoId) {
   await loadMemory();
 }
 
+// a video file plays; a memory imported from captions has no file: the player area says so (no broken <video>)
+function showPlayer(video) {
+  const player = $("#player");
+  const wrap = $(".player-wrap");
+  const hasFile = video.has_file !== false;
+  wrap.classList.toggle("no-file", !hasFile);
+  wrap.classList.toggle("has-video", hasFile);
+  $("#player-nofile").hidden = hasFile;
+  $(".legend").hidden = !hasFile;  // what the stages and offline descriptions are; an imported memory has its own
+  $("#caption-legend").hidden = hasFile;
+  if (hasFile) { player.src = `/api/videos/${video.video_id}/file`; return; }
+  player.removeAttribute("src"); player.load();
+  $("#player-nofile").replaceChildren(el("b", {}, "No video file: "),
+    `a memory imported from a released caption set, ${video.captions} captions by ${video.captioner} over ${seconds(video.duration_s)}. `,
+    "Its captions are the timeline below (click one to read it); ask about it as about any video.");
+}
+const hasFile = () => state.video?.has_file !== false;
+
 // what was shown about the previous video (its segment text, reasoning, answer, SQL rows, notices) goes with it
 function forgetVideoState() {
   if (state.asking) { state.asking.abort(); state.asking = null; }
   stopClock("");
-  state.memory = null; state.shownSegment = null; state.band = null;
+  state.memory = null; state.shownSegment = null; state.band = null; state.position = 0;
   state.steps = new Map(); state.open = new Set(); state.answer = null;
   $("#trace").replaceChildren(); $("#answer").hidden = true; $("#ask-button").textContent = "Ask";
   $("#segment-detail").replaceChildren("The memory's segments, speech, on-screen text and objects appear here; click any of them to seek.");
@@ -118,6 +135,12 @@ function forgetVideoState() {
 }
 
 function renderStages(built) {
+  if (!hasFile()) {  // an imported memory: its captions are its one stage, and there is no video to build from
+    $("#stages").replaceChildren(el("span", { class: "stage built", title: `captions: ${state.video.origin}, one segment per caption` }, "captions"));
+    $("#index-button").textContent = "Captions imported";
+    $("#index-button").disabled = true;
+    return;
+  }
   $("#stages").replaceChildren(...STAGES.map((stage) => el("span", { class: `stage${built.includes(stage) ? " built" : ""}`,
     title: `${STAGE_NOTES[stage]} — ${built.includes(stage) ? "built" : "not built yet"}` }, stage)));
   const complete = STAGES.every((s) => built.includes(s));
@@ -197,7 +220,7 @@ function showSegment(segment) {
 // the playhead and the highlighted evidence band, drawn over every lane's track
 function drawOverlay() {
   const duration = Math.max(state.video?.duration_s || 0, 0.1);
-  const now = $("#player").currentTime || 0;
+  const now = hasFile() ? $("#player").currentTime || 0 : state.position || 0;
   for (const track of document.querySelectorAll(".lane-track")) {
     let head = track.querySelector(".playhead");
     if (!head) { head = el("div", { class: "playhead" }); track.append(head); }
@@ -215,6 +238,11 @@ function drawOverlay() {
 }
 
 function seek(t) {
+  if (!hasFile()) {  // no player: the timeline keeps the place
+    state.position = Math.max(0, Math.min(t, (state.video?.duration_s || t) - 0.01));
+    drawOverlay();
+    return;
+  }
   const player = $("#player");
   player.currentTime = Math.max(0, Math.min(t, (state.video?.duration_s || t) - 0.01));
   drawOverlay();
@@ -429,12 +457,12 @@ function renderAnswer(answer) {
   $("#candidates").replaceChildren(...(answer.candidates.length > 1 ? answer.candidates.map((c) =>
     el("span", { class: `candidate${c.text === answer.answer ? " chosen" : ""}` },
       `${c.choice_index !== null && c.choice_index !== undefined ? `${LETTERS[c.choice_index]}. ` : ""}${c.text} · ${c.votes} vote${c.votes === 1 ? "" : "s"}${c.reward !== null ? ` · reward ${c.reward.toFixed(2)}` : ""}`)) : []));
-  const known = new Set(state.videos.map((v) => v.video_id));
+  const withFile = new Set(state.videos.filter((v) => v.has_file !== false).map((v) => v.video_id));
   const items = answer.evidence.slice(0, 12).map((item) => {
     const videoId = item.source.split("@")[0].split("[")[0] || answer.video_id;
     const at = item.start_s;
-    const image = known.has(videoId) ? el("img", { src: `/api/videos/${videoId}/frame?t=${Math.max(0, (item.start_s + item.end_s) / 2).toFixed(2)}&width=320`, alt: `frame at ${seconds(at)}`, loading: "lazy" }) : null;
-    return el("button", { type: "button", class: "evidence-item", "data-start": item.start_s, "data-end": item.end_s, title: item.text,
+    const image = withFile.has(videoId) ? el("img", { src: `/api/videos/${videoId}/frame?t=${Math.max(0, (item.start_s + item.end_s) / 2).toFixed(2)}&width=320`, alt: `frame at ${seconds(at)}`, loading: "lazy" }) : null;
+    return el("button", { type: "button", class: `evidence-item${image ? "" : " caption"}`, "data-start": item.start_s, "data-end": item.end_s, title: item.text,
                           onclick: () => showEvidence(videoId, item) },
       image, el("div", { class: "when" }, `${seconds(item.start_s)} – ${seconds(item.end_s)}`), el("div", { class: "what" }, item.text));
   });
@@ -469,15 +497,17 @@ async function runSql(event) {
 async function removeVideo() {
   const video = state.video;
   if (!video) return;
-  const uploaded = !state.files?.some((file) => file.path === video.path);
-  if (!confirm(`Remove ${video.name} and its memory?${uploaded ? " Its uploaded file is deleted too." : " The file stays in its folder."}`)) return;
+  const uploaded = video.has_file !== false && !state.files?.some((file) => file.path === video.path);
+  const file = video.has_file === false ? " Its caption file stays." : uploaded ? " Its uploaded file is deleted too." : " The file stays in its folder.";
+  if (!confirm(`Remove ${video.name} and its memory?${file}`)) return;
   try {
     await api(`/api/videos/${video.video_id}`, { method: "DELETE" });
     forgetVideoState();
     state.video = null;
     const player = $("#player");
     player.removeAttribute("src"); player.load();
-    $(".player-wrap").classList.remove("has-video");
+    $(".player-wrap").classList.remove("has-video", "no-file"); $("#player-nofile").hidden = true;
+    $(".legend").hidden = false; $("#caption-legend").hidden = true;
     $("#video-title").textContent = ""; $("#timeline").replaceChildren(); $("#stages").replaceChildren();
     $("#ask-button").disabled = true; $("#remove-button").disabled = true; $("#index-button").disabled = true;
     await loadVideos();
@@ -514,6 +544,35 @@ async function upload() {
   $("#upload-input").value = "";
 }
 
+// -- importing released captions: a job with per-video progress, then the memories are listed --------------------------
+async function importCaptions(event) {
+  event.preventDefault();
+  const path = $("#import-path").value.trim();
+  if (!path) { notify("Give the path of a caption file, folder or zip in the server's folders."); return; }
+  const says = (text) => { $("#import-status").textContent = text; };
+  $("#import-button").disabled = true;
+  says("reading and checking the captions…");
+  try {
+    const job = await api("/api/import", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ path }) });
+    says(`importing ${job.videos} videos (${job.format}, ${job.namespace}:…)…`);
+    const done = await new Promise((resolve, reject) => {
+      const source = new EventSource(`/api/jobs/${job.job_id}/events`);
+      source.addEventListener("progress", (e) => { const d = JSON.parse(e.data); says(`importing: ${d.done} of ${d.total} videos…`); });
+      source.addEventListener("done", (e) => { source.close(); resolve(JSON.parse(e.data)); });
+      source.addEventListener("error", (e) => { source.close(); reject(new Error(e.data ? JSON.parse(e.data).error?.message || "the import failed" : "lost the connection")); });
+    });
+    const report = done.report;
+    const memories = (n) => `${n} ${n === 1 ? "memory" : "memories"}`;
+    says(`${memories(report.imported.length)} imported, ${report.unchanged.length} unchanged, ${report.captions} captions, in ${report.seconds} s`);
+    $("#import-path").value = "";
+    await loadVideos([...report.imported, ...report.unchanged][0]);
+  } catch (error) {
+    says(""); notify(error.message);
+  } finally {
+    $("#import-button").disabled = false;
+  }
+}
+
 // -- start ----------------------------------------------------------------------------------------------------------------
 async function start() {
   $("#ask-form").addEventListener("submit", ask);
@@ -521,6 +580,7 @@ async function start() {
   $("#index-button").addEventListener("click", buildMemory);
   $("#remove-button").addEventListener("click", removeVideo);
   $("#register-form").addEventListener("submit", register);
+  $("#import-form").addEventListener("submit", importCaptions);
   $("#upload-input").addEventListener("change", upload);
   $("#sql-form").addEventListener("submit", runSql);
   $("#question").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) ask(e); });
