@@ -90,11 +90,11 @@ class Catalog:
         self._lock = threading.Lock()
 
     def _is_visible(self, path: str) -> bool:
-        path = path.split("!", 1)[0] if "!" in path and not Path(path).exists() else path  # a zip's member
         with self._lock:
             known = self._seen.get(path)
         if known is None:
-            known = self._visible(Path(path))
+            file = path.split("!", 1)[0] if "!" in path and not Path(path).exists() else path  # a zip's member: the zip
+            known = self._visible(Path(file))
             with self._lock:
                 self._seen[path] = known
         return known

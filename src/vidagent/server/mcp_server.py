@@ -41,7 +41,8 @@ def build_mcp(service: VideoService) -> MCPServer:
 
     @server.tool(annotations=read_only)
     def list_videos() -> dict[str, Any]:
-        """The videos this server knows, with their ids, paths, durations and built memory stages."""
+        """The videos this server knows, with their ids, paths, durations and built memory stages; memories
+        imported from released captions have kind "captions", no file, and an id such as egoschema:<id>."""
         return {"videos": [entry.to_dict() for entry in service.videos()]}
 
     @server.tool()
@@ -63,8 +64,9 @@ def build_mcp(service: VideoService) -> MCPServer:
     async def ask_video(video: str, question: str, ctx: Context, choices: list[str] | None = None,
                         planner: str | None = None, options: dict[str, str | int | float | bool] | None = None,
                         more_videos: list[str] | None = None) -> dict[str, Any]:
-        """Answer a question about a video (a path inside the server's folders, or a video id), building its
-        memory first if needed. choices: answer options to pick from (named A, B, C... in the result).
+        """Answer a question about a video (a path inside the server's folders, a video id, or the id of a memory
+        imported from captions such as egoschema:<id>), building its memory first if needed. choices: answer
+        options to pick from (named A, B, C... in the result).
         planner: react (default), mcts, traveler, caption_only, random, or peil (for several videos: list
         the others in more_videos). Each reasoning step is reported as progress while it is made. Returns
         the answer, the chosen option (its letter and text), evidence time spans, candidates, cost and
