@@ -261,7 +261,19 @@ def test_the_page_imports_lists_and_answers_from_captions(models_dir, ego_slice,
                 assert page.locator(".evidence-item img").count() == 0  # captions, no thumbnails
                 page.locator(".evidence-item").first.click()  # seeks the timeline without a player
                 page.wait_for_selector(".band")
-                assert not media and not failed and not problems, (media, failed, problems)
                 page.screenshot(path=str(tmp_path / "imported.png"))
+
+                page.set_viewport_size({"width": 390, "height": 844})  # a phone: nothing sideways
+                page.wait_for_timeout(200)
+                assert page.evaluate("document.documentElement.scrollWidth") <= 390
+                page.set_viewport_size({"width": 1440, "height": 900})
+
+                dialogs: list[str] = []
+                page.once("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
+                page.click("#remove-button")  # the memory goes; its caption file stays
+                page.wait_for_function("document.querySelectorAll('#video-list li').length === 1")
+                assert dialogs and "Its caption file stays" in dialogs[0] and (folder / path.name).is_file()
+                assert not page.is_visible("#player-nofile") and page.is_visible(".legend")
+                assert not media and not failed and not problems, (media, failed, problems)
             finally:
                 browser.close()
