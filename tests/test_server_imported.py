@@ -92,7 +92,10 @@ def test_an_import_job_lists_memories_without_video_files(served, ego_slice, nex
 
     zipped, videos_in_zip = nextqa_slice
     only = videos_in_zip[1]
-    done, _ = import_and_wait(client, {"path": str(zipped), "only": [only]})
+    done = client.post("/api/import", json={"path": str(zipped), "only": [only], "wait": True})  # one call, the report
+    assert done.status_code == 200, done.text
+    done = done.json()
+    assert done["state"] == "done" and done["job_id"].startswith("import-")
     assert done["report"]["imported"] == [f"nextqa:{only}"] and done["format"] == "videoagent"
     nextqa = listed(client)[f"nextqa:{only}"]  # a zip's member is visible by its zip, inside the folders
     assert nextqa["origin"] == "captions by CogAgent (VideoAgent's release)" and f"nextqa:{videos_in_zip[0]}" not in listed(client)

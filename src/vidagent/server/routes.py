@@ -69,10 +69,16 @@ def api_router(service: VideoService) -> APIRouter:
 
     @router.post("/import", status_code=202,
                  summary="import a released caption set (inside the --videos folders) as memories without video files")
-    async def import_captions(body: ImportBody) -> dict[str, Any]:
+    async def import_captions(body: ImportBody) -> Any:
         job = await run_in_threadpool(service.import_captions, body.path, format=body.format,
                                       namespace=body.namespace, captioner=body.captioner, only=body.only)
-        return job.to_dict()
+        if not body.wait:
+            return job.to_dict()
+        assert job.future is not None
+        await asyncio.wrap_future(job.future)
+        if job.error is not None:
+            return JSONResponse(job.error, status_code=int(job.error["status"]))
+        return JSONResponse(job.to_dict(), status_code=200)
 
     @router.get("/jobs/{job_id}", summary="an index or import job's state (an import's report when done)")
     def job(job_id: str) -> dict[str, Any]:

@@ -51,3 +51,5 @@ class ImportBody(_Body):
     captioner: str | None = Field(None, max_length=200, description="who wrote the captions (default: the release's)")
     only: list[str] | None = Field(None, min_length=1, max_length=100_000,
                                    description="import only these videos (the caption set's own ids)")
+    wait: bool = Field(False, description="answer when the import is done (200, with its report) instead of at once "
+                                          "(202, a job to follow)")
