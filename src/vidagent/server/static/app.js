@@ -459,7 +459,9 @@ function renderAnswer(answer) {
       `${c.choice_index !== null && c.choice_index !== undefined ? `${LETTERS[c.choice_index]}. ` : ""}${c.text} · ${c.votes} vote${c.votes === 1 ? "" : "s"}${c.reward !== null ? ` · reward ${c.reward.toFixed(2)}` : ""}`)) : []));
   const withFile = new Set(state.videos.filter((v) => v.has_file !== false).map((v) => v.video_id));
   const items = answer.evidence.slice(0, 12).map((item) => {
-    const videoId = item.source.split("@")[0].split("[")[0] || answer.video_id;
+    // a clip or crop's source is its video's id with "@..." or "[...]" after it; a memory id may hold "@" itself
+    const videoId = state.videos.some((v) => v.video_id === item.source) ? item.source
+      : item.source.split("@")[0].split("[")[0] || answer.video_id;
     const at = item.start_s;
     const image = withFile.has(videoId) ? el("img", { src: `/api/videos/${videoId}/frame?t=${Math.max(0, (item.start_s + item.end_s) / 2).toFixed(2)}&width=320`, alt: `frame at ${seconds(at)}`, loading: "lazy" }) : null;
     return el("button", { type: "button", class: `evidence-item${image ? "" : " caption"}`, "data-start": item.start_s, "data-end": item.end_s, title: item.text,
