@@ -226,7 +226,7 @@ def test_crops_and_clips_have_ids_that_name_their_parent():
 @pytest.mark.parametrize("query, window", [
     ("beginning", (0.0, 8.0)), ("in the middle of the video", (16.0, 24.0)), ("the end", (32.0, 40.0)),
     ("before: 12", (5.0, 10.0)), ("after: 12-14", (15.0, 20.0)), ("after 39", None), ("before 2", None),
-    ("sometime", None),
+    ("sometime", None), ("before: 50", (35.0, 40.0)), ("after: 40", None), ("before: 40", (35.0, 40.0)),
 ])
 def test_temporal_reason_follows_assistgpts_rule(query, window):
     if window is None:

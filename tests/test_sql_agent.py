@@ -73,14 +73,60 @@ def test_two_failures_give_an_error_observation_not_an_exception(queries):
     assert observation.is_error and "missing_table" in observation.text
 
 
-def test_object_querying_without_objects_says_so(temporal_library: Path, queries):
+def test_object_tools_without_an_object_memory_fail_instead_of_counting_zero(temporal_library: Path, queries):
+    """The clip's object memory is not built and cannot be here: a count over the empty object tables
+    is a failed call, not a confident 0 (issue 24, item 2)."""
+    from vidagent.perception.text_embedding import E5TextEmbedder
+
     video = Video(video_path(TEMPORAL_TEXT))
     with Library(temporal_library / "library.sqlite") as library:
         memory = VideoMemory(video, library)
-        llm = ScriptedLLM(["SELECT COUNT(*) AS n FROM objects WHERE category = 'teddy bear'", "None were found."])
-        from vidagent.perception.text_embedding import E5TextEmbedder
-
+        assert "objects" not in memory.stages
+        llm = ScriptedLLM(["SELECT COUNT(*) AS n FROM objects WHERE category = 'teddy bear'"])
         tools = SQLTools(memory, E5TextEmbedder(), llm, queries)
-        observation = tools.tools()[0].function("How many teddy bears are there?")
-    assert "holds no objects" in llm.requests[0][0].content
-    assert "n\n0" in observation.text
+        by_name = {tool.name: tool for tool in tools.tools(("object",) + SUBTASK_KINDS)}
+        querying = by_name["object_memory_querying"].function("How many teddy bears are there?")
+        count = by_name["count"].function("How many teddy bears are there?")
+    assert querying.is_error and querying.text == "No object memory: this video's object memory is not built."
+    assert count.is_error and "No object memory" in count.text and "n\n0" not in count.text
+    assert len(llm.requests) == 1  # the count's SQL; no answer was made up from empty tables
+
+
+def test_a_sub_task_tool_builds_the_object_memory_its_sql_reads(queries):
+    built: list[str] = []
+
+    class Memory:  # stands in for a VideoMemory whose object stage is built on the first call
+        stages = ["frames", "speech", "segments"]
+
+    def build() -> None:
+        built.append("objects")
+        Memory.stages = Memory.stages + ["objects"]
+
+    llm = ScriptedLLM(["SELECT COUNT(*) AS n FROM segments", "3 segments.",
+                       "SELECT COUNT(*) AS n FROM detections", "None."])
+    tools = SQLTools(Memory(), None, llm, queries, build_objects=build)  # type: ignore[arg-type]
+    count = next(tool for tool in tools.tools(SUBTASK_KINDS) if tool.name == "count")
+    assert not count.function("How many segments?").is_error and built == []  # time tables need no objects
+    count.function("How many detections?")
+    assert built == ["objects"]
+
+
+@pytest.mark.parametrize("replies, said", [
+    (["SELECT start_s, end_s FROM segments WHERE description LIKE '%unicorn%'"], "Result: no rows."),
+    (["SELECT start_s, end_s FROM segments LIMIT 1", "No such information."], "Answer: <video_text>No such"),
+])
+def test_an_sql_result_that_holds_nothing_is_a_failed_call(queries, replies, said):
+    """DoraemonGPT's A.2: a sub-question the memory has no information for is a failed attempt."""
+    llm = ScriptedLLM(replies)
+    observation = SQLSubAgent("when", llm, queries).answer("When does the unicorn appear?")
+    assert observation.is_error and said in observation.text
+    assert "The memory has no such information" in observation.text and not llm.replies
+
+
+def test_the_schema_prompt_lists_every_table_the_sql_can_read():
+    from vidagent.memory.store import ALL_TABLES
+
+    schema = load_prompt("vidagent.tools", "sql_schema")
+    listed = {line.split("(")[0] for line in schema.splitlines()[1:]}
+    assert set(ALL_TABLES) - {"caption_sources"} <= listed
+    assert "tracks(track_id, object_id" in schema and "motion(segment_id, start_s, end_s, camera" in schema

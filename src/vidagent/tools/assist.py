@@ -323,10 +323,11 @@ def _temporal_window(query: str, window: tuple[float, float]) -> tuple[float, fl
     numbers = [float(n) for n in re.findall(r"\d+(?:\.\d+)?", text)]
     if ("before" in text or "after" in text) and numbers:
         part = (end - start) / RELATIVE_PARTS
+        # the part holding the time, counted past either end (-1, RELATIVE_PARTS) when it lies outside
         if "before" in text:
-            index = min(RELATIVE_PARTS - 1, int((min(numbers) - start) // part)) - 1
+            index = min(RELATIVE_PARTS, int((min(numbers) - start) // part)) - 1
         else:
-            index = max(0, int((max(numbers) - start) // part)) + 1
+            index = max(-1, int((max(numbers) - start) // part)) + 1
         if not 0 <= index < RELATIVE_PARTS:
             raise ToolInputError(f"there is nothing {'before' if 'before' in text else 'after'} "
                                  f"{numbers[0]:g} s in {start:.1f}-{end:.1f} s")

@@ -4,7 +4,11 @@ DoraemonGPT's sub-task tools (When, Why, What, How, Count, Other).
 They are one class, ``SQLSubAgent``, parameterised by kind: each kind has its own in-context
 examples (``prompts/sql_examples_<kind>.txt``); the schema, request, retry and answer prompts are
 shared. A call writes SQL with the LLM, runs it read-only (one retry with the error message),
-and answers the sub-question from the rows. ``object_memory_querying`` first retrieves the
+and answers the sub-question from the rows. SQL that reads the object tables builds the object
+memory first when it is not built yet (DoraemonGPT's task-related memory: built when a sub-task
+needs it), or fails saying there is none. A result with no rows, or rows the answer says do not
+hold the answer, is a failed call ("the memory has no such information", DoraemonGPT's A.2),
+so a search planner counts it as a failure. ``object_memory_querying`` first retrieves the
 objects whose descriptions are closest to the question and hands them to the SQL writer.
 """
 
@@ -39,6 +43,10 @@ LABEL_COLUMNS = frozenset({"category", "appearance", "motion"})
 # Statements start with one of these; writing ones are extracted too so the read-only guard refuses
 # them with a precise message for the retry.
 _SQL_START = re.compile(r"\b(SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|DROP|CREATE|ALTER|ATTACH|PRAGMA)\b")
+# the tables of the "objects" stage: SQL naming one needs the object memory built
+OBJECT_TABLES = re.compile(r"\b(objects|object_segments|detections|tracks)\b", re.IGNORECASE)
+# how the answer prompt (sql_answer.txt) says the rows do not hold the answer
+NO_INFORMATION = re.compile(r"\W*no such information\b", re.IGNORECASE)
 
 
 @cache
@@ -71,6 +79,8 @@ class SQLSubAgent:
     kind: str
     llm: ChatModel
     queries: ReadOnlyQueries
+    # makes the object memory ready when the SQL reads it: None when it is, else why it cannot be
+    object_memory: Callable[[], str | None] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in SUBTASK_KINDS + (OBJECT_KIND,):
@@ -90,6 +100,10 @@ class SQLSubAgent:
             if sql is None:
                 failure = "the reply held no SELECT statement"
             else:
+                missing = self._objects_for(sql)
+                if missing:
+                    return Observation(f"SQL: {sql}\nNo object memory: {missing}. Try another tool.", is_error=True,
+                                       artifacts={"sql": sql})
                 try:
                     result = self.queries.run(sql)
                     break
@@ -98,11 +112,23 @@ class SQLSubAgent:
             messages += [Message("assistant", reply), Message("user", render(load_prompt(PROMPTS, "sql_retry"), error=failure))]
         if result is None:
             return Observation(f"Could not query the memory: {failure}. Try another tool or rephrase.", is_error=True)
+        if not result.rows:
+            return Observation(f"SQL: {result.sql}\nResult: no rows. The memory has no such information; ask another "
+                               f"sub-question or use another tool.", is_error=True, artifacts={"sql": result.sql})
         rows = quoted_cells(result).to_text(max_rows=ROWS_IN_PROMPT)
         prompt = render(load_prompt(PROMPTS, "sql_answer"), question=question, sql=result.sql, rows=rows)
         answer = self.llm.chat([Message("user", prompt)], max_tokens=MAX_ANSWER_TOKENS, stop=["\n\n"]).text.strip()
         text = f"SQL: {result.sql}\nResult:\n{rows}\nAnswer: {quote(answer)}"
+        if NO_INFORMATION.match(answer):
+            return Observation(text + "\nThe memory has no such information; ask another sub-question or use another "
+                               "tool.", is_error=True, artifacts={"sql": result.sql})
         return Observation(text, evidence=_evidence(result, answer, self.queries.video_id), artifacts={"sql": result.sql})
+
+    def _objects_for(self, sql: str) -> str | None:
+        """Why the object memory ``sql`` reads cannot be had (None: it is there, or is not read)."""
+        if self.object_memory is None or not OBJECT_TABLES.search(sql):
+            return None
+        return self.object_memory()
 
 
 @dataclass
@@ -116,12 +142,26 @@ class SQLTools:
     build_objects: Callable[[], object] | None = None  # builds the object memory when a tool needs it
 
     def object_memory_querying(self, question: str) -> Observation:
-        if "objects" not in self.memory.stages and self.build_objects is not None:
+        missing = self.ensure_objects()
+        if missing:
+            return Observation(f"No object memory: {missing}.", is_error=True)
+        return SQLSubAgent(OBJECT_KIND, self.llm, self.queries, self.ensure_objects).answer(
+            question, self._candidate_objects(question))
+
+    def ensure_objects(self) -> str | None:
+        """Build the object memory if it is not built yet; None when it is there, else why it cannot be."""
+        if "objects" in self.memory.stages:
+            return None
+        if self.build_objects is None:
+            return "this video's object memory is not built"
+        try:
             self.build_objects()
-        return SQLSubAgent(OBJECT_KIND, self.llm, self.queries).answer(question, self._candidate_objects(question))
+        except MemoryStoreError as error:
+            return str(error)
+        return None
 
     def subtask(self, kind: str) -> Tool:
-        agent = SQLSubAgent(kind, self.llm, self.queries)
+        agent = SQLSubAgent(kind, self.llm, self.queries, self.ensure_objects)
         return Tool(kind, tool_descriptions()[kind], (Parameter("question", str, "the sub-question"),),
                     lambda question: agent.answer(question))
 
