@@ -20,3 +20,22 @@ def test_overrides_set_only_what_was_given():
     assert base.with_overrides(model="smollm2-135m").llm == base.with_llm(model="smollm2-135m").llm
     assert base.with_overrides(model="smollm2-135m").llm.backend == "local"  # a model alone keeps the backend
 
+
+
+def test_memory_selection_is_set_by_the_environment_and_the_ask_command():
+    import argparse
+
+    import pytest
+
+    from vidagent.cli import _settings, build_parser
+    from vidagent.errors import VidagentError
+
+    assert Settings.from_env({}).memory_selection == "llm"
+    assert Settings.from_env({"VIDAGENT_MEMORY_SELECTION": " All "}).memory_selection == "all"
+    with pytest.raises(VidagentError, match="memory selection must be one of llm, all, not 'some'"):
+        Settings.from_env({"VIDAGENT_MEMORY_SELECTION": "some"})
+    args = build_parser().parse_args(["ask", "clip.mp4", "How many dogs?", "--memory-selection", "all"])
+    assert _settings(args).memory_selection == "all"
+    assert _settings(argparse.Namespace()).memory_selection == Settings.from_env().memory_selection
+    with pytest.raises(SystemExit):  # argparse: exit status 2 with the choices named
+        build_parser().parse_args(["ask", "clip.mp4", "q?", "--memory-selection", "some"])

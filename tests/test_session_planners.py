@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vidagent.agent.planner import build_planner
-from vidagent.agent.steps import ObservationStep, Step, TaskStep, ToolCallStep
+from vidagent.agent.steps import MemoryStep, ObservationStep, Step, TaskStep, ToolCallStep
 from vidagent.config import Settings
 from vidagent.errors import PlannerError
 from vidagent.llm.base import Message
@@ -40,9 +40,14 @@ def test_react_gets_videoagents_tools_and_streams_each_step(settings):
     assert "- when(" not in system and "sub-task tools" not in system
     assert "2. For counting, or when and where an object" in system  # the rules name tools present (no VQA rule)
     assert [s.id for s in streamed] == [s.id for s in answer.trace] and isinstance(streamed[0], TaskStep)
-    overview = streamed[1]
+    selection = streamed[1]  # the memory-selection call is a step of its own, with the model's reply and cost
+    assert isinstance(selection, MemoryStep) and selection.action == "selected" and selection.model_output == "no"
+    assert selection.text == "memory selection: time-dominant only (the model's choice for this question)"
+    assert selection.prompt_tokens > 0 and selection.parent_id == streamed[0].id
+    overview = streamed[2]
     assert isinstance(overview, ToolCallStep) and overview.arguments == {"start_segment": 0, "end_segment": 2}
-    assert isinstance(streamed[2], ObservationStep) and "Segment 0 (0.0-2.0 s)" in streamed[2].text
+    assert overview.parent_id == selection.id
+    assert isinstance(streamed[3], ObservationStep) and "Segment 0 (0.0-2.0 s)" in streamed[3].text
     assert answer.choice_index == 0 and answer.planner == "react"
     assert answer.video_id == streamed[0].sources[0] and answer.video == str(video_path(TEMPORAL_TOY))
     assert all(e.source == answer.video_id for e in answer.evidence) and answer.evidence

@@ -1,7 +1,8 @@
 """The ``vidagent`` command line.
 
 vidagent ask SOURCE [SOURCE ...] QUESTION [--choice TEXT ...] [--planner NAME] [--planner-option K=V ...]
-             [--json] [--trace] [--experience none|semantic|procedural|all]      (sources: videos or images; the last argument is the question)
+             [--json] [--trace] [--experience none|semantic|procedural|all] [--memory-selection llm|all]
+             (sources: videos or images; the last argument is the question)
 vidagent index PATH [PATH ...] [--stage NAME ...] [--workers N] [--ray [ADDRESS]]   (videos or folders)
 vidagent import CAPTIONS|PACK [--format F] [--namespace NAME] [--only FILE]   (memories without video files)
 vidagent sql VIDEO QUERY [--json]
@@ -21,13 +22,14 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 from vidagent.agent.answer import Answer
 from vidagent.agent.task import option_label
 from vidagent.agent.experience import MODES as EXPERIENCE_MODES
-from vidagent.config import Settings
+from vidagent.config import MEMORY_SELECTIONS, Settings
 from vidagent.errors import MemoryStoreError, VidagentError
 from vidagent.import_cli import add_import_parser
 from vidagent.index_cli import add_index_parser
@@ -44,9 +46,11 @@ class UsageError(VidagentError):
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return Settings.from_env().with_overrides(
+    settings = Settings.from_env().with_overrides(
         home=getattr(args, "home", None), base_url=getattr(args, "base_url", None), model=getattr(args, "model", None),
         api_key=getattr(args, "api_key", None), cache=False if getattr(args, "no_cache", False) else None)
+    selection = getattr(args, "memory_selection", None)
+    return replace(settings, memory_selection=selection) if selection else settings
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
@@ -177,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
                         default_note="react for one video, peil for images or several sources")
     ask.add_argument("--experience", choices=EXPERIENCE_MODES, default=None,
                      help="memory across questions to replay and keep (default: none, or $VIDAGENT_EXPERIENCE)")
+    ask.add_argument("--memory-selection", choices=MEMORY_SELECTIONS, default=None,
+                     help="build the object memory ahead when the model says the question needs it (llm), or "
+                          "always (all) (default: llm, or $VIDAGENT_MEMORY_SELECTION)")
     add_llm_options(ask)
     ask.set_defaults(run=_cmd_ask)
 

@@ -37,6 +37,9 @@ class LLMSettings:
 
 
 PERCEPTION_SOURCES: tuple[str, ...] = ("imagenet", "pose", "motion")
+# Settings.memory_selection: "llm" asks the model per question whether the object memory is needed
+# (DoraemonGPT's task-related memory); "all" builds it for every question that may read it.
+MEMORY_SELECTIONS: tuple[str, ...] = ("llm", "all")
 
 
 def parse_perception(text: str) -> frozenset[str]:
@@ -51,6 +54,14 @@ def parse_perception(text: str) -> frozenset[str]:
         raise VidagentError(f"unknown perception source(s) {', '.join(sorted(unknown))}; "
                          f"choose from {', '.join(PERCEPTION_SOURCES)}, all or none")
     return frozenset(names)
+
+
+def parse_memory_selection(text: str) -> str:
+    """``llm`` or ``all`` (any case, spaces ignored); anything else is an error naming both."""
+    mode = text.strip().lower()
+    if mode not in MEMORY_SELECTIONS:
+        raise VidagentError(f"memory selection must be one of {', '.join(MEMORY_SELECTIONS)}, not {text!r}")
+    return mode
 
 
 @dataclass(frozen=True)
@@ -84,7 +95,7 @@ class Settings:
     # "imagenet" (ImageNet-1k labels of frames and object crops), "pose" (body pose words for people),
     # "motion" (camera motion, scene cuts). Off by default until measured; see README.
     perception: frozenset[str] = frozenset()
-    memory_selection: str = "llm"  # "llm": the LLM decides per question whether objects are needed; "all"
+    memory_selection: str = "llm"  # MEMORY_SELECTIONS: "llm" decides per question whether objects are needed; "all"
     # Memory across questions (DigimonGPT): which memories are replayed and kept, "none", "semantic",
     # "procedural" or "all"; and whose they are ("" the user's; an evaluation run keeps its own).
     # Off by default: with the offline 1.5B model the validation rejected every answer on dev (nothing
@@ -145,6 +156,8 @@ class Settings:
         ``VIDAGENT_PERCEPTION``: extra offline perception, comma-separated ``imagenet,pose,motion``
         (``all`` or ``none`` too).
         ``VIDAGENT_EXPERIENCE``: memory across questions (``none``, ``semantic``, ``procedural``, ``all``).
+        ``VIDAGENT_MEMORY_SELECTION``: ``llm`` (the model says per question whether the object memory is
+        built ahead) or ``all`` (always, for planners whose tools read it).
         ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``: backend specs.
         """
         env = os.environ if environ is None else environ
@@ -157,6 +170,8 @@ class Settings:
             settings = replace(settings, library=Path(env["VIDAGENT_LIBRARY"]).expanduser())
         if env.get("VIDAGENT_EXPERIENCE"):
             settings = replace(settings, experience=env["VIDAGENT_EXPERIENCE"].strip().lower())
+        if env.get("VIDAGENT_MEMORY_SELECTION"):
+            settings = replace(settings, memory_selection=parse_memory_selection(env["VIDAGENT_MEMORY_SELECTION"]))
         if "VIDAGENT_PERCEPTION" in env:
             settings = replace(settings, perception=parse_perception(env["VIDAGENT_PERCEPTION"]))
         if env.get("VIDAGENT_DETECTOR_WORKERS"):

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, Union
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.memory_selection import needs_object_memory
+from vidagent.agent.memory_selection import MemorySelection, select_memory
 from vidagent.agent.planner import Planner, build_planner
 from vidagent.agent.steps import MemoryStep, Step, Trace
 from vidagent.agent.task import Reference, Source, Task
@@ -167,7 +167,8 @@ class Session:
         builder = self.builder()
         stages = list(TEMPORAL_STAGES)
         reads_objects = chosen.tools is None or any(name in SQL_TOOLS for name in chosen.tools)
-        if reads_objects and self._wants_objects(builder, handle, llm, question):
+        selection = self._wants_objects(builder, handle, llm, question) if reads_objects else None
+        if selection is not None and selection.objects:
             stages.append("objects")
         memory = self._memory(builder, handle, stages, progress)
         with ReadOnlyQueries(self.settings.library_path, memory.video_id) as queries:
@@ -179,7 +180,8 @@ class Session:
                                  memory_note=self._memory_note([memory]),
                                  context_tokens=self.settings.llm.context_tokens,
                                  experience_scope=self.settings.experience_scope, replay=replay,
-                                 sees_frames=getattr(self.vqa, "sees_frames", True)).select(chosen.tools)
+                                 sees_frames=getattr(self.vqa, "sees_frames", True),
+                                 selection=selection).select(chosen.tools)
             answer = chosen.run(task, toolbox, llm, trace)
         if keeper:
             _learn(keeper, task, answer, chosen.name, memory.video_id, llm)
@@ -260,13 +262,17 @@ class Session:
         frames = FrameTools(memory, self.perception.describer, self.vqa, llm).tools()
         return temporal + sql.tools((OBJECT_KIND,) + SUBTASK_KINDS) + frames
 
-    def _wants_objects(self, builder: MemoryBuilder, video: Video | StoredVideo, llm: ChatModel, question: str) -> bool:
-        """DoraemonGPT's task-related memory: build the object memory ahead only when it is needed."""
+    def _wants_objects(self, builder: MemoryBuilder, video: Video | StoredVideo, llm: ChatModel,
+                       question: str) -> MemorySelection | None:
+        """DoraemonGPT's task-related memory: build the object memory ahead only when it is needed
+        (None: a memory without a video file, which has nothing to build it from)."""
         if not isinstance(video, Video):
-            return False  # nothing to build it from
-        if self.settings.memory_selection == "all" or not builder.missing_stages(video, ["objects"]):
-            return True
-        return needs_object_memory(llm, question)
+            return None
+        if not builder.missing_stages(video, ["objects"]):
+            return MemorySelection(True, "built")
+        if self.settings.memory_selection == "all":
+            return MemorySelection(True, "all")
+        return select_memory(llm, question)
 
     def close(self) -> None:
         """Stop the detector's worker, free the chat model and its cache, close the library."""

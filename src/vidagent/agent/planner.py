@@ -92,11 +92,16 @@ def parse_options(pairs: list[str] | None) -> dict[str, str]:
 
 def start(task: Task, trace: Trace | None, toolbox: Toolbox | None = None) -> tuple[Trace, Step]:
     """What every planner does first: open the trace (the caller's, if given) with the task as its
-    root, followed by a ``MemoryStep`` of the experience replayed when the toolbox holds some. The
-    step returned is the one the planner's own steps follow."""
+    root, followed by a ``MemoryStep`` of the memory selection (which memories were built for the
+    question, with the model's reply) and one of the experience replayed, when the toolbox holds
+    them. The step returned is the one the planner's own steps follow."""
     trace = trace if trace is not None else Trace()
     root: Step = trace.add(TaskStep(question=task.question, choices=list(task.choices) if task.choices else None,
                                     sources=[s.id for s in task.sources]))
+    selection = toolbox.selection if toolbox is not None else None
+    if selection is not None:
+        root = trace.add(MemoryStep(parent_id=root.id, action="selected", text=selection.describe(),
+                                    model_output=selection.model_output, **selection.cost))
     replay = toolbox.replay if toolbox is not None else None
     if replay:
         root = trace.add(MemoryStep(parent_id=root.id, action="replayed", text=replay.describe(),

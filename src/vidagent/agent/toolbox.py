@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
+from vidagent.agent.memory_selection import MemorySelection
 from vidagent.agent.steps import ObservationStep, ToolCallStep, Trace
 from vidagent.errors import PlannerError
 from vidagent.experience.replay import Replay
@@ -53,6 +54,7 @@ class Toolbox:
     experience_scope: str = ""  # whose experience: the user's (''), or an evaluation run's own
     replay: Replay | None = None  # experience chosen for this question (DigimonGPT), shown before it
     sees_frames: bool = True  # visual_question_answering looks at pixels (False: it reads frame descriptions)
+    selection: MemorySelection | None = None  # which memories were built ahead of the question, and why
 
     def experience(self) -> str:
         """The replayed experience as the section a planner puts before the question ('' when none)."""
