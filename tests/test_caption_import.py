@@ -295,3 +295,26 @@ def test_the_library_function_imports_and_ask_reads_the_memory_by_its_id(tmp_pat
     assert sorted(report.imported) == sorted(f"nextqa:{v}" for v in videos)  # in the zip's order
     answer = vidagent.ask(f"nextqa:{videos[0]}", "What happens?", ["a", "b"], planner="random", settings=settings)
     assert answer.video_id == f"nextqa:{videos[0]}" and answer.choice_index in (0, 1)
+
+
+def test_a_wide_range_is_skimmed_evenly_and_react_skims_a_long_video_first(tmp_path, embedder, ego_slice, models_dir):
+    from vidagent.session import Session
+
+    path, ids = ego_slice
+    settings = replace(Settings.from_env(), home=tmp_path, models=models_dir)
+    with Library(settings.library_path) as library:
+        import_captions(library, embedder, path)
+        memory = VideoMemory(library.stored_video(f"egoschema:{ids[0]}"), library)
+        tools = TemporalTools(memory, embedder, vqa=None, llm=None)  # type: ignore[arg-type]
+        skimmed = tools.caption_retrieval(0, 179)
+        assert skimmed.text.startswith("(180 segments in 0-179: 15 of them, evenly spread, are shown")
+        assert [e.start_s for e in skimmed.evidence] == [round(i * 179 / 14) for i in range(15)]
+        lines = skimmed.text.splitlines()[1:]
+        assert len(lines) == 15 and lines[1].startswith("Segment 13 (13.0-14.0 s): ")  # spread lines are never merged
+        assert len(tools.caption_retrieval(20, 34).evidence) == 15  # a narrow range: every one
+    llm = ScriptedLLM(["Thought: enough\nFinal Answer: 1"])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(f"egoschema:{ids[0]}", "What is C mainly doing?", ["a", "b", "c", "d", "e"],
+                             planner="react")
+    overview = next(s for s in answer.trace if s.kind == "tool_call")
+    assert overview.automatic and overview.arguments == {"start_segment": 0, "end_segment": 179}

@@ -63,10 +63,12 @@ class TemporalTools:
         if start >= count or end < 0:
             return Observation(f"No such segments: ids run from 0 to {count - 1}.", is_error=True)
         start, end = max(0, start), min(count - 1, end)
-        if end - start + 1 > MAX_CAPTIONS:
-            end = start + MAX_CAPTIONS - 1
-            notes.append(f"(only {MAX_CAPTIONS} segments at a time: showing {start}-{end})")
-        segments = self.memory.segments[start : end + 1]
+        ids = list(range(start, end + 1))
+        if len(ids) > MAX_CAPTIONS:  # a wide range is skimmed: MAX_CAPTIONS segments evenly spread over it
+            ids = [ids[round(i * (len(ids) - 1) / (MAX_CAPTIONS - 1))] for i in range(MAX_CAPTIONS)]
+            notes.append(f"({end - start + 1} segments in {start}-{end}: {MAX_CAPTIONS} of them, evenly spread, "
+                         f"are shown; ask a range of at most {MAX_CAPTIONS} to read every one)")
+        segments = [self.memory.segments[i] for i in ids]
         lines = notes + _segment_runs(segments)
         return Observation("\n".join(lines), evidence=tuple(_evidence(s, self.memory.video_id) for s in segments))
 
@@ -106,11 +108,11 @@ class TemporalTools:
 
 
 def _segment_runs(segments: list[SegmentRecord]) -> list[str]:
-    """One line per run of consecutive segments that read exactly alike ("Segments 3-5 (6.0-12.0 s): ...")."""
+    """One line per run of adjacent segments that read exactly alike ("Segments 3-5 (6.0-12.0 s): ...")."""
     runs: list[tuple[list[SegmentRecord], str]] = []
     for segment in segments:
         text = segment_text(segment)
-        if runs and runs[-1][1] == text:
+        if runs and runs[-1][1] == text and runs[-1][0][-1].segment_id + 1 == segment.segment_id:
             runs[-1][0].append(segment)
         else:
             runs.append(([segment], text))
