@@ -155,6 +155,48 @@ def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(setti
     assert any(isinstance(s, MemoryStep) and s.action == "replayed" for s in answer.trace)
 
 
+def test_the_example_bank_is_peils_own_and_works_with_experience_off(settings):
+    """AssistGPT's Learner keeps and recalls traces by default: no --experience needed (issue 24, item 1).
+    Here a retry that passes the model's self-check (no known answer) is kept and shown later."""
+    plain = replace(settings, experience="none")
+    first = ScriptedLLM([
+        "Thought: I now know the final answer\nFinal Answer: a car", "No: nothing was looked at",
+        'Thought: look at the end\nAction: temporal_reason("end", visual[0])',
+        "Thought: I now know the final answer\nFinal Answer: a guitar", "Yes",
+    ])
+    with Session(plain, llm=first) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn on the tablet?", CHOICES,
+                             planner="peil", planner_options=PLAIN)
+        kept = session.experience_store.entries(kind="trace")
+    assert [c["passed"] for c in answer.artifacts["checks"]] == [False, True]
+    assert len(kept) == 1 and kept[0].checked_by == "self_check" and len(first.requests) == 5  # no other model call
+    assert not any(s.kind == "memory" and "semantic" in getattr(s, "text", "") for s in answer.trace)
+
+    later = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a guitar", "Yes"])
+    with Session(plain, llm=later) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn on the iPad?", CHOICES,
+                             planner="peil", planner_options=PLAIN)
+    assert answer.artifacts["examples_used"] == 1 and 'temporal_reason("end", visual[0])' in later.requests[0][0].content
+
+    off = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a guitar", "Yes"])
+    with Session(plain, llm=off) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn on the iPad?", CHOICES,
+                             planner="peil", planner_options={**PLAIN, "examples": 0})
+    assert answer.artifacts["examples_used"] == 0 and "solved questions" not in off.requests[0][0].content
+
+
+def test_a_taught_eval_run_teaches_the_users_example_bank(tmp_path):
+    """``vidagent eval --teach`` is how known answers reach the Learner; what it keeps is the user's."""
+    from vidagent.eval.runner import RunConfig, _experience_settings
+
+    base = replace(Settings.from_env(), home=tmp_path)
+    taught = _experience_settings(RunConfig(tmp_path / "q.jsonl", teach=True), base, tmp_path / "run")
+    measured = _experience_settings(RunConfig(tmp_path / "q.jsonl"), base, tmp_path / "run")
+    run_scope = f"eval:{(tmp_path / 'run').resolve()}"  # other memories stay the run's own (emptied per run)
+    assert (taught.experience_scope, taught.examples_scope) == (run_scope, "")
+    assert (measured.experience_scope, measured.examples_scope) == (run_scope, None)
+
+
 def test_when_no_attempt_passes_the_self_check_the_most_given_answer_wins(settings):
     llm = ScriptedLLM([
         "Thought: I now know the final answer\nFinal Answer: a car", "No: nothing was looked at",

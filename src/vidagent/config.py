@@ -102,6 +102,9 @@ class Settings:
     # to replay, one more model call per question); turn it on with a model that validates reliably.
     experience: str = "none"
     experience_scope: str = ""
+    # Whose PEIL's example bank (AssistGPT's Learner) is: None, the same as experience_scope; a taught
+    # evaluation run ("" here) keeps its examples in the user's bank while its other memories stay its own.
+    examples_scope: str | None = None
     models: Path | None = None  # default: <home>/models
     library: Path | None = None  # default: <home>/library.sqlite
 

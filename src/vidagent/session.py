@@ -212,8 +212,9 @@ class Session:
                           memory_note=self._memory_note(list(memories.values())),
                           context_tokens=self.settings.llm.context_tokens, sources=tuple(media),
                           modules={module.name: module for module in modules}, describer=perception.describer,
-                          examples=self.experience_store if ExperienceOptions(mode).procedural else None,
-                          experience_scope=self.settings.experience_scope, replay=replay)
+                          examples=self.experience_store,  # PEIL's own example bank: its option examples=0 is off
+                          experience_scope=self.settings.experience_scope,
+                          examples_scope=self.settings.examples_scope, replay=replay)
         answer = chosen.run(task, toolbox, llm, trace)
         if keeper:
             _learn(keeper, task, answer, chosen.name, sources_key, llm)

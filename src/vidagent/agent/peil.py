@@ -58,7 +58,9 @@ class Attempt:
 class PEILPlanner:
     """Options: ``max_steps`` (module calls per attempt), ``attempts`` (tries, the Learner's N),
     ``self_check`` (judge attempts with the model when no known answer is given), ``examples``
-    (kept traces shown as examples), ``min_similarity`` (how like the question a kept one must be),
+    (kept traces shown as examples; 0 switches the example bank off: nothing shown, nothing kept.
+    The bank is the planner's own, on whatever ``--experience`` says: it costs no model call, only
+    an embedding of the question), ``min_similarity`` (how like the question a kept one must be),
     ``retry_temperature``, ``modules`` (the AssistGPT modules offered; all by default), ``choose_by``
     (``text`` or ``likelihood``, as for react), ``look_first`` (narrate each video, caption each
     image, as automatic first steps)."""
@@ -198,7 +200,7 @@ class PEILPlanner:
     def _recall(self, task: Task, toolbox: Toolbox, trace: Trace, parent: int) -> list[Entry]:
         if toolbox.examples is None or self.examples <= 0:
             return []
-        found = toolbox.examples.similar(task.question, EXAMPLE_KIND, planner=self.name, scope=toolbox.experience_scope,
+        found = toolbox.examples.similar(task.question, EXAMPLE_KIND, planner=self.name, scope=toolbox.bank_scope,
                                          limit=self.examples, min_similarity=self.min_similarity)
         if found:
             listed = "; ".join(f"{e.question!r} ({e.similarity:.2f})" for e in found)
@@ -206,10 +208,10 @@ class PEILPlanner:
         return found
 
     def _keep(self, task: Task, toolbox: Toolbox, trace: Trace, attempt: Attempt) -> None:
-        if toolbox.examples is None or attempt.verdict is None:
+        if toolbox.examples is None or attempt.verdict is None or self.examples <= 0:
             return
         kept = toolbox.examples.add(Entry(EXAMPLE_KIND, self.name, task.question, attempt.steps, attempt.text,
-                                          attempt.verdict.mode, attempt.number, scope=toolbox.experience_scope))
+                                          attempt.verdict.mode, attempt.number, scope=toolbox.bank_scope))
         if kept is not None:
             trace.add(MemoryStep(parent_id=attempt.final.id, action="stored",
                                  text=f"attempt {attempt.number}'s trace kept as an example ({attempt.verdict.mode})"))

@@ -52,9 +52,15 @@ class Toolbox:
     describer: FrameDescriber | None = None
     examples: ExperienceStore | None = None  # AssistGPT's kept traces (None: experience switched off)
     experience_scope: str = ""  # whose experience: the user's (''), or an evaluation run's own
+    examples_scope: str | None = None  # whose example bank ``examples`` is (None: experience_scope's)
     replay: Replay | None = None  # experience chosen for this question (DigimonGPT), shown before it
     sees_frames: bool = True  # visual_question_answering looks at pixels (False: it reads frame descriptions)
     selection: MemorySelection | None = None  # which memories were built ahead of the question, and why
+
+    @property
+    def bank_scope(self) -> str:
+        """The scope PEIL's kept traces are read from and written to."""
+        return self.experience_scope if self.examples_scope is None else self.examples_scope
 
     def experience(self) -> str:
         """The replayed experience as the section a planner puts before the question ('' when none)."""

@@ -156,10 +156,11 @@ def _identity(dataset: Dataset, config: RunConfig, settings: Settings) -> dict[s
 
 def _experience_settings(config: RunConfig, settings: Settings, out: Path) -> Settings:
     """The run's experience mode, kept in the run's own scope (emptied when the run starts afresh) so
-    runs stay comparable, unless ``keep_experience`` asks for the user's."""
+    runs stay comparable, unless ``keep_experience`` asks for the user's. A taught run (``teach``)
+    keeps what PEIL's Learner learns in the user's example bank, for later questions."""
     mode = check_mode(config.experience or settings.experience)
     scope = "" if config.keep_experience else f"eval:{out.resolve()}"
-    return replace(settings, experience=mode, experience_scope=scope)
+    return replace(settings, experience=mode, experience_scope=scope, examples_scope="" if config.teach else None)
 
 
 def _check_folder(out: Path, identity: dict[str, Any]) -> None:
@@ -242,7 +243,7 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
     done = results.load()
     selected_ids = {item.id for item in runnable}
     pending = [item for item in runnable if item.id not in done]
-    if settings.experience_scope and settings.experience != "none":
+    if settings.experience_scope:  # also with experience none: PEIL's example bank fills the run's scope
         _reset_experience(settings, set(done))
     rows = {qid: row for qid, row in done.items() if qid in selected_ids}
     worker = WorkerConfig(settings=settings, planner=config.planner, planner_options=config.planner_options,
