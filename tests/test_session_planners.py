@@ -77,6 +77,37 @@ def test_mcts_gets_the_sub_task_tools_and_they_answer_from_the_memory(settings):
     assert answer.usage.llm_calls == 5
 
 
+def test_mcts_takes_doraemongpts_own_tool_set_and_a_bare_root_by_options(settings):
+    """The paper's setting (issue 24, item 4): the sub-task tools only, the root the question alone."""
+    script = ["no", "Thought: ask when\nAction: when\nAction Input: when does the drawing start?",
+              "SELECT start_s, end_s FROM segments ORDER BY start_s LIMIT 1", "It starts at 0 s.",
+              "Thought: I now know the final answer\nFinal Answer: at the start"]
+    llm = ScriptedLLM(list(script))
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "When does the drawing start?", planner="mcts",
+                             planner_options={"n": "1", "tools": "doraemongpt", "overview_segments": "0"})
+    system = llm.requests[1][0].content
+    listed = [line.split("(")[0][2:] for line in system.splitlines() if line.startswith("- ") and "(" in line]
+    assert listed == ["when", "why", "what", "how", "count", "other"]
+    assert not any(isinstance(s, ToolCallStep) and s.automatic for s in answer.trace)  # no overview read
+    assert answer.text == "at the start"
+    assert build_planner("mcts", {"tools": "doraemongpt,caption_retrieval"}).tools == (
+        "when", "why", "what", "how", "count", "other", "caption_retrieval")
+    with pytest.raises(PlannerError, match="overview_segments must be 0 or more"):
+        build_planner("mcts", {"overview_segments": "-1"})
+
+    kept, dropped = ScriptedLLM(list(script)), ScriptedLLM(list(script))
+    with Session(settings, llm=kept) as session:  # today's default keeps the offline frame VQA ...
+        session.ask(video_path(TEMPORAL_TOY), "When does the drawing start?", planner="mcts",
+                    planner_options={"n": 1, "overview_segments": 0})
+    with Session(settings, llm=dropped) as session:  # ... which described_vqa=false leaves out, as ReAct does
+        session.ask(video_path(TEMPORAL_TOY), "When does the drawing start?", planner="mcts",
+                    planner_options={"n": 1, "overview_segments": 0, "described_vqa": "false"})
+    assert "- visual_question_answering(" in kept.requests[1][0].content
+    assert "- visual_question_answering(" not in dropped.requests[1][0].content
+    assert "- caption_retrieval(" in dropped.requests[1][0].content
+
+
 def test_caption_only_builds_no_tools_and_asks_nothing_about_objects(settings):
     llm = ScriptedLLM(["Answer: a guitar"])
     with Session(settings, llm=llm) as session:

@@ -45,6 +45,7 @@ from vidagent.tools.sql_agent import SUBTASK_KINDS
 
 PROMPTS = "vidagent.agent"
 STRATEGIES = ("mcts", "dfs", "root", "uniform")
+TOOL_SETS = {"doraemongpt": SUBTASK_KINDS, "videoagent": VIDEOAGENT_TOOLS}  # names the tools option takes for sets
 TIE_BREAKS = ("reward", "llm")
 SUMMARY_TOKENS = 80
 MAX_ALPHA = 100.0
@@ -89,7 +90,11 @@ class MCTSPlanner:
     paper), ``tie_break`` (options with equal votes: ``llm``, one more model call in the root's
     conversation that picks among them, or ``reward``, the better-rewarded branch; on the dev set
     with the 1.5B model, llm answered 26.1 % of multiple-choice questions against 13.0 % at n=2),
-    ``overview_segments``, ``seed`` (default: from the task)."""
+    ``overview_segments`` (0: the root is the question alone, as in the paper), ``tools`` (names,
+    comma-separated; ``doraemongpt`` stands for the paper's sub-task tools, ``videoagent`` for VideoAgent's),
+    ``described_vqa`` (keep visual_question_answering when it only reads frame descriptions; ReAct
+    drops it), ``seed`` (default: from the task). The paper's setting: ``tools=doraemongpt
+    overview_segments=0``."""
 
     n: int = 2
     alpha: float = 1.0
@@ -103,8 +108,9 @@ class MCTSPlanner:
     tie_break: str = "llm"
     overview_segments: int = 15
     seed: int | None = None
-    name: ClassVar[str] = "mcts"
     tools: tuple[str, ...] | None = SUBTASK_KINDS + VIDEOAGENT_TOOLS
+    described_vqa: bool = True
+    name: ClassVar[str] = "mcts"
     reads_memory: ClassVar[bool] = True
     uses_llm: ClassVar[bool] = True
 
@@ -119,12 +125,18 @@ class MCTSPlanner:
             raise ValueError(f"alpha must be in (0, {MAX_ALPHA:g}] and beta in [0, {MAX_BETA:g}]")
         if self.max_depth < 1:
             raise ValueError("max_depth must be at least 1")
+        if self.overview_segments < 0:
+            raise ValueError("overview_segments must be 0 or more")
+        if self.tools is not None:  # a named tool set stands for its tools, in place
+            self.tools = tuple(dict.fromkeys(name for item in self.tools for name in TOOL_SETS.get(item, (item,))))
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
         if not toolbox.tools:
             raise PlannerError("the MCTS planner needs at least one tool")
         if llm is None:
             raise PlannerError("the MCTS planner needs a chat model")
+        if not (toolbox.sees_frames or self.described_vqa) and len(toolbox.tools) > 1:
+            toolbox = toolbox.select([name for name in toolbox.names if name != "visual_question_answering"])
         return _Search(self, task, toolbox, metered(llm), trace).run()
 
     # -- the pieces a test can check on their own -------------------------------------------
