@@ -114,11 +114,20 @@ def test_no_window_is_viewed_twice():
     answer, video = run(llm)
     windows = answer.artifacts["windows"]
     assert windows[0] == 12.0
-    assert windows[1] == 6.0  # 12.2 is the window already viewed: the middle of the largest gap, 0-12
-    assert windows[2] == 16.0  # no time in the reply: the middle of 12-20
+    # 12.2 is the window already viewed: the middle of the largest stretch not looked at, counting the
+    # opening frames at 0, 5, 10, 15 and 19.95 s (not 6 s of 0-12, nor the opening frame at 10 s)
+    assert windows[1] == 2.5
+    assert windows[2] == 7.5  # no time in the reply: the middle of 5-10 (not 16 s of 12-20)
     assert len(set(video.described[5:])) == 3
     retriever = [s for s in answer.trace if isinstance(s, ToolCallStep)][5:]
     assert "already viewed" in retriever[1].thought and "no time given" in retriever[2].thought
+
+
+def test_window_centres_stay_a_windows_span_apart_as_the_retriever_is_told():
+    llm = ScriptedLLM([PLAN, "12", "[]", NOT_YET, PLAN, "13.5", "[]", NOT_YET, PLAN, "14", "[]", BALL])
+    answer, _ = run(llm)
+    assert "stay at least 2 seconds away from second 12.0" in llm.requests[5][0].content
+    assert answer.artifacts["windows"] == [12.0, 2.5, 14.0]  # 13.5 is 1.5 s from 12: replaced; 14 is 2 s away
 
 
 def test_the_summarizer_condenses_a_bank_past_its_budget():

@@ -8,8 +8,9 @@ times:
 - **Planner**: a step-by-step plan from the question, the options, the bank and (after the first
   round) the Evaluator's explanation of what is missing.
 - **Retriever**: the next second to look at; a window of ``window_frames`` frames around it (at
-  the frame tools' rate, 2 a second) is described. A window already viewed (or a reply that names no usable time) is replaced by the
-  middle of the largest stretch of the video not yet looked at.
+  the frame tools' rate, 2 a second) is described. A time within a window's span (2 s) of a window
+  already viewed, or a reply that names no usable time, is replaced by the middle of the largest
+  stretch of the video not yet looked at (between the opening frames and the windows viewed).
 - **Extractor**: the model writes up to ``questions`` questions about the window; the visual-QA
   backend answers each from the window's frames; the bank stores them under the window's time.
 - **Summarizer**: when the bank's JSON grows past ``memory_chars``, the model condenses it.
@@ -110,6 +111,7 @@ class _Traversal:
         self.duration = toolbox.video.duration_s if toolbox.video else 0.0
         self.bank: dict[str, dict[str, Any]] = {}
         self.windows: list[float] = []  # centres of the windows viewed
+        self.opening: list[float] = []  # the single frames the bank started with
         self.frame_times: set[float] = set()
         self.evidence: list[Evidence] = []
 
@@ -135,6 +137,7 @@ class _Traversal:
                                      thought=f"(memory bank: the frame at {fraction:.0%} of the video)")
             if not observation.is_error:
                 self._store(second, description=_description(observation.text))
+                self.opening.append(second)
         self._add(MemoryStep(action="store", text=f"memory bank initialised with {len(self.bank)} frames: "
                                                   f"{', '.join(self.bank)} s"))
 
@@ -178,8 +181,8 @@ class _Traversal:
 
     def _retrieve(self, plan: str, current: float) -> float:
         started = time.perf_counter()
-        completion = self._chat("traveler_retrieve", plan=plan, current=f"{current:.1f}",
-                                gap=f"{max(self.planner.window_s, 1 / FRAMES_PER_SECOND):g}", max_tokens=TIME_TOKENS)
+        completion = self._chat("traveler_retrieve", plan=plan, current=f"{current:.1f}", gap=f"{self._gap():g}",
+                                max_tokens=TIME_TOKENS)
         wanted = _first_number(completion.text)
         second, note = self._unvisited(wanted)
         self.windows.append(second)
@@ -260,13 +263,18 @@ class _Traversal:
                       artifacts=artifacts, trace=self.trace, usage=self.llm.usage)
 
     # -- helpers -----------------------------------------------------------------------------
+    def _gap(self) -> float:
+        """How far apart window centres stay (the retriever's prompt says so): a window's span."""
+        return max(self.planner.window_s, 1 / FRAMES_PER_SECOND)
+
     def _unvisited(self, wanted: float | None) -> tuple[float, str]:
-        """``wanted`` when it is in the video and no viewed window is centred near it; otherwise the
-        middle of the largest stretch between the windows viewed (and the video's ends)."""
-        gap = max(self.planner.window_s / 2, 0.5 / FRAMES_PER_SECOND)
-        if wanted is not None and 0.0 <= wanted <= self.duration and all(abs(wanted - w) >= gap for w in self.windows):
+        """``wanted`` when it is in the video and at least a window's span from every window viewed;
+        otherwise the middle of the largest stretch between the places looked at (the opening frames,
+        the windows viewed, and the video's ends)."""
+        if wanted is not None and 0.0 <= wanted <= self.duration and \
+                all(abs(wanted - w) >= self._gap() - 1e-9 for w in self.windows):
             return wanted, ""
-        edges = sorted([0.0, self.duration] + self.windows)
+        edges = sorted(set([0.0, self.duration] + self.opening + self.windows))
         start, end = max(zip(edges, edges[1:]), key=lambda pair: pair[1] - pair[0])
         middle = (start + end) / 2
         reason = "no time given" if wanted is None else "outside the video" if not 0 <= wanted <= self.duration \
