@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vidagent.memory.sql import ReadOnlyQueries
@@ -130,3 +131,62 @@ def test_the_schema_prompt_lists_every_table_the_sql_can_read():
     listed = {line.split("(")[0] for line in schema.splitlines()[1:]}
     assert set(ALL_TABLES) - {"caption_sources"} <= listed
     assert "tracks(track_id, object_id" in schema and "motion(segment_id, start_s, end_s, camera" in schema
+
+
+def _library_with_objects(temporal_library: Path, tmp_path: Path, appearance: str,
+                          objects: list[tuple[int, str, str, np.ndarray]]) -> Path:
+    """A copy of the temporal library whose TEMPORAL_TEXT memory holds these objects (id, category,
+    description, feature), as an objects stage built with the appearance model named."""
+    import json
+    import shutil
+    import sqlite3
+
+    from vidagent.perception.text_embedding import E5TextEmbedder
+
+    home = tmp_path / "home"
+    shutil.copytree(temporal_library, home)
+    video_id = Video(video_path(TEMPORAL_TEXT)).content_hash
+    embeddings = E5TextEmbedder().embed_passages([description for _, _, description, _ in objects])
+    with sqlite3.connect(home / "library.sqlite") as db:
+        db.execute("INSERT INTO stages VALUES (?, 'objects', 'k', ?, '2026-01-01', 1.0)",
+                   (video_id, json.dumps({"appearance": appearance})))
+        for (object_id, category, description, feature), embedding in zip(objects, embeddings):
+            db.execute("INSERT INTO objects VALUES (?,?,?,0.0,6.0,4,'','',?,?,?)",
+                       (video_id, object_id, category, description, np.asarray(embedding, np.float32).tobytes(),
+                        np.asarray(feature, np.float32).tobytes()))
+    return home / "library.sqlite"
+
+
+def test_object_retrieval_is_by_clip_text_to_feature_similarity_when_the_features_are_clip(tmp_path, temporal_library):
+    """VideoAgent's feature table (issue 24, item 6): the words the question names, embedded by CLIP's
+    text tower, against the objects' stored CLIP features, not the question against generated text."""
+    from hf_tiny_models import save_clip, save_dinov2
+
+    from vidagent.perception.hf.embedders import ClipDinoAppearance, ClipEmbedder, DinoEmbedder
+    from vidagent.perception.text_embedding import E5TextEmbedder
+    from vidagent.tools.sql_agent import object_query
+
+    question = "When does the shiny thing appear on the left?"
+    assert object_query(question) == "shiny thing left"
+    appearance = ClipDinoAppearance(ClipEmbedder(str(save_clip(tmp_path / "clip"))),
+                                    DinoEmbedder(str(save_dinov2(tmp_path / "dino"))))
+    wanted = appearance.text_features(["shiny thing left"])[0]
+    other = appearance.text_features(["zzzz"])[0]
+    assert float(wanted @ other) < 0.99  # two different CLIP rows
+    dino = np.zeros(8, np.float32)
+    path = _library_with_objects(temporal_library, tmp_path, appearance.name, [
+        (1, "bottle", "a shiny thing on the left, a bottle", np.concatenate([other, dino])),
+        (2, "vase", "a dull vase on the right", np.concatenate([wanted, dino])),
+    ])
+    video = Video(video_path(TEMPORAL_TEXT))
+    with Library(path) as library, ReadOnlyQueries(path, video.content_hash) as queries:
+        memory = VideoMemory(video, library)
+        by_text = SQLTools(memory, E5TextEmbedder(), ScriptedLLM([]), queries)._candidate_objects(question)
+        by_clip = SQLTools(memory, E5TextEmbedder(), ScriptedLLM([]), queries,
+                           appearance=appearance)._candidate_objects(question)
+        other_model = ClipDinoAppearance(ClipEmbedder(str(tmp_path / "clip")), DinoEmbedder("another/dino"))
+        not_comparable = SQLTools(memory, E5TextEmbedder(), ScriptedLLM([]), queries,
+                                  appearance=other_model)._candidate_objects(question)
+    assert by_text.splitlines()[1].startswith("object 1: bottle")  # descriptions: the bottle's says it
+    assert by_clip.splitlines()[1].startswith("object 2: vase")  # CLIP features: the vase's matches the words
+    assert not_comparable.splitlines()[1].startswith("object 1: bottle")  # features of another model: not read

@@ -259,7 +259,8 @@ class Session:
         """Every tool over one video: VideoAgent's temporal tools, object memory and sub-task tools,
         and the tools that look at frames by time."""
         temporal = TemporalTools(memory, self.perception.embedder, self.vqa, llm).tools()
-        sql = SQLTools(memory, self.perception.embedder, llm, queries, build_objects=build_objects)
+        sql = SQLTools(memory, self.perception.embedder, llm, queries, build_objects=build_objects,
+                       appearance=self.perception.appearance)
         frames = FrameTools(memory, self.perception.describer, self.vqa, llm).tools()
         return temporal + sql.tools((OBJECT_KIND,) + SUBTASK_KINDS) + frames
 

@@ -8,7 +8,7 @@ audio is 16 kHz mono ``float32``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -184,6 +184,20 @@ class AppearanceModel(Protocol):
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """(len(a), len(b)) similarities in [0, 1] between rows of two feature matrices."""
+        ...
+
+
+@runtime_checkable
+class TextSearchableAppearance(Protocol):
+    """An appearance model whose object features begin with image features of a joint image-text
+    space (CLIP): ``text_features`` embeds texts into it, so free-form words find stored objects
+    (VideoAgent's feature table). ``text_dim`` is how many leading feature columns that space takes."""
+
+    name: str
+    text_dim: int
+
+    def text_features(self, texts: Sequence[str]) -> np.ndarray:
+        """(N, text_dim) float32 unit rows, comparable with the first ``text_dim`` feature columns."""
         ...
 
 

@@ -9,15 +9,19 @@ memory first when it is not built yet (DoraemonGPT's task-related memory: built 
 needs it), or fails saying there is none. A result with no rows, or rows the answer says do not
 hold the answer, is a failed call ("the memory has no such information", DoraemonGPT's A.2),
 so a search planner counts it as a failure. ``object_memory_querying`` first retrieves the
-objects whose descriptions are closest to the question and hands them to the SQL writer.
+objects the question's words describe and hands them to the SQL writer: as VideoAgent does, by
+CLIP text-to-feature similarity against the objects' stored CLIP features when the memory was
+built with a CLIP appearance model (``VIDAGENT_APPEARANCE=hf``) and the session has the same one;
+otherwise by text-embedding similarity against the objects' descriptions.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -25,7 +29,7 @@ from vidagent.errors import MemoryStoreError, QueryRefusedError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.memory.sql import QueryResult, ReadOnlyQueries
 from vidagent.memory.video_memory import VideoMemory
-from vidagent.perception.base import TextEmbedder
+from vidagent.perception.base import AppearanceModel, TextEmbedder, TextSearchableAppearance
 from vidagent.prompts import load_prompt, render
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.observed import quote
@@ -47,6 +51,19 @@ _SQL_START = re.compile(r"\b(SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|DROP|CREAT
 OBJECT_TABLES = re.compile(r"\b(objects|object_segments|detections|tracks)\b", re.IGNORECASE)
 # how the answer prompt (sql_answer.txt) says the rows do not hold the answer
 NO_INFORMATION = re.compile(r"\W*no such information\b", re.IGNORECASE)
+
+
+@cache
+def _query_stopwords() -> frozenset[str]:
+    text = load_prompt(PROMPTS, "object_query_stopwords")
+    return frozenset(w for line in text.splitlines() if not line.startswith("#") for w in line.split())
+
+
+def object_query(question: str) -> str:
+    """The object descriptions a question names: its words without question words, articles and the
+    like (the whole question when nothing is left)."""
+    words = [w for w in re.findall(r"[a-z0-9][a-z0-9'-]*", question.lower()) if w not in _query_stopwords()]
+    return " ".join(words) or question.strip()
 
 
 @cache
@@ -140,6 +157,7 @@ class SQLTools:
     llm: ChatModel
     queries: ReadOnlyQueries
     build_objects: Callable[[], object] | None = None  # builds the object memory when a tool needs it
+    appearance: AppearanceModel | None = None  # the session's appearance model: CLIP text search when it can
 
     def object_memory_querying(self, question: str) -> Observation:
         missing = self.ensure_objects()
@@ -177,17 +195,39 @@ class SQLTools:
         return out
 
     def _candidate_objects(self, question: str) -> str:
-        """Open-vocabulary retrieval: objects whose descriptions are closest to the question."""
+        """Open-vocabulary retrieval: the objects most like the descriptions the question names, by
+        CLIP text-to-feature similarity where the stored features allow it, else by their descriptions."""
         objects = self.memory.library.objects(self.memory.video_id)
         if not objects:
             return "The object memory holds no objects (nothing was detected).\n"
-        query = self.embedder.embed_queries([question])[0]
-        scores = np.stack([o.embedding for o in objects]) @ np.asarray(query, np.float32)
+        words = object_query(question)
+        scores = self._feature_scores(words, [o.object_id for o in objects])
+        if scores is None:
+            query = self.embedder.embed_queries([words])[0]
+            scores = np.stack([o.embedding for o in objects]) @ np.asarray(query, np.float32)
         named = {o.object_id for o in objects if re.search(rf"\b{re.escape(o.category)}s?\b", question, re.I)}
         ranked = sorted(range(len(objects)), key=lambda i: (objects[i].object_id not in named, -scores[i]))
         lines = [f"object {objects[i].object_id}: {objects[i].category}, {objects[i].description} "
                  f"({objects[i].first_s:.1f}-{objects[i].last_s:.1f} s)" for i in ranked[:CANDIDATE_OBJECTS]]
         return "Objects most related to the question:\n" + "\n".join(lines) + "\n"
+
+    def _feature_scores(self, words: str, object_ids: Sequence[int]) -> np.ndarray | None:
+        """CLIP similarity of ``words`` to each object's stored features, or None when the objects'
+        features were not made by the session's CLIP appearance model (not comparable, or not CLIP)."""
+        model = self.appearance
+        if not isinstance(model, TextSearchableAppearance):
+            return None
+        stage = self.queries.run("SELECT config FROM stages WHERE stage = 'objects'").rows
+        if not stage or json.loads(stage[0][0]).get("appearance") != model.name:
+            return None
+        stored = dict(self.queries.run("SELECT object_id, feature FROM objects").rows)
+        text = np.asarray(model.text_features([words])[0], np.float32)
+        scores = []
+        for object_id in object_ids:
+            feature = np.frombuffer(stored[object_id], np.float32)[: model.text_dim]
+            norm = float(np.linalg.norm(feature))
+            scores.append(float(feature @ text) / norm if norm else -1.0)
+        return np.asarray(scores, np.float32)
 
 
 def quoted_cells(result: QueryResult) -> QueryResult:

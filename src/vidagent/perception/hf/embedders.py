@@ -98,6 +98,15 @@ class ClipDinoAppearance:
         """CLIP's width plus DINOv2's."""
         return self.clip.dim + self.dino.dim
 
+    @property
+    def text_dim(self) -> int:
+        """The leading feature columns that are CLIP's (``TextSearchableAppearance``)."""
+        return self.clip.dim
+
+    def text_features(self, texts: Sequence[str]) -> np.ndarray:
+        """CLIP text rows, comparable with the CLIP part of a crop's features."""
+        return self.clip.embed_texts(texts)
+
     def features(self, crops: Sequence[np.ndarray]) -> np.ndarray:
         """``(N, clip.dim + dino.dim)`` float32: each crop's unit CLIP row, then its unit DINOv2 row."""
         return np.concatenate([self.clip.embed_images(crops), self.dino.embed_images(crops)], axis=1)
