@@ -67,7 +67,9 @@ def test_the_sources_are_summarised_and_wrong_calls_come_back_as_precise_errors(
     assert "visual[1]: a 6.1 s video, given by the user" in first_prompt
     assert "visual[2]: a 224x224 image, given by the user; text: " in first_prompt
     system = llm.requests[0][0].content
-    assert 'caption("query", visual[i])' not in first_prompt and 'caption(None, visual[i])' in system
+    # the module list invites a query where the module uses one (the paper's caption(query, visual[i]))
+    assert 'caption("query", visual[i])' not in first_prompt and 'caption("query", visual[i])' in system
+    assert 'object_detect("query", visual[i])' in system and 'text_detect(None, visual[i])' in system
     errors = [step.text for step in observations(answer)]
     assert errors[0].startswith("Error: caption takes image or crop sources, but visual[0] is a video.")
     assert "get_frame" in errors[0]
@@ -345,3 +347,99 @@ def test_the_reasoning_modules_read_the_narration_speech_and_frames(settings, ph
     assert caption.startswith("caption of visual[1]:\nDescription: 0.0 s: ")
     assert caption.endswith("Answer: <video_text>A guitar outline.</video_text>")
     assert "Frame descriptions:" in llm.requests[4][-1].content  # the offline VQA: describer + the chat model
+
+
+def test_knowledge_reason_sees_the_question_and_the_results_so_far(settings):
+    """AssistGPT: "infer the answer based on the question and results of all previous reasoning steps"."""
+    llm = ScriptedLLM([
+        'Thought: read the screen\nAction: text_detect(None, visual[0])',
+        'Thought: what is that site?\nAction: knowledge_reason("What kind of website is it?", None)',
+        "An online video editor.",
+        "Thought: I now know the final answer\nFinal Answer: a video editor", "Yes",
+    ])
+    with Session(settings, llm=llm) as session:
+        session.ask(video_path(TEMPORAL_TEXT), "Which website made this video?", planner="peil",
+                    planner_options=PLAIN)
+    prompt = llm.requests[2][-1].content
+    assert "Question: Which website made this video?" in prompt
+    assert "text_detect('', visual[0]) -> 1.0 s: <video_text>clideo.com" in prompt
+    assert "Query: What kind of website is it?" in prompt
+
+
+def test_the_reasoners_read_a_long_videos_whole_narration(tmp_path):
+    """narration_reason over a 3-minute memory (90 segments) reads all of it, not 15 lines."""
+    import json
+
+    from vidagent.memory.caption_import import ImportOptions, import_captions
+    from vidagent.memory.store import Library
+    from vidagent.memory.video_memory import VideoMemory
+    from vidagent.perception.text_embedding import E5TextEmbedder
+    from vidagent.tools.assist import AssistModules
+    from vidagent.tools.media import video_media
+
+    captions = tmp_path / "long.jsonl"
+    captions.write_text("".join(json.dumps({"video_id": "v1", "start_s": 2 * i, "end_s": 2 * i + 2,
+                                            "caption": f"step {i}: the cook adds ingredient {i}"}) + "\n"
+                                for i in range(90)))
+    embedder = E5TextEmbedder()
+    with Library(tmp_path / "lib.sqlite") as library:
+        import_captions(library, embedder, captions, ImportOptions(namespace="test", captioner="people"))
+        media = video_media(VideoMemory(library.stored_video("test:v1"), library))
+        llm = ScriptedLLM(["The cook adds ninety ingredients."])
+        modules = {m.name: m for m in AssistModules(None, None, None, embedder, None, llm).tools()}  # type: ignore[arg-type]
+        answer = modules["narration_reason"].function("What does the cook add last?", media)
+        narration = modules["video_narration"].function("", media)
+    prompt = llm.requests[0][-1].content
+    assert "step 0: the cook" in prompt and "step 47: the cook" in prompt and "step 89: the cook" in prompt
+    assert "of 90 stretches" not in prompt and answer.text.endswith("ninety ingredients.</video_text>")
+    assert narration.text.startswith("(15 of 90 stretches, evenly spread)")  # the planner's own view stays short
+
+
+def test_text_ground_finds_the_text_on_the_object_named(perception, tmp_path):
+    """AssistGPT's ``text[:object_name]``: of two "EXIT" signs, the one on the person."""
+    from PIL import ImageDraw, ImageFont
+
+    from vidagent.tools.assist import AssistModules
+
+    canvas = PILImage.new("RGB", (640, 360), "white")
+    canvas.paste(PILImage.fromarray(frame_at(TEMPORAL_TOY, 3.0)).resize((336, 336)), (10, 12))
+    draw = ImageDraw.Draw(canvas)
+    for x, y in ((460, 40), (120, 200)):  # the sign away from the person is read first (higher up)
+        draw.rectangle((x - 6, y - 4, x + 110, y + 44), fill="white")
+        draw.text((x, y), "EXIT", fill="black", font=ImageFont.load_default(size=36))
+    image = ImageMedia(Source("signs", "image", str(tmp_path / "signs.png")), np.asarray(canvas))
+    modules = {m.name: m for m in AssistModules(perception.describer, perception.reader, perception.detector,
+                                                perception.embedder, None, ScriptedLLM([])).tools()}  # type: ignore[arg-type]
+    plain = modules["text_ground"].function("exit", image)
+    on_person = modules["text_ground"].function("exit: person", image)
+    no_such = modules["text_ground"].function("exit: bicycle", image)
+    assert plain.text.startswith("Found <video_text>EXIT</video_text> at [45")
+    assert on_person.text.startswith("Found <video_text>EXIT</video_text> at [11") and "(on the person)" in on_person.text
+    assert on_person.media[0].source.box[0] < 320  # the crop is the sign on the person
+    assert "no bicycle was found to choose by" in no_such.text
+
+
+def test_an_open_vocabulary_detector_serves_object_detect_and_region_ground(tmp_path, perception, models_dir):
+    """The Grounding DINO backend (VIDAGENT_GROUNDING) finds what the query names for PEIL's modules."""
+    from hf_tiny_models import save_grounding_dino
+
+    from vidagent.config import BackendSettings
+    from vidagent.perception.hf.detector import GroundingDinoDetector
+    from vidagent.perception.suite import Perception
+    from vidagent.tools.assist import AssistModules
+
+    assert Settings.from_env({"VIDAGENT_GROUNDING": "hf"}).backends == BackendSettings(grounding="hf")
+    grounder = GroundingDinoDetector(str(save_grounding_dino(tmp_path / "gd")), threshold=0.0)
+    image = ImageMedia(Source("photo", "image", str(tmp_path / "p.png")), frame_at(TEMPORAL_TOY, 3.0))
+    modules = {m.name: m for m in AssistModules(perception.describer, perception.reader, perception.detector,
+                                                perception.embedder, None, ScriptedLLM([]),  # type: ignore[arg-type]
+                                                grounder=grounder).tools()}
+    counted = modules["object_detect"].function("dog", image)
+    region = modules["region_ground"].function("dog", image)
+    assert counted.text.endswith("dog found (open-vocabulary detection of the query).")
+    assert region.text.startswith("Found dog (score ") and region.media and region.media[0].source.kind == "crop"
+    assert "open vocabulary" in modules["object_detect"].description
+    configured = Perception.from_settings(replace(Settings.from_env(), models=models_dir,
+                                                  backends=BackendSettings(grounding=f"hf:{tmp_path / 'gd'}")))
+    assert isinstance(configured.grounder, GroundingDinoDetector)
+    configured.close()

@@ -74,6 +74,7 @@ class BackendSettings:
     vqa: str | None = None  # visual_question_answering (default: a vision endpoint, else described frames)
     detector: str | None = None  # objects stage and describer (default: CenterNet COCO)
     appearance: str | None = None  # re-ID features (default: colour histograms); e.g. "hf" = CLIP+DINOv2
+    grounding: str | None = None  # PEIL's object_detect/region_ground by query (default: none, COCO labels)
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ class Settings:
         ``VIDAGENT_EXPERIENCE``: memory across questions (``none``, ``semantic``, ``procedural``, ``all``).
         ``VIDAGENT_MEMORY_SELECTION``: ``llm`` (the model says per question whether the object memory is
         built ahead) or ``all`` (always, for planners whose tools read it).
-        ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``: backend specs.
+        ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``,
+        ``VIDAGENT_GROUNDING`` (an open-vocabulary detector, e.g. ``hf`` = Grounding DINO): backend specs.
         """
         env = os.environ if environ is None else environ
         settings = cls()
@@ -195,6 +197,6 @@ class Settings:
         if env.get("VIDAGENT_LLM_CACHE") == "0":
             llm = replace(llm, cache=False)
         backends = BackendSettings(**{
-            role: env.get(f"VIDAGENT_{role.upper()}") or None for role in ("captioner", "vqa", "detector", "appearance")
+            role: env.get(f"VIDAGENT_{role.upper()}") or None for role in ("captioner", "vqa", "detector", "appearance", "grounding")
         })
         return replace(settings, llm=llm, backends=backends)

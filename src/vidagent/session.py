@@ -204,7 +204,7 @@ class Session:
                 media.append(image_media(handle))
         perception = self.perception
         modules = AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
-                                self.vqa, llm).tools()
+                                self.vqa, llm, grounder=perception.grounder).tools()
         keeper = self._experience(mode)
         sources_key = "+".join(sorted(source.id for source in task.sources))
         replay = keeper.recall(task, chosen.name, sources_key, llm) if keeper else None

@@ -81,12 +81,20 @@ class Inspector:
 
 class Executor:
     """The modules as ``Tool``s over the inspector's sources. ``added`` collects the entries of
-    sources the modules cut since it was last emptied."""
+    sources the modules cut since it was last emptied; ``results`` every call made and what it
+    returned, which a module that reads the history (``knowledge_reason``) is given with the question."""
 
-    def __init__(self, modules: Mapping[str, VisualTool], inspector: Inspector) -> None:
+    def __init__(self, modules: Mapping[str, VisualTool], inspector: Inspector, question: str = "") -> None:
         self.modules = modules
         self.inspector = inspector
+        self.question = question
         self.added: list[Entry] = []
+        self.results: list[str] = []
+
+    def history(self) -> str:
+        """The question and the results of the calls so far, oldest first."""
+        asked = [f"Question: {self.question}"] if self.question else []
+        return "\n".join(asked + self.results)
 
     def tools(self) -> list[Tool]:
         parameters = (Parameter("query", str, "a text query, or None", optional=True, words=False),
@@ -112,9 +120,13 @@ class Executor:
         refusal = module.refusal(query, media, label)
         if refusal:
             return Observation(f"Error: {refusal}", is_error=True)
-        observation = module.function(query, media)
+        if module.reads_history:
+            observation = module.function(query, media, history=self.history())
+        else:
+            observation = module.function(query, media)
         lines = [f"{module.name} of {label}:\n{observation.text}" if media is not None and not observation.is_error
                  else observation.text]
+        self.results.append(f"{module.name}({query!r}, {label}) -> {observation.text}")
         for made in observation.media:
             entry, new = self.inspector.add(made, f"cut by {module.name} from {label}")
             if new:

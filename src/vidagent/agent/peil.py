@@ -137,7 +137,7 @@ class PEILPlanner:
                  trace: Trace, parent: int,
                  given: Inspector, examples: list[Entry], number: int, previous: Attempt | None) -> Attempt:
         inspector = Inspector(given.describer, list(given.entries))
-        executor = Executor(modules, inspector)
+        executor = Executor(modules, inspector, task.question)
         steps = ReActSteps(model, Toolbox.of(executor.tools()), trace)
         messages = self._opening(task, toolbox, steps, inspector, examples, previous)
         parent, seen, opened = self._look_first(steps, inspector, messages, parent)

@@ -8,7 +8,7 @@ from typing import Callable
 
 from vidagent.config import BackendSettings, Settings
 from vidagent.perception.base import (AppearanceModel, FrameDescriber, ImageClassifier, ObjectDetector,
-                                      PoseEstimator, SpeechToText, TextEmbedder, TextReader, Tracker)
+                                      OpenVocabularyDetector, PoseEstimator, SpeechToText, TextEmbedder, TextReader, Tracker)
 
 
 @dataclass
@@ -17,7 +17,8 @@ class Perception:
 
     ``new_tracker(fps)`` makes a fresh tracker for one video sampled at ``fps`` frames per second;
     ``tracker_name`` identifies its kind and parameters (part of the objects stage's config).
-    ``classifier`` (ImageNet labels) is there when ``settings.perception`` names "imagenet".
+    ``classifier`` (ImageNet labels) is there when ``settings.perception`` names "imagenet";
+    ``grounder`` (an open-vocabulary detector) when ``settings.backends.grounding`` names one.
     """
 
     describer: FrameDescriber
@@ -29,6 +30,7 @@ class Perception:
     tracker_name: str
     reader: TextReader
     classifier: ImageClassifier | None = None
+    grounder: OpenVocabularyDetector | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Perception":
@@ -90,9 +92,14 @@ class Perception:
             from vidagent.perception.appearance import ColourAppearance
 
             appearance = ColourAppearance()
+        grounder: OpenVocabularyDetector | None = None
+        if wanted.grounding:
+            from vidagent.perception.hf import build_backend
+
+            grounder = build_backend("grounding", wanted.grounding)
         return cls(describer=describer, speech=WhisperSpeechToText(), embedder=text_embedder(settings),
                    detector=detector, appearance=appearance, new_tracker=ByteTracker,
-                   tracker_name=ByteTracker.NAME, reader=reader, classifier=classifier)
+                   tracker_name=ByteTracker.NAME, reader=reader, classifier=classifier, grounder=grounder)
 
     def close(self) -> None:
         """Stop worker processes held by the models (the detector's Node worker)."""

@@ -9,8 +9,12 @@ message. Grounding modules (``narration_ground``, ``subtitle_ground``, ``tempora
 
 What runs offline: narration is the memory's segment descriptions (the frame describer's, not a
 captioning model's, which the memory note says), ASR is the memory's Whisper transcript, text
-detection is the OCR reader, object detection and region grounding the COCO detector, the
-reasoners the chat model.
+detection is the OCR reader, object detection and region grounding the COCO detector (or, when one
+is configured, ``VIDAGENT_GROUNDING``, an open-vocabulary detector such as Grounding DINO finding
+what the query names, as the paper's), the reasoners the chat model. ``knowledge_reason`` sees the
+question and the results of the attempt's earlier steps (the paper: "based on the question and
+results of all previous reasoning steps"); the narration and subtitle reasoners read a video's
+whole narration or speech up to ``REASON_CHARS``, spread evenly beyond that.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 
 from vidagent.errors import ToolInputError
 from vidagent.llm.base import ChatModel, Message
-from vidagent.perception.base import FrameDescriber, ObjectDetector, TextEmbedder, TextReader
+from vidagent.perception.base import FrameDescriber, ObjectDetector, OpenVocabularyDetector, TextEmbedder, TextReader
 from vidagent.prompts import load_prompt, render
 from vidagent.tools.base import Evidence, Observation
 from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, spread_evenly, unlabelled
@@ -36,7 +40,9 @@ from vidagent.video.video import SampledFrame
 PROMPTS = "vidagent.tools"
 MOVING: tuple[SourceKind, ...] = ("video", "clip")
 STILL: tuple[SourceKind, ...] = ("image", "crop")
-MAX_LINES = 15  # narration, subtitle and text lines shown at once
+MAX_LINES = 15  # narration, subtitle and text lines shown to the planner at once
+REASON_CHARS = 6000  # narration or speech a reasoner reads (about 1,500 tokens: a 3-minute video whole)
+HISTORY_CHARS = 3000  # earlier results knowledge_reason reads (the latest kept)
 ABSOLUTE_PARTS = 5  # temporal_reason: beginning / middle / end of five parts
 RELATIVE_PARTS = 8  # temporal_reason: before / after over eight parts
 MIN_TEXT_MATCH = 0.6  # text_ground: similarity of the query to a piece of OCR text
@@ -49,16 +55,18 @@ FRAME_MAX_SIDE = 768
 class VisualTool:
     """A module called as ``name(query, visual[i])``. ``accepts`` lists the source kinds it takes
     (empty: it takes no source, the index must be ``None``); ``query`` says whether the text
-    query is ``required`` or ignored (``none``)."""
+    query is ``required``, ``optional`` (used when given) or ignored (``none``). A module that
+    ``reads_history`` is also given the question and the attempt's earlier results, as ``history``."""
 
     name: str
     description: str
     accepts: tuple[SourceKind, ...]
-    query: str  # "required" or "none"
-    function: Callable[[str, Media | None], Observation]
+    query: str  # "required", "optional" or "none"
+    function: Callable[..., Observation]  # (query, media) -> Observation; with history= when reads_history
+    reads_history: bool = False
 
     def usage(self) -> str:
-        query = '"query"' if self.query == "required" else "None"
+        query = "None" if self.query == "none" else '"query"'
         visual = "visual[i]" if self.accepts else "None"
         takes = f" Takes: {', '.join(self.accepts)}." if self.accepts else ""
         return f"{self.name}({query}, {visual}): {self.description}{takes}"
@@ -88,16 +96,21 @@ class AssistModules:
     embedder: TextEmbedder
     vqa: VisualQA
     llm: ChatModel
+    grounder: OpenVocabularyDetector | None = None  # finds what a query names (Grounding DINO), when configured
+
+    @property
+    def _detects(self) -> str:
+        return "open vocabulary" if self.grounder is not None else "80 everyday COCO classes"
 
     def tools(self) -> list[VisualTool]:
         any_kind = MOVING + STILL
         return [
-            VisualTool("caption", "answers a question about an image, or describes it when the query is None.",
-                       STILL, "none", self.caption),
+            VisualTool("caption", "answers the query's question about an image (None: describes the image).",
+                       STILL, "optional", self.caption),
             VisualTool("video_narration", "what is seen over time in a video: one line per stretch of seconds.",
                        MOVING, "none", self.video_narration),
-            VisualTool("object_detect", "detects and counts objects (80 everyday COCO classes) in an image.",
-                       STILL, "none", self.object_detect),
+            VisualTool("object_detect", f"detects and counts the objects the query names in an image "
+                       f"({self._detects}; None: every object found).", STILL, "optional", self.object_detect),
             VisualTool("text_detect", "reads the text shown in an image, or on screen over a video.",
                        any_kind, "none", self.text_detect),
             VisualTool("asr", "the speech of a video, transcribed, with times.", MOVING, "none", self.asr),
@@ -106,11 +119,12 @@ class AssistModules:
             VisualTool("narration_ground", "finds the clip of a video whose content best matches the query "
                        "(a new source).", MOVING, "required", self.narration_ground),
             VisualTool("text_ground", "finds where the query's text is written in an image and crops it "
-                       "(a new source).", STILL, "required", self.text_ground),
+                       "(a new source); \"text: object\" looks for the text on that object.", STILL, "required",
+                       self.text_ground),
             VisualTool("subtitle_ground", "finds the clip of a video where the speech best matches the query "
                        "(a new source).", MOVING, "required", self.subtitle_ground),
-            VisualTool("knowledge_reason", "answers from general knowledge, seeing no source.", (), "required",
-                       self.knowledge_reason),
+            VisualTool("knowledge_reason", "answers from general knowledge and the results so far, seeing no "
+                       "source.", (), "required", self.knowledge_reason, reads_history=True),
             VisualTool("narration_reason", "answers a question from a video's narration.", MOVING, "required",
                        self.narration_reason),
             VisualTool("subtitle_reason", "answers a question from a video's speech.", MOVING, "required",
@@ -134,18 +148,21 @@ class AssistModules:
                            evidence=_evidence(image, result.answer))
 
     def video_narration(self, query: str, media: Media | None) -> Observation:
-        video = _moving(media)
+        return self._narration(_moving(media), MAX_LINES)
+
+    def _narration(self, video: VideoMedia, max_lines: int | None = None, max_chars: int | None = None) -> Observation:
         narration = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {with_text(unlabelled(s.description), s.on_screen_text)}"
                      for s in video.segments()]
         if not narration:
             return Observation("The memory holds no narration for this source.", is_error=True)
-        shown = spread_evenly(narration, MAX_LINES)
-        note = f"({len(shown)} of {len(narration)} stretches, evenly spread)\n" if len(shown) < len(narration) else ""
         start, end = video.window
-        return Observation(note + "\n".join(shown), evidence=(Evidence(start, end, "narration", video.source.id),))
+        return Observation(_shown(narration, "stretches", max_lines, max_chars),
+                           evidence=(Evidence(start, end, "narration", video.source.id),))
 
     def object_detect(self, query: str, media: Media | None) -> Observation:
         image = _still(media)
+        if self.grounder is not None and _given(query):
+            return self._ground_objects(query, image)
         detections = self.detector.detect([image.pixels])[0]
         counts: dict[str, int] = {}
         for label in detections.labels:
@@ -182,19 +199,30 @@ class AssistModules:
         return Observation(f"Text: {quote(text)}", evidence=_evidence(image, text))
 
     def asr(self, query: str, media: Media | None) -> Observation:
-        video = _moving(media)
+        return self._speech(_moving(media), MAX_LINES)
+
+    def _speech(self, video: VideoMedia, max_lines: int | None = None, max_chars: int | None = None) -> Observation:
         if not video.memory.video.info.has_audio:
             return Observation("This video has no audio track.")
         heard = [f"{a:.1f}-{b:.1f} s: {quote(text)}" for a, b, text in video.speech()]
         if not heard:
             return Observation("No speech was recognised in this source.")
         start, end = video.window
-        return Observation("\n".join(spread_evenly(heard, MAX_LINES)),
+        return Observation(_shown(heard, "lines", max_lines, max_chars),
                            evidence=(Evidence(start, end, "speech", video.source.id),))
 
     # -- locators ------------------------------------------------------------------------------
     def region_ground(self, query: str, media: Media | None) -> Observation:
         image = _still(media)
+        if self.grounder is not None:
+            found = self.grounder.detect([image.pixels], [query])[0]
+            if not len(found):
+                return Observation(f"Nothing matching '{query}' was found.", evidence=_evidence(image, ""))
+            best = int(np.argmax(found.scores))
+            crop = image.crop(found.boxes[best])
+            x1, y1, x2, y2 = (int(v) for v in crop.source.box or (0, 0, 0, 0))
+            return Observation(f"Found {query} (score {float(found.scores[best]):.2f}) at [{x1}, {y1}, {x2}, {y2}].",
+                               evidence=_evidence(image, query), media=(crop,))
         detections = self.detector.detect([image.pixels])[0]
         if not len(detections):
             return Observation(f"Nothing was detected to match '{query}' (the detector knows 80 COCO classes).")
@@ -210,8 +238,11 @@ class AssistModules:
                            media=(crop,))
 
     def text_ground(self, query: str, media: Media | None) -> Observation:
+        """AssistGPT's ``text[:object_name]``: the OCR text most like ``text``; when several match and an
+        object is named, the one on (most inside) that object's box."""
         image = _still(media)
-        target = query.split(":")[0].strip().lower()
+        target, _, object_name = (part.strip() for part in query.partition(":"))
+        target = target.lower()
         boxes = [box for box in self.reader.read(image.pixels) if box.score >= MIN_OCR_SCORE]
         if not boxes:
             return Observation("No text was read in this image.")
@@ -220,9 +251,29 @@ class AssistModules:
         if ratios[best] < MIN_TEXT_MATCH:
             shown = quote_all(box.text for box in boxes[:MAX_LINES])
             return Observation(f"No text like '{target}' was found. The texts read are: {shown}")
+        note = ""
+        matches = [i for i, ratio in enumerate(ratios) if ratio >= MIN_TEXT_MATCH]
+        if object_name and len(matches) > 1:
+            on_object = self._on_object(image, object_name, [boxes[i].box for i in matches])
+            if on_object is None:
+                note = f" ({len(matches)} texts match; no {object_name} was found to choose by)"
+            else:
+                best, note = matches[on_object], f" (on the {object_name})"
         crop = image.crop(boxes[best].box)
-        return Observation(f"Found {quote(boxes[best].text)} at {[int(v) for v in boxes[best].box]}.",
+        return Observation(f"Found {quote(boxes[best].text)} at {[int(v) for v in boxes[best].box]}{note}.",
                            evidence=_evidence(image, boxes[best].text), media=(crop,))
+
+    def _on_object(self, image: ImageMedia, object_name: str, text_boxes: Sequence[Sequence[float]]) -> int | None:
+        """Which of ``text_boxes`` lies most inside a box of the object named (None: no such object found)."""
+        if self.grounder is not None:
+            objects = self.grounder.detect([image.pixels], [object_name])[0].boxes
+        else:
+            found = self.detector.detect([image.pixels])[0]
+            objects = [box for box, label in zip(found.boxes, found.labels) if _names(object_name, label)]
+        if not len(objects):
+            return None
+        inside = [max(_inside(text, box) for box in objects) for text in text_boxes]
+        return int(np.argmax(inside)) if max(inside) > 0 else None
 
     def narration_ground(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
@@ -282,11 +333,12 @@ class AssistModules:
                            evidence=(Evidence(time_s, time_s, "frame", video.source.id),), media=(frame,))
 
     # -- reasoners -----------------------------------------------------------------------------
-    def knowledge_reason(self, query: str, media: Media | None) -> Observation:
-        return Observation(self._ask(render(load_prompt(PROMPTS, "assist_knowledge"), query=query)))
+    def knowledge_reason(self, query: str, media: Media | None, history: str = "") -> Observation:
+        results = history[-HISTORY_CHARS:] if history.strip() else "(no results yet)"
+        return Observation(self._ask(render(load_prompt(PROMPTS, "assist_knowledge"), query=query, history=results)))
 
     def narration_reason(self, query: str, media: Media | None) -> Observation:
-        narration = self.video_narration("", media)
+        narration = self._narration(_moving(media), max_chars=REASON_CHARS)
         if narration.is_error:
             return narration
         prompt = render(load_prompt(PROMPTS, "assist_reason"), what="a video", material_name="Narration",
@@ -294,7 +346,7 @@ class AssistModules:
         return Observation(f"Answer: {quote(self._ask(prompt))}", evidence=narration.evidence)
 
     def subtitle_reason(self, query: str, media: Media | None) -> Observation:
-        speech = self.asr("", media)
+        speech = self._speech(_moving(media), max_chars=REASON_CHARS)
         if not speech.evidence:
             return Observation(f"{speech.text} There is nothing to reason over.")
         prompt = render(load_prompt(PROMPTS, "assist_reason"), what="a video", material_name="Speech",
@@ -306,6 +358,16 @@ class AssistModules:
     def _ask(self, prompt: str) -> str:
         return self.llm.chat([Message("user", prompt)], max_tokens=REASON_TOKENS, stop=("\n\n",)).text.strip()
 
+    def _ground_objects(self, query: str, image: ImageMedia) -> Observation:
+        """object_detect with the open-vocabulary detector: the objects the query names, counted."""
+        assert self.grounder is not None
+        names = [name.strip() for name in re.split(r",|\band\b", query) if name.strip()] or [query]
+        found = self.grounder.detect([image.pixels], names)[0]
+        counts = {name: sum(1 for label in found.labels if label == " ".join(name.split())) for name in names}
+        listing = "; ".join(f"{n} {name}" for name, n in counts.items())
+        return Observation(f"{listing} found (open-vocabulary detection of the query).",
+                           evidence=_evidence(image, listing))
+
     def _similarities(self, query: str, texts: Sequence[str]) -> list[float]:
         query_vector = self.embedder.embed_queries([query])[0]
         return [float(v) for v in self.embedder.embed_passages(list(texts)) @ query_vector]
@@ -313,6 +375,29 @@ class AssistModules:
 
 _DESCRIBER_NOTE = ("Each line says what was seen in that stretch; where it is a detector description it lists "
                    "objects only, not actions.")
+
+
+def _shown(lines: list[str], what: str, max_lines: int | None, max_chars: int | None) -> str:
+    """``lines`` joined, evenly thinned to at most ``max_lines`` lines or ``max_chars`` characters, with
+    a note saying how many of them are shown when some are left out."""
+    count = len(lines)
+    if max_lines is not None:
+        count = min(count, max_lines)
+    if max_chars is not None:
+        total = sum(len(line) + 1 for line in lines)
+        if total > max_chars:
+            count = min(count, max(2, len(lines) * max_chars // total))
+    shown = spread_evenly(lines, count)
+    note = f"({len(shown)} of {len(lines)} {what}, evenly spread)\n" if len(shown) < len(lines) else ""
+    return note + "\n".join(shown)
+
+
+def _inside(inner: Sequence[float], outer: Sequence[float]) -> float:
+    """The share of box ``inner``'s area that lies inside box ``outer`` (x1, y1, x2, y2)."""
+    width = min(inner[2], outer[2]) - max(inner[0], outer[0])
+    height = min(inner[3], outer[3]) - max(inner[1], outer[1])
+    area = (inner[2] - inner[0]) * (inner[3] - inner[1])
+    return max(0.0, width) * max(0.0, height) / area if area > 0 else 0.0
 
 
 def _temporal_window(query: str, window: tuple[float, float]) -> tuple[float, float]:
