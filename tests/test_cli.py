@@ -124,7 +124,8 @@ def test_end_to_end_multiple_choice_from_the_dev_set(dev_question, models_dir):
     assert answer["evidence"] and all(0 <= e["start_s"] < e["end_s"] <= 9.7 for e in answer["evidence"])
     trace = answer["trace"]
     assert trace[0]["type"] == "task" and trace[0]["question"] == item["question"]
-    assert (trace[1]["type"], trace[1]["tool"]) == ("tool_call", "caption_retrieval")  # the automatic overview
+    assert (trace[1]["type"], trace[1]["action"]) == ("memory", "selected")  # which memories to build, and why
+    assert (trace[2]["type"], trace[2]["tool"]) == ("tool_call", "caption_retrieval")  # the automatic overview
     assert [step["parent_id"] for step in trace] == [None] + list(range(len(trace) - 1))  # ReAct is a chain
     assert any(step["type"] == "final_answer" for step in trace) and answer["planner"] == "react"
     assert all(e["source"] == answer["video_id"] for e in answer["evidence"])

@@ -220,7 +220,7 @@ def test_a_validated_answer_is_kept_and_replayed_to_a_later_similar_question(set
         in opening
     assert "Ways of using the tools that worked for similar questions:" in opening
     replayed = [s for s in later.trace if isinstance(s, MemoryStep) and s.action == "replayed"]
-    assert len(replayed) == 1 and replayed[0].parent_id == 0
+    assert len(replayed) == 1 and later.trace[replayed[0].parent_id].action == "selected"  # after the memory selection
     assert re.search(r"semantic: #\d+ semantic \([01]\.\d+\); procedural: #\d+ workflow", replayed[0].text)
     assert "complexity C=" in replayed[0].text
 
@@ -318,3 +318,16 @@ def test_the_experience_command_lists_shows_and_clears(settings, capsys, monkeyp
     assert captured.out.strip() != "no memories kept"  # the workflow is still kept
     assert captured.err.strip() == ("vidagent: `vidagent memory` is deprecated and goes in the next release; "
                                     "use `vidagent experience list`")
+
+
+def test_the_datasets_own_task_type_keeps_the_workflow(settings):
+    """A question's type as its dataset labels it wins over the cue phrases (issue 24, item 8): the cues
+    would call "What does the person draw?" descriptive; NExT-QA may call it causal or temporal."""
+    with Session(settings, llm=Agent().llm) as session:
+        session.ask(video_path(TEMPORAL_TOY), "What does the person draw?", CHOICES,
+                    planner_options={"overview_segments": 0}, task_type="Temporal")
+        session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, planner_options={"overview_segments": 0})
+    store = ExperienceStore(settings.library_path)
+    assert [e.task_type for e in store.entries(kind="workflow")] == ["temporal", "descriptive"]
+    assert {e.task_type for e in store.entries(kind="semantic")} == {"temporal", "descriptive"}
+    store.close()

@@ -130,6 +130,7 @@ class Session:
         on_step: Callable[[Step], None] | None = None,
         progress: bool = False,
         experience: str | None = None,
+        task_type: str = "",
     ) -> Answer:
         """Answer a question about a video, or about several videos and images (indexing videos first if needed).
 
@@ -143,14 +144,15 @@ class Session:
         the trace as soon as it is made. ``experience`` (default: the settings') chooses the memory
         across questions that is replayed before the planner runs and kept after it answers:
         ``none``, ``semantic`` (validated answers about the same video), ``procedural`` (workflows
-        that worked for questions of the same type) or ``all``.
+        that worked for questions of the same type) or ``all``. ``task_type`` is the question's type
+        as its dataset labels it (experience keeps workflows by it; empty: told from the question).
         """
         if planner_options and not isinstance(planner, str):
             raise PlannerError("planner_options go with a planner's name; set them on the planner object instead")
         chosen = build_planner(planner, planner_options) if isinstance(planner, str) else planner
         handles = open_sources(sources, lambda: self.library)
         task = Task(question, tuple(choices) if choices else None, tuple(_source(h) for h in handles), id=task_id,
-                    wants_time=wants_time, reference=reference)
+                    wants_time=wants_time, reference=reference, task_type=task_type)
         trace = Trace(on_step)
         mode = check_mode(experience or self.settings.experience)
         if getattr(chosen, "multi_source", False):

@@ -81,7 +81,7 @@ class Experience:
         if self.options.mode == "none":
             return None
         replay = recall(self.store, llm, task.question, planner=planner, video_id=video_key,
-                        task_type=task_type(task.question), scope=self.options.scope,
+                        task_type=kind_of(task), scope=self.options.scope,
                         semantic=self.options.semantic, procedural=self.options.procedural, tau=self.options.tau,
                         sizing=self.options.sizing)
         return replay or None
@@ -93,7 +93,7 @@ class Experience:
             return
         trace = answer.trace
         verdict, parent = self._validate(task, answer, llm, trace, final_id)
-        kind_of_task = task_type(task.question)
+        kind_of_task = kind_of(task)
         provenance: dict[str, Any] = {
             "task_id": task.id, "question": task.question, "choices": list(task.choices) if task.choices else None,
             "answer": answer.text, "choice_index": answer.choice_index, "planner": planner, "model": llm.name,
@@ -177,6 +177,12 @@ class Experience:
         trace.add(MemoryStep(parent_id=parent, action="abstracted",
                              text=f"pattern #{entry_id} from {len(recent)} {kind_of_task} workflows: {text}",
                              model_output=completion.text, **cost))
+
+
+def kind_of(task: Task) -> str:
+    """The task type experience keeps a question's workflow under: the dataset's own label when the
+    task has one, else the type its cue phrases give (``experience/task_types.txt``)."""
+    return task.task_type.strip().lower() or task_type(task.question)
 
 
 def _answer_step(answer: Answer) -> int | None:

@@ -99,7 +99,7 @@ def start(task: Task, trace: Trace | None, toolbox: Toolbox | None = None) -> tu
     root: Step = trace.add(TaskStep(question=task.question, choices=list(task.choices) if task.choices else None,
                                     sources=[s.id for s in task.sources]))
     selection = toolbox.selection if toolbox is not None else None
-    if selection is not None:
+    if selection is not None and selection.how != "built":  # a decision was made (not an object memory found)
         root = trace.add(MemoryStep(parent_id=root.id, action="selected", text=selection.describe(),
                                     model_output=selection.model_output, **selection.cost))
     replay = toolbox.replay if toolbox is not None else None

@@ -52,7 +52,9 @@ class Reference:
 class Task:
     """A question for a planner. ``id`` names it where it comes from a benchmark (planners that
     draw at random seed from it); ``answer_type`` is ``choice`` when there are options, else
-    ``text`` unless the caller asks for a ``time`` (a localization query)."""
+    ``text`` unless the caller asks for a ``time`` (a localization query). ``task_type`` is the
+    kind of question as its dataset labels it (NExT-QA's ``causal``, ``temporal``, ``descriptive``),
+    by which experience keeps workflows; empty, the kind is told from the question's words."""
 
     question: str
     choices: tuple[str, ...] | None = None
@@ -60,6 +62,7 @@ class Task:
     id: str = ""
     wants_time: bool = False
     reference: Reference | None = None
+    task_type: str = ""
 
     def __post_init__(self) -> None:
         if not self.question.strip():

@@ -57,7 +57,8 @@ class QuestionWorker:
                 raise EvalError(f"question {item.id} has no video file")
             answer = self.session.ask(asked.video_path, item.question, list(item.choices) if item.choices else None,
                                       planner=self.planner, task_id=item.id, wants_time=item.task == LOCALIZATION,
-                                      reference=reference(item) if self.config.teach else None)
+                                      reference=reference(item) if self.config.teach else None,
+                                      task_type=item.group if item.group not in ("", "all") else "")
             row.update(answer_fields(answer))
             row.update(score_answer(item, answer))
             if self.config.judge and item.task == OPEN_ENDED and item.has_key:
