@@ -33,7 +33,7 @@ CHOICES = ["red", "yellow", "green", "blue", "HACKED"]
 SYSTEM_PROMPTS = [("vidagent.agent", "react_system"), ("vidagent.agent", "peil_system"),
                   ("vidagent.agent", "caption_only_system"), ("vidagent.agent", "traveler_context"),
                   ("vidagent.tools", "vqa_from_descriptions"), ("vidagent.tools", "assist_reason"),
-                  ("vidagent.tools", "sql_answer")]
+                  ("vidagent.tools", "sql_answer"), ("vidagent.tools", "assist_knowledge")]
 
 
 def _segment(description: str, on_screen: str = "", speech: str = "") -> SegmentRecord:
