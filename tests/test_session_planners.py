@@ -108,6 +108,31 @@ def test_mcts_takes_doraemongpts_own_tool_set_and_a_bare_root_by_options(setting
     assert "- caption_retrieval(" in dropped.requests[1][0].content
 
 
+def test_a_sub_task_tool_builds_the_object_memory_the_selection_left_out(settings, tmp_path):
+    """The model said the question needs no objects, then the Count tool's SQL reads them: the object
+    memory is built before the SQL runs, so the count is over real rows (issue 24, item 2)."""
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(settings.home, home)
+    llm = ScriptedLLM([
+        "no",
+        "Thought: count\nAction: count\nAction Input: how many people are there?",
+        "SELECT COUNT(DISTINCT object_id) AS n FROM objects WHERE category = 'person'",
+        "There is 1 person.",
+        "Thought: I now know the final answer\nFinal Answer: 1",
+    ])
+    with Session(replace(settings, home=home), llm=llm) as session:
+        before = session.library.stage_names(session.index(video_path(TEMPORAL_TOY), ["segments"], progress=False)
+                                             .video_id)
+        answer = session.ask(video_path(TEMPORAL_TOY), "How many people are there?", planner="mcts",
+                             planner_options={"n": 1, "tools": "doraemongpt"})
+        after = session.library.stage_names(answer.video_id)
+    assert "objects" not in before and "objects" in after
+    observation = next(s for s in answer.trace if isinstance(s, ObservationStep))
+    assert not observation.is_error and "n\n1" in observation.text and answer.text == "1"
+
+
 def test_caption_only_builds_no_tools_and_asks_nothing_about_objects(settings):
     llm = ScriptedLLM(["Answer: a guitar"])
     with Session(settings, llm=llm) as session:
