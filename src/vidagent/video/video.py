@@ -105,7 +105,7 @@ class Video:
                 if first is None:
                     raise VideoError(f"{self.path}: the video stream holds no decodable frame")
                 duration = _duration_s(container, stream)
-                _check_complete(self.path, container, stream, duration)
+                _check_complete(self.path, container, stream, duration, first.pts)
                 fps = float(stream.average_rate or stream.guessed_rate or 0) or 0.0
                 rotation = int(getattr(first, "rotation", 0) or 0) % 360
                 width, height = first.width, first.height
@@ -238,20 +238,24 @@ class Video:
 
 
 def _check_complete(path: Path, container: av.container.InputContainer, stream: av.video.stream.VideoStream,
-                    duration_s: float) -> None:
+                    duration_s: float, first_pts: int | None) -> None:
     """Refuse a file whose video data stops well before the duration its header gives (a download or copy
     cut short). Indexing it as a whole would fill the memory with the last readable frame repeated to the
     end and answer about a video that is not there; indexing only the readable part would answer about
     a video other than the one the user named. Reading the packets (no decoding) costs about as much as
-    hashing the file, which opening does anyway."""
+    hashing the file, which opening does anyway. The demuxing goes on after the first frame, which
+    opening decoded already (``first_pts``): a one-frame video's data ends where that frame's does."""
     if duration_s <= 0 or not stream.time_base:
         return
     base = Fraction(stream.time_base)
     start = stream.start_time or 0
-    end = 0.0
+    rate = float(stream.average_rate or stream.guessed_rate or 0)
+    frame_s = 1.0 / rate if rate > 0 else 0.0  # a packet that gives no duration shows for one frame
+    end = float((first_pts - start) * base) + frame_s if first_pts is not None else 0.0
     for packet in container.demux(stream):
         if packet.size and packet.pts is not None:
-            end = max(end, float((packet.pts - start + (packet.duration or 0)) * base))
+            shown = float(packet.duration * base) if packet.duration else frame_s
+            end = max(end, float((packet.pts - start) * base) + shown)
     if duration_s - end > max(TRUNCATION_SLACK_S, 0.02 * duration_s):
         raise VideoError(f"{path}: the file is cut short: its video data ends at {end:.2f} s of the {duration_s:.2f} s "
                          f"its header gives (an unfinished download or copy?); get the whole file, or cut the "
