@@ -148,21 +148,18 @@ def write_import(library: Library, embedder: TextEmbedder, prepared: PreparedImp
         video_id = prepared.ids[video.video]
         config = _config(video, prepared.format, embedder, prepared.captioner, prepared.note)
         report.captions += len(video.captions)
-        if library.has_stage(video_id, "segments", config):
-            report.unchanged.append(video_id)
-            if on_video is not None:
-                on_video(done, total, video_id, False)
-            continue
-        began = time.perf_counter()
-        rows = _memory_rows(video, embedder)
-        file = video.member or str(source)
-        rows["caption_sources"] = [(prepared.captioner, file, prepared.sha256, prepared.format, prepared.note)]
-        info = VideoInfo(path=file, content_hash=video_id, duration_s=video.duration_s, fps=0.0, width=0, height=0,
-                         rotation=0, has_audio=False, codec="captions", container="none")
-        library.write_stage(video_id, "segments", config, rows, time.perf_counter() - began, video=info)
-        report.imported.append(video_id)
+        written = not library.has_stage(video_id, "segments", config)
+        if written:
+            began = time.perf_counter()
+            rows = _memory_rows(video, embedder)
+            file = video.member or str(source)
+            rows["caption_sources"] = [(prepared.captioner, file, prepared.sha256, prepared.format, prepared.note)]
+            info = VideoInfo(path=file, content_hash=video_id, duration_s=video.duration_s, fps=0.0, width=0,
+                             height=0, rotation=0, has_audio=False, codec="captions", container="none")
+            library.write_stage(video_id, "segments", config, rows, time.perf_counter() - began, video=info)
+        (report.imported if written else report.unchanged).append(video_id)
         if on_video is not None:
-            on_video(done, total, video_id, True)
+            on_video(done, total, video_id, written)
     report.seconds = time.perf_counter() - started
     log.info("imported %d and kept %d memories from %s in %.1f s", len(report.imported), len(report.unchanged),
              source, report.seconds)

@@ -3,8 +3,8 @@
 Memories imported from a released caption set (``vidagent import``) have segments with caption text
 and embeddings, but nothing to decode. ``StoredVideo`` stands where a ``Video`` stands for them: it
 has an id (``egoschema:<q_uid>``), a duration and a description of where its captions came from,
-and every request for frames or audio is a ``NoPixelsError`` that says so (tools turn it into an
-error observation).
+and a request for frames is a ``NoPixelsError`` that says so (tools turn it into an error observation).
+Nothing builds stages for it, so it has none of ``Video``'s decoding (segments, audio).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from vidagent.errors import MemoryStoreError
-from vidagent.video.video import SampledFrame, Segment, VideoInfo
+from vidagent.video.video import SampledFrame, VideoInfo
 
 # A memory id with a namespace: "egoschema:0074f737-...", "nextqa:4010069381".
 # Names keep to characters that need no quoting anywhere (SQL literals, file names, URLs).
@@ -69,23 +69,10 @@ class StoredVideo:
     def duration_s(self) -> float:
         return self.info.duration_s
 
-    @property
-    def name(self) -> str:
-        return self.content_hash
-
-    def _refuse(self, what: str) -> NoPixelsError:
-        where = f" (captions by {self.provenance.captioner})" if self.provenance else ""
-        return NoPixelsError(f"{self.content_hash} is a memory without a video file{where}: it has no {what}")
-
     def frames_at(self, times: Sequence[float], *, max_side: int | None = None) -> Iterator[SampledFrame]:
-        raise self._refuse("frames to look at; read its captions instead")
-
-    def segments(self, seconds: float) -> list[Segment]:
-        count = max(1, int(-(-self.duration_s // seconds)))
-        return [Segment(i, i * seconds, min(self.duration_s, (i + 1) * seconds)) for i in range(count)]
-
-    def audio(self, *args: object, **kwargs: object) -> Any:
-        raise self._refuse("audio")
+        where = f" (captions by {self.provenance.captioner})" if self.provenance else ""
+        raise NoPixelsError(f"{self.content_hash} is a memory without a video file{where}: it has no frames to look "
+                            "at; read its captions instead")
 
     def __repr__(self) -> str:
         return f"StoredVideo({self.content_hash!r}, {self.duration_s:.1f} s)"
