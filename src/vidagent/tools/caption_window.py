@@ -25,7 +25,8 @@ def caption_lines(segments: Sequence[SegmentRecord]) -> list[str]:
     return [f"{s.start_s:.1f}-{s.end_s:.1f} s: {segment_text(s)}" for s in segments]
 
 
-def caption_evidence(segments: Sequence[SegmentRecord], source_id: str) -> tuple[Evidence, ...]:
+def segment_evidence(segments: Sequence[SegmentRecord], source_id: str) -> tuple[Evidence, ...]:
+    """Each segment read as its own evidence span, with the text it holds (captions, or any memory's segments)."""
     return tuple(Evidence(s.start_s, s.end_s, s.as_text(), source_id) for s in segments)
 
 

@@ -15,7 +15,7 @@ from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
-from vidagent.tools.caption_window import answer_from_captions, caption_evidence, caption_lines
+from vidagent.tools.caption_window import answer_from_captions, segment_evidence, caption_lines
 from vidagent.tools.observed import frame_text, quote
 from vidagent.tools.vqa import VisualQA
 from vidagent.video.video import SampledFrame
@@ -55,7 +55,7 @@ class FrameTools:
             if isinstance(read, Observation):
                 return read
             return Observation("Captions (this memory has no frames):\n" + "\n".join(caption_lines(read)),
-                               evidence=caption_evidence(read, self.memory.video_id))
+                               evidence=segment_evidence(read, self.memory.video_id))
         frames = self._window(start_s, end_s)
         if isinstance(frames, Observation):
             return frames
@@ -72,7 +72,7 @@ class FrameTools:
                 return read
             return Observation(f"Answer (from the captions; this memory has no frames): "
                                f"{quote(answer_from_captions(question, read, self.llm))}",
-                               evidence=caption_evidence(read, self.memory.video_id))
+                               evidence=segment_evidence(read, self.memory.video_id))
         frames = self._window(start_s, end_s)
         if isinstance(frames, Observation):
             return frames

@@ -11,7 +11,7 @@ from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import TextEmbedder
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
-from vidagent.tools.caption_window import answer_from_captions, caption_evidence
+from vidagent.tools.caption_window import answer_from_captions, segment_evidence
 from vidagent.tools.observed import lines, quote, segment_text
 from vidagent.tools.vqa import VisualQA
 
@@ -70,7 +70,7 @@ class TemporalTools:
                          f"are shown; ask a range of at most {MAX_CAPTIONS} to read every one)")
         segments = [self.memory.segments[i] for i in ids]
         lines = notes + _segment_runs(segments)
-        return Observation("\n".join(lines), evidence=tuple(_evidence(s, self.memory.video_id) for s in segments))
+        return Observation("\n".join(lines), evidence=segment_evidence(segments, self.memory.video_id))
 
     def segment_localization(self, description: str) -> Observation:
         count = self.memory.segment_count
@@ -80,7 +80,7 @@ class TemporalTools:
         ranked = self.memory.rank_segments(query, TOP_SEGMENTS)
         lines = [f"There are {count} segments in total (ids 0-{count - 1}). Most similar to '{description}':"]
         lines += [f"{_segment_line(r.segment, words=SNIPPET_WORDS)} [similarity {r.score:.2f}]" for r in ranked]
-        return Observation("\n".join(lines), evidence=tuple(_evidence(r.segment, self.memory.video_id) for r in ranked))
+        return Observation("\n".join(lines), evidence=segment_evidence([r.segment for r in ranked], self.memory.video_id))
 
     def visual_question_answering(self, question: str, segment_id: int) -> Observation:
         count = self.memory.segment_count
@@ -95,7 +95,7 @@ class TemporalTools:
             answer = answer_from_captions(question, read, self.llm)
             return Observation(f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s),"
                                f" read from their captions (no frames).\nAnswer: {quote(answer)}",
-                               evidence=caption_evidence(read, self.memory.video_id))
+                               evidence=segment_evidence(read, self.memory.video_id))
         span = last.end_s - first.start_s
         samples = max(2, round(span * VQA_FRAMES_PER_SECOND))
         times = [first.start_s + (i + 0.5) * span / samples for i in range(samples)]
@@ -126,7 +126,3 @@ def _segment_runs(segments: list[SegmentRecord]) -> list[str]:
 
 def _segment_line(segment: SegmentRecord, words: int | None = None) -> str:
     return f"Segment {segment.segment_id} ({segment.start_s:.1f}-{segment.end_s:.1f} s): {segment_text(segment, words)}"
-
-
-def _evidence(segment: SegmentRecord, video_id: str) -> Evidence:
-    return Evidence(segment.start_s, segment.end_s, segment.as_text(), video_id)
