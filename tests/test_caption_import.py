@@ -228,7 +228,7 @@ def test_a_generic_jsonl_keeps_each_captions_own_times(tmp_path):
     assert [(c.start_s, c.end_s) for c in videos[0].captions] == [(0.0, 4.5), (4.5, 9.0)] and videos[0].duration_s == 9.0
 
 
-def test_tools_read_captions_where_they_would_look_at_frames_and_objects_are_refused(tmp_path, embedder, ego_slice,
+def test_tools_read_captions_where_they_would_look_at_frames_and_objects_are_withheld(tmp_path, embedder, ego_slice,
                                                                                    models_dir):
     from vidagent.session import Session
 
@@ -252,9 +252,9 @@ def test_tools_read_captions_where_they_would_look_at_frames_and_objects_are_ref
     with Session(settings, llm=llm) as session:
         answer = session.ask(f"egoschema:{ids[0]}", "What does C hold?", choices,
                              planner="react", planner_options={"tools": "caption_retrieval,object_memory_querying"})
-    observation = next(s for s in answer.trace if getattr(s, "tool", "") == "object_memory_querying"
-                       and s.kind == "observation")
-    assert observation.is_error and "has no objects memory" in observation.text
+    assert not [s for s in answer.trace if getattr(s, "tool", "") == "object_memory_querying"]
+    assert "Unknown tool 'object_memory_querying'" in llm.requests[1][-1].content
+    assert "object_memory_querying" not in llm.requests[0][0].content  # not offered: a memory of captions has no objects
     assert answer.choice_index is not None and answer.text == choices[answer.choice_index]
     assert "LaViLa" in llm.requests[0][0].content  # the memory note says what the descriptions are
 

@@ -183,7 +183,7 @@ class Session:
                                  context_tokens=self.settings.llm.context_tokens,
                                  experience_scope=self.settings.experience_scope, replay=replay,
                                  sees_frames=getattr(self.vqa, "sees_frames", True),
-                                 selection=selection).select(chosen.tools)
+                                 selection=selection, withheld=_withheld(memory)).select(chosen.tools)
             answer = chosen.run(task, toolbox, llm, trace)
         if keeper:
             _learn(keeper, task, answer, chosen.name, memory.video_id, llm)
@@ -264,7 +264,8 @@ class Session:
         sql = SQLTools(memory, self.perception.embedder, llm, queries, build_objects=build_objects,
                        appearance=self.perception.appearance)
         frames = FrameTools(memory, self.perception.describer, self.vqa, llm).tools()
-        return temporal + sql.tools((OBJECT_KIND,) + SUBTASK_KINDS) + frames
+        kinds = SUBTASK_KINDS if _withheld(memory) else (OBJECT_KIND,) + SUBTASK_KINDS
+        return temporal + sql.tools(kinds) + frames
 
     def _wants_objects(self, builder: MemoryBuilder, video: Video | StoredVideo, llm: ChatModel,
                        question: str) -> MemorySelection | None:
@@ -317,6 +318,13 @@ def open_sources(sources: SourceInput | Sequence[SourceInput],
         seen[handle.content_hash] = handle.path
         handles.append(handle)
     return handles
+
+
+def _withheld(memory: VideoMemory) -> tuple[str, ...]:
+    """Tools a memory cannot serve: one imported from captions has no pixels to find objects in, so
+    ``object_memory_querying`` would only spend the planner's calls (the sub-task tools stay: their
+    SQL reads the captions too)."""
+    return () if memory.has_pixels else ("object_memory_querying",)
 
 
 def _learn(keeper: Experience, task: Task, answer: Answer, planner: str, key: str, llm: MeteredChat) -> None:

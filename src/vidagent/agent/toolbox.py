@@ -56,6 +56,7 @@ class Toolbox:
     replay: Replay | None = None  # experience chosen for this question (DigimonGPT), shown before it
     sees_frames: bool = True  # visual_question_answering looks at pixels (False: it reads frame descriptions)
     selection: MemorySelection | None = None  # which memories were built ahead of the question, and why
+    withheld: tuple[str, ...] = ()  # tools this question's memory cannot serve (a memory of captions has no objects)
 
     @property
     def bank_scope(self) -> str:
@@ -80,10 +81,11 @@ class Toolbox:
         return self.videos[0] if self.videos else None
 
     def select(self, names: Iterable[str] | None) -> "Toolbox":
-        """The same toolbox with only the named tools, in that order (``None``: all of them)."""
+        """The same toolbox with only the named tools, in that order (``None``: all of them); a name the
+        memory withholds is left out, not an error."""
         if names is None:
             return self
-        names = list(names)
+        names = [name for name in names if name not in self.withheld]
         unknown = [name for name in names if name not in self.tools]
         if unknown:
             raise PlannerError(f"no tool named {', '.join(unknown)}; the tools are: {', '.join(self.tools)}")
