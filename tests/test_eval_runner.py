@@ -26,7 +26,7 @@ from typing import ClassVar
 
 from vidagent.agent.answer import Answer
 from vidagent.agent.baselines import RandomPlanner
-from vidagent.agent.planner import build_planner, register_planner
+from vidagent.agent.planner import Needs, build_planner, register_planner
 from vidagent.agent.task import Task
 from vidagent.errors import PlannerError
 from vidagent.eval.report import write_comparison
@@ -174,9 +174,7 @@ class FixedPlanner:
 
     text: str = ""
     name: ClassVar[str] = "fixed"
-    tools: ClassVar[tuple[str, ...]] = ()
-    reads_memory: ClassVar[bool] = False
-    uses_llm: ClassVar[bool] = False
+    needs: ClassVar[Needs] = Needs(memory=False, llm=False)
 
     def run(self, task: Task, toolbox, llm, trace=None) -> Answer:
         if self.text == "{duration}":

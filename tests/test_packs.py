@@ -21,7 +21,7 @@ from test_cli import assert_one_line_error, run_cli
 from vidagent.config import Settings
 from vidagent.memory import packs
 from vidagent.memory.builder import ALL_STAGES, MemoryBuilder
-from vidagent.memory.library_index import IndexerConfig, IndexJob, VideoIndexer, index_videos
+from vidagent.memory.library_index import IndexerConfig, IndexItem, VideoIndexer, index_videos
 from vidagent.memory.packs import PackError, export_pack, import_pack, is_pack, packed_tables
 from vidagent.memory.store import SCHEMA_VERSION, Library
 from vidagent.pack_cli import import_pack_command
@@ -232,7 +232,7 @@ def test_a_pack_worker_never_opens_the_users_library(built, tmp_path):
         seed = packs.export_pack_bytes(source, video.content_hash)[0]
     indexer = VideoIndexer(IndexerConfig(settings, ("frames", "speech", "segments"), packs=True))
     try:  # seeded with what is built, nothing is left to build: the pack is the seed's memory
-        outcome = indexer(IndexJob(str(video.path), video.content_hash, video.duration_s, seed=seed))
+        outcome = indexer(IndexItem(str(video.path), video.content_hash, video.duration_s, seed=seed))
     finally:
         indexer.close()
     assert outcome.status == "built" and outcome.pack is not None
@@ -247,7 +247,7 @@ def test_ray_indexing_brings_each_memory_home_as_a_pack(built, tmp_path):
     pytest.importorskip("ray")
     settings = replace(built, home=tmp_path / "home", library=None)
     video = Video(video_path(TEMPORAL_TOY))
-    job = IndexJob(str(video.path), video.content_hash, video.duration_s)
+    job = IndexItem(str(video.path), video.content_hash, video.duration_s)
     outcomes = list(index_videos([job], settings, ("frames", "segments"), ray=True, workers=1))
     assert [o.status for o in outcomes] == ["built"], outcomes
     assert outcomes[0].pack is None and len(outcomes[0].pack_id) == 64

@@ -1,7 +1,7 @@
 """vidagent: answer questions about videos with an LLM agent over a structured video memory."""
 
 from vidagent.agent.answer import Answer, Candidate
-from vidagent.agent.planner import Planner, build_planner, planner_names, register_planner
+from vidagent.agent.planner import Needs, Planner, build_planner, planner_names, register_planner
 from vidagent.agent.steps import Step, Trace
 from vidagent.agent.task import Source, Task
 from vidagent.agent.toolbox import Toolbox
@@ -14,7 +14,7 @@ from vidagent.video.video import Video
 
 __all__ = [
     "Answer", "Candidate", "Evidence", "LLMError", "LLMSettings", "MemoryStoreError", "ModelUnavailableError",
-    "Planner", "Session", "Settings", "Source", "Step", "Task", "Toolbox", "Trace", "Video", "VideoError",
+    "Needs", "Planner", "Session", "Settings", "Source", "Step", "Task", "Toolbox", "Trace", "Video", "VideoError",
     "VidagentError", "ask", "build_planner", "import_captions", "index", "planner_names", "register_planner",
 ]
 __version__ = "0.1.0"

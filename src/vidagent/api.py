@@ -13,11 +13,12 @@ from vidagent.session import Session
 
 
 def ask(sources: str | Path | Sequence[str | Path], question: str, choices: Sequence[str] | None = None,
-        *, planner: str = "react", planner_options: Mapping[str, Any] | None = None,
+        *, planner: str | None = None, planner_options: Mapping[str, Any] | None = None,
         settings: Settings | None = None) -> Answer:
     """Answer ``question`` about a video (or, with ``planner="peil"``, several videos and images);
     with ``choices``, pick one of them. ``planner`` names the planner (``react``, ``mcts``,
-    ``traveler``, ``peil``, ``caption_only``, ``random``) and ``planner_options`` its settings.
+    ``traveler``, ``peil``, ``caption_only``, ``random``; default: ``react`` for one video, ``peil``
+    for images or several sources) and ``planner_options`` its settings.
 
     Raises ``VideoError`` (unreadable video), ``LLMError`` (chat model failed),
     ``ModelUnavailableError`` (models not installed) — all subclasses of ``VidagentError``.

@@ -58,10 +58,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     from vidagent.session import Session
 
     sources, question = _sources_and_question([*args.sources, args.question])
-    name = args.planner or ("react" if len(sources) == 1 and Path(sources[0]).suffix.lower() not in IMAGE_SUFFIXES
-                            else "peil")
-    planner = build_planner(name, parse_options(args.planner_option))
-    if planner.name == "random" and not args.choice:  # it would print an empty answer
+    planner = build_planner(args.planner, parse_options(args.planner_option)) if args.planner else None
+    if planner is not None and planner.name == "random" and not args.choice:  # it would print an empty answer
         raise UsageError("the random baseline only picks among options: give them with --choice TEXT")
     with Session(_settings(args)) as session:
         answer = session.ask(sources, question, args.choice or None, planner=planner, progress=not args.quiet,

@@ -11,39 +11,29 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, Union
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.memory_selection import MemorySelection, select_memory
-from vidagent.agent.planner import Planner, build_planner
+from vidagent.agent.experience import Experience, ExperienceOptions, check_mode
+from vidagent.agent.planner import Planner, build_planner, default_planner
+from vidagent.agent.planning import NoChatModel
 from vidagent.agent.steps import MemoryStep, Step, Trace
 from vidagent.agent.task import Reference, Source, Task
-from vidagent.agent.toolbox import Toolbox, VideoContext
+from vidagent.agent.workspace import open_workspace
 from vidagent.config import Settings
-from vidagent.errors import MemoryStoreError, PlannerError, VidagentError, VideoError
-from vidagent.agent.experience import Experience, ExperienceOptions, check_mode
+from vidagent.errors import PlannerError, VidagentError, VideoError
 from vidagent.experience.store import ExperienceStore
 from vidagent.llm.base import ChatModel
 from vidagent.llm.metered import MeteredChat
-from vidagent.memory.builder import ALL_STAGES, TEMPORAL_STAGES, MemoryBuilder
-from vidagent.memory.sql import ReadOnlyQueries
+from vidagent.memory.builder import ALL_STAGES, MemoryBuilder
 from vidagent.memory.store import Library
 from vidagent.memory.stored_video import StoredVideo, is_memory_id
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
 from vidagent.tools.vqa import DescribedFramesVQA, VisionChatVQA, VisualQA
-from vidagent.tools.assist import AssistModules
-from vidagent.tools.base import Tool
-from vidagent.tools.frames import FrameTools
-from vidagent.tools.sql_agent import OBJECT_KIND, SUBTASK_KINDS, SQLTools
-from vidagent.tools.media import Media, image_media, video_media
-from vidagent.tools.temporal import TemporalTools
 from vidagent.video.image import Image, open_media
 from vidagent.video.video import Video
 
 SourceInput = Union[str, Path, Video, Image, StoredVideo]
 
 logger = logging.getLogger(__name__)
-
-SQL_TOOLS = ("object_memory_querying",) + SUBTASK_KINDS  # the tools that read the object memory
-
 
 class Session:
     """Entry point for indexing videos and asking questions about them."""
@@ -122,7 +112,7 @@ class Session:
         question: str,
         choices: Sequence[str] | None = None,
         *,
-        planner: str | Planner = "react",
+        planner: str | Planner | None = None,
         planner_options: Mapping[str, Any] | None = None,
         task_id: str = "",
         wants_time: bool = False,
@@ -134,150 +124,44 @@ class Session:
     ) -> Answer:
         """Answer a question about a video, or about several videos and images (indexing videos first if needed).
 
-        ``sources`` is one path (or ``Video``/``Image``) or a sequence of them; every one is opened
-        before any work, and one that cannot be read stops the question with an error naming it.
-        Only planners that take several sources (``peil``) accept images or more than one source.
-        ``planner`` is a registered name (``react``, ``mcts``, ``traveler``, ``peil``,
-        ``caption_only``, ``random``, or ``package.module:Class``) built with ``planner_options``,
-        or a planner object. ``reference`` is a known answer for planners that learn from it
-        (PEIL's Learner); no planner reads it to answer. ``on_step`` is called with each step of
-        the trace as soon as it is made. ``experience`` (default: the settings') chooses the memory
+        ``sources`` is one path (or ``Video``/``Image``, or a memory's id such as ``egoschema:<q_uid>``)
+        or a sequence of them; every one is opened before any work, and one that cannot be read stops
+        the question with an error naming it. ``planner`` is a registered name (``react``, ``mcts``,
+        ``traveler``, ``peil``, ``caption_only``, ``random``, or ``package.module:Class``) built with
+        ``planner_options``, or a planner object; ``None`` picks ``react`` for one video and ``peil``
+        for images or several sources. A planner takes only the sources its ``needs`` name (only
+        ``peil`` takes images or several). ``reference`` is a known answer for planners that learn
+        from it (PEIL's Learner); no planner reads it to answer. ``on_step`` is called with each step
+        of the trace as soon as it is made. ``experience`` (default: the settings') chooses the memory
         across questions that is replayed before the planner runs and kept after it answers:
         ``none``, ``semantic`` (validated answers about the same video), ``procedural`` (workflows
         that worked for questions of the same type) or ``all``. ``task_type`` is the question's type
         as its dataset labels it (experience keeps workflows by it; empty: told from the question).
         """
-        if planner_options and not isinstance(planner, str):
+        if planner_options and not isinstance(planner, (str, type(None))):
             raise PlannerError("planner_options go with a planner's name; set them on the planner object instead")
-        chosen = build_planner(planner, planner_options) if isinstance(planner, str) else planner
         handles = open_sources(sources, lambda: self.library)
+        kinds = [_kind(handle) for handle in handles]
+        chosen = planner if isinstance(planner, Planner) else build_planner(planner or default_planner(kinds),
+                                                                            planner_options)
+        needs = chosen.needs
+        needs.check(chosen.name, kinds)
         task = Task(question, tuple(choices) if choices else None, tuple(_source(h) for h in handles), id=task_id,
                     wants_time=wants_time, reference=reference, task_type=task_type)
-        trace = Trace(on_step)
-        mode = check_mode(experience or self.settings.experience)
-        if getattr(chosen, "multi_source", False):
-            return self._ask_sources(chosen, task, handles, trace, progress, mode)
-        if len(handles) != 1 or isinstance(handles[0], Image):
-            given = f"{len(handles)} sources" if len(handles) != 1 else "an image"
-            raise PlannerError(f"the {chosen.name} planner answers about one video, and was given {given}; "
-                               f"for images or several sources use the peil planner")
-        handle = handles[0]
-        if not chosen.reads_memory:
-            context = VideoContext(handle.content_hash, handle.duration_s, 0, self.settings.segment_seconds)
-            return chosen.run(task, Toolbox({}, videos=(context,)), self.llm if chosen.uses_llm else None, trace)
-        llm = MeteredChat(self.llm)
-        builder = self.builder()
-        stages = list(TEMPORAL_STAGES)
-        reads_objects = chosen.tools is None or any(name in SQL_TOOLS for name in chosen.tools)
-        selection = self._wants_objects(builder, handle, llm, question) if reads_objects else None
-        if selection is not None and selection.objects:
-            stages.append("objects")
-        memory = self._memory(builder, handle, stages, progress)
-        with ReadOnlyQueries(self.settings.library_path, memory.video_id) as queries:
-            tools = self._tools(memory, llm, queries, lambda: self._memory(builder, handle, ["objects"], progress)) \
-                if chosen.tools != () else []
-            keeper = self._experience(mode) if chosen.uses_llm else None
-            replay = keeper.recall(task, chosen.name, memory.video_id, llm) if keeper else None
-            toolbox = Toolbox.of(tools, videos=(self._context(memory),), memories={memory.video_id: memory},
-                                 memory_note=self._memory_note([memory]),
-                                 context_tokens=self.settings.llm.context_tokens,
-                                 experience_scope=self.settings.experience_scope, replay=replay,
-                                 sees_frames=getattr(self.vqa, "sees_frames", True),
-                                 selection=selection, withheld=_withheld(memory)).select(chosen.tools)
-            answer = chosen.run(task, toolbox, llm, trace)
+        llm = MeteredChat(self.llm if needs.llm else NoChatModel(chosen.name))
+        keeper = self._experience(check_mode(experience or self.settings.experience)) if needs.llm else None
+        key = "+".join(sorted(source.id for source in task.sources))  # whose experience: these sources'
+        replay = keeper.recall(task, chosen.name, key, llm) if keeper else None
+        with open_workspace(needs, question, handles, self, llm, replay=replay, progress=progress) as toolbox:
+            answer = chosen.run(task, toolbox, llm, Trace(on_step))
         if keeper:
-            _learn(keeper, task, answer, chosen.name, memory.video_id, llm)
-        return answer
-
-    def _ask_sources(self, chosen: Planner, task: Task, handles: Sequence[Video | Image], trace: Trace,
-                     progress: bool, mode: str) -> Answer:
-        """A planner that takes several sources: each video's temporal memory, each image's pixels,
-        and AssistGPT's modules over them."""
-        llm = MeteredChat(self.llm)
-        builder = self.builder()
-        media: list[Media] = []
-        memories: dict[str, VideoMemory] = {}
-        for handle in handles:
-            if not isinstance(handle, Image):
-                memory = self._memory(builder, handle, TEMPORAL_STAGES, progress)
-                memories[memory.video_id] = memory
-                media.append(video_media(memory))
-            else:
-                media.append(image_media(handle))
-        perception = self.perception
-        modules = AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
-                                self.vqa, llm, grounder=perception.grounder).tools()
-        keeper = self._experience(mode)
-        sources_key = "+".join(sorted(source.id for source in task.sources))
-        replay = keeper.recall(task, chosen.name, sources_key, llm) if keeper else None
-        toolbox = Toolbox({}, videos=tuple(self._context(m) for m in memories.values()), memories=memories,
-                          memory_note=self._memory_note(list(memories.values())),
-                          context_tokens=self.settings.llm.context_tokens, sources=tuple(media),
-                          modules={module.name: module for module in modules}, describer=perception.describer,
-                          examples=self.experience_store,  # PEIL's own example bank: its option examples=0 is off
-                          experience_scope=self.settings.experience_scope,
-                          examples_scope=self.settings.examples_scope, replay=replay)
-        answer = chosen.run(task, toolbox, llm, trace)
-        if keeper:
-            _learn(keeper, task, answer, chosen.name, sources_key, llm)
+            _learn(keeper, task, answer, chosen.name, key, llm)
         return answer
 
     def _experience(self, mode: str) -> Experience | None:
         if mode == "none":
             return None
         return Experience(self.experience_store, ExperienceOptions(mode, self.settings.experience_scope))
-
-    def _context(self, memory: VideoMemory) -> VideoContext:
-        return VideoContext(memory.video_id, memory.video.duration_s, memory.segment_count,
-                            memory.segment_seconds or self.settings.segment_seconds)
-
-    def _memory(self, builder: MemoryBuilder, handle: Video | StoredVideo, stages: Sequence[str],
-                progress: bool) -> VideoMemory:
-        """A video's memory with ``stages`` built; a memory without a file is read as it was imported
-        (it has segments only: asking it for another stage is an error that says so)."""
-        if isinstance(handle, Video):
-            return builder.build(handle, stages, progress=progress)
-        memory = VideoMemory(handle, self.library)
-        lacking = [stage for stage in stages if stage not in ("frames", "speech") and stage not in memory.stages]
-        if lacking:
-            captioner = handle.provenance.captioner if handle.provenance else "captions"
-            raise MemoryStoreError(f"{handle.content_hash} was imported from {captioner} and has no "
-                                   f"{' or '.join(lacking)} memory (no video file to build it from)")
-        return memory
-
-    def _memory_note(self, memories: Sequence[VideoMemory]) -> str:
-        """What the planners are told the memory's descriptions are: the describer's note, or an imported
-        memory's own (the notes of several kinds of memory, one after the other)."""
-        notes: list[str] = []
-        for memory in memories:
-            provenance = getattr(memory.video, "provenance", None)
-            note = provenance.note if provenance else self.perception.describer.memory_note
-            if note not in notes:
-                notes.append(note)
-        return "\n".join(notes) if notes else self.perception.describer.memory_note
-
-    def _tools(self, memory: VideoMemory, llm: ChatModel, queries: ReadOnlyQueries,
-               build_objects: Callable[[], object]) -> list[Tool]:
-        """Every tool over one video: VideoAgent's temporal tools, object memory and sub-task tools,
-        and the tools that look at frames by time."""
-        temporal = TemporalTools(memory, self.perception.embedder, self.vqa, llm).tools()
-        sql = SQLTools(memory, self.perception.embedder, llm, queries, build_objects=build_objects,
-                       appearance=self.perception.appearance)
-        frames = FrameTools(memory, self.perception.describer, self.vqa, llm).tools()
-        kinds = SUBTASK_KINDS if _withheld(memory) else (OBJECT_KIND,) + SUBTASK_KINDS
-        return temporal + sql.tools(kinds) + frames
-
-    def _wants_objects(self, builder: MemoryBuilder, video: Video | StoredVideo, llm: ChatModel,
-                       question: str) -> MemorySelection | None:
-        """DoraemonGPT's task-related memory: build the object memory ahead only when it is needed
-        (None: a memory without a video file, which has nothing to build it from)."""
-        if not isinstance(video, Video):
-            return None
-        if not builder.missing_stages(video, ["objects"]):
-            return MemorySelection(True, "built")
-        if self.settings.memory_selection == "all":
-            return MemorySelection(True, "all")
-        return select_memory(llm, question)
 
     def close(self) -> None:
         """Stop the detector's worker, free the chat model and its cache, close the library."""
@@ -320,13 +204,6 @@ def open_sources(sources: SourceInput | Sequence[SourceInput],
     return handles
 
 
-def _withheld(memory: VideoMemory) -> tuple[str, ...]:
-    """Tools a memory cannot serve: one imported from captions has no pixels to find objects in, so
-    ``object_memory_querying`` would only spend the planner's calls (the sub-task tools stay: their
-    SQL reads the captions too)."""
-    return () if memory.has_pixels else ("object_memory_querying",)
-
-
 def _learn(keeper: Experience, task: Task, answer: Answer, planner: str, key: str, llm: MeteredChat) -> None:
     """Keep what the answer teaches; a failure to (a model that went away) costs the memory, not the answer."""
     try:
@@ -350,5 +227,9 @@ def _open_one(item: str | Path, library_of: Callable[[], Library] | None) -> Vid
     return open_media(item)
 
 
+def _kind(handle: Video | Image | StoredVideo) -> str:
+    return "image" if isinstance(handle, Image) else "video"
+
+
 def _source(handle: Video | Image | StoredVideo) -> Source:
-    return Source(handle.content_hash, "image" if isinstance(handle, Image) else "video", str(handle.path))
+    return Source(handle.content_hash, _kind(handle), str(handle.path))

@@ -14,7 +14,7 @@ from typing import ClassVar, Sequence, TypeVar
 from vidagent.agent.answer import Answer, Candidate
 from vidagent.agent.option_scoring import check_choose_by, score_options
 from vidagent.agent.parsing import extract_choice
-from vidagent.agent.planner import metered, register_planner, start
+from vidagent.agent.planning import Needs, metered, start
 from vidagent.agent.steps import FinalAnswerStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -31,7 +31,6 @@ CHARS_PER_TOKEN = 3.0
 PROMPT_RESERVE_TOKENS = 600
 
 
-@register_planner("caption_only")
 @dataclass
 class CaptionOnlyPlanner:
     """Options: ``context_tokens`` (default: the chat model's, from the toolbox; the descriptions
@@ -46,18 +45,14 @@ class CaptionOnlyPlanner:
     line_seconds: float = 0.0
     choose_by: str = "text"
     name: ClassVar[str] = "caption_only"
-    tools: ClassVar[tuple[str, ...] | None] = ()
-    reads_memory: ClassVar[bool] = True
-    uses_llm: ClassVar[bool] = True
+    needs: ClassVar[Needs] = Needs()
 
     def __post_init__(self) -> None:
         check_choose_by(self.choose_by)
         if self.line_seconds < 0:
             raise PlannerError("line_seconds must be 0 (a line per segment) or more")
 
-    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
-        if llm is None:
-            raise PlannerError("the caption-only planner needs a chat model")
+    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         model = metered(llm)
         trace, root = start(task, trace, toolbox)
         started = time.perf_counter()
@@ -99,17 +94,14 @@ class CaptionOnlyPlanner:
                       candidates=[Candidate(text, choice_index, step_id=step.id)], trace=trace, usage=model.usage)
 
 
-@register_planner("random")
 @dataclass
 class RandomPlanner:
     """Chance level: a uniformly random option; a random window for a time; no answer otherwise."""
 
     name: ClassVar[str] = "random"
-    tools: ClassVar[tuple[str, ...] | None] = ()
-    reads_memory: ClassVar[bool] = False
-    uses_llm: ClassVar[bool] = False
+    needs: ClassVar[Needs] = Needs(memory=False, llm=False)
 
-    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
+    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         trace, root = start(task, trace, toolbox)
         rng = random.Random(task.seed)
         choice_index = None

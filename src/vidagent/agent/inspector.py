@@ -21,7 +21,9 @@ from vidagent.tools.media import Media, MediaFacts, VideoMedia, facts
 
 
 @dataclass(frozen=True)
-class Entry:
+class SourceEntry:
+    """One source of an attempt as the inspector lists it: the media, where it came from, its summary."""
+
     media: Media
     origin: str
     summary: str
@@ -36,16 +38,16 @@ class Inspector:
     """The sources of one attempt, each with its summary."""
 
     describer: FrameDescriber | None = None
-    entries: list[Entry] = field(default_factory=list)
+    entries: list[SourceEntry] = field(default_factory=list)
 
-    def add(self, media: Media, origin: str) -> tuple[Entry, bool]:
+    def add(self, media: Media, origin: str) -> tuple[SourceEntry, bool]:
         """Record a source (the same clip cut twice is kept once); returns its entry and whether it is new."""
         for entry in self.entries:
             if entry.media.source.id == media.source.id:
                 return entry, False
         index = len(self.entries)
         summary = f"visual[{index}]: {self._describe(media, origin, facts(media, self.describer))}"
-        entry = Entry(media, origin, summary)
+        entry = SourceEntry(media, origin, summary)
         self.entries.append(entry)
         return entry, True
 
@@ -88,7 +90,7 @@ class Executor:
         self.modules = modules
         self.inspector = inspector
         self.question = question
-        self.added: list[Entry] = []
+        self.added: list[SourceEntry] = []
         self.results: list[str] = []
 
     def history(self) -> str:

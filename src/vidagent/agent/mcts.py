@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Sequence
 
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
 from vidagent.agent.parsing import extract_choice, parse_react
-from vidagent.agent.planner import metered, register_planner, start
+from vidagent.agent.planning import Needs, metered, start
 from vidagent.agent.react import VIDEOAGENT_TOOLS
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace, model_cost
@@ -80,7 +80,6 @@ class Node:
         return nodes[::-1]
 
 
-@register_planner("mcts")
 @dataclass
 class MCTSPlanner:
     """Options: ``n`` (iterations, so at most n answers), ``alpha`` (base reward), ``beta``
@@ -111,8 +110,6 @@ class MCTSPlanner:
     tools: tuple[str, ...] | None = SUBTASK_KINDS + VIDEOAGENT_TOOLS
     described_vqa: bool = True
     name: ClassVar[str] = "mcts"
-    reads_memory: ClassVar[bool] = True
-    uses_llm: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -130,11 +127,13 @@ class MCTSPlanner:
         if self.tools is not None:  # a named tool set stands for its tools, in place
             self.tools = tuple(dict.fromkeys(name for item in self.tools for name in TOOL_SETS.get(item, (item,))))
 
-    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
+    @property
+    def needs(self) -> Needs:
+        return Needs(tools=self.tools)
+
+    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         if not toolbox.tools:
             raise PlannerError("the MCTS planner needs at least one tool")
-        if llm is None:
-            raise PlannerError("the MCTS planner needs a chat model")
         if not (toolbox.sees_frames or self.described_vqa) and len(toolbox.tools) > 1:
             toolbox = toolbox.select([name for name in toolbox.names if name != "visual_question_answering"])
         return _Search(self, task, toolbox, metered(llm), trace).run()

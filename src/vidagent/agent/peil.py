@@ -24,7 +24,7 @@ from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
 from vidagent.agent.inspector import Executor, Inspector
 from vidagent.agent.learner import Learner, Verdict
 from vidagent.agent.option_scoring import check_choose_by
-from vidagent.agent.planner import metered, register_planner, start
+from vidagent.agent.planning import Needs, metered, start
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
 from vidagent.agent.steps import FinalAnswerStep, InspectionStep, MemoryStep, Trace
 from vidagent.agent.task import Task
@@ -53,7 +53,6 @@ class Attempt:
     verdict: Verdict | None = None
 
 
-@register_planner("peil")
 @dataclass
 class PEILPlanner:
     """Options: ``max_steps`` (module calls per attempt), ``attempts`` (tries, the Learner's N),
@@ -75,17 +74,12 @@ class PEILPlanner:
     choose_by: str = "text"
     look_first: bool = True
     name: ClassVar[str] = "peil"
-    tools: ClassVar[tuple[str, ...] | None] = ()
-    reads_memory: ClassVar[bool] = True
-    uses_llm: ClassVar[bool] = True
-    multi_source: ClassVar[bool] = True
+    needs: ClassVar[Needs] = Needs(modules=True, max_sources=None, images=True)
 
     def __post_init__(self) -> None:
         check_choose_by(self.choose_by)
 
-    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
-        if llm is None:
-            raise PlannerError("the PEIL planner needs a chat model")
+    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         if self.attempts < 1 or self.max_steps < 1:
             raise PlannerError("attempts and max_steps must be at least 1")
         modules = dict(toolbox.modules)

@@ -1,10 +1,10 @@
-"""The planner layer: the ``Planner`` protocol and the registry that finds planners by name.
+"""The registry that finds planners by name, and the rule that picks one when none is named.
 
-A planner answers one ``Task`` with a ``Toolbox`` and a chat model and returns an ``Answer``
-whose trace is the tree of steps it made. ReAct, MCTS and the baselines are planners; the CLI
-(``vidagent ask --planner``), ``Session.ask(planner=...)`` and ``vidagent eval --planner`` all
-go through ``build_planner``. Options (``--planner-option n=4``) are the fields of a planner's
-dataclass, converted from text to the field's type.
+The built-in planners are listed here by module path and imported when first asked for (they
+import ``planning``, never this module, so there is no import circle); ``register_planner`` adds
+others. The CLI (``vidagent ask --planner``), ``Session.ask(planner=...)``, the server and
+``vidagent eval --planner`` all go through ``build_planner``. Options (``--planner-option n=4``)
+are the fields of a planner's dataclass, converted from text to the field's type.
 """
 
 from __future__ import annotations
@@ -13,49 +13,47 @@ import dataclasses
 import importlib
 import inspect
 import typing
-from typing import Any, Callable, Mapping, Protocol, TypeVar, runtime_checkable
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from vidagent.agent.answer import Answer
-from vidagent.agent.steps import MemoryStep, Step, TaskStep, Trace
-from vidagent.agent.task import Task
-from vidagent.agent.toolbox import Toolbox
+from vidagent.agent.planning import Needs, Planner
 from vidagent.errors import PlannerError
-from vidagent.llm.base import ChatModel
-from vidagent.llm.metered import MeteredChat
+
+__all__ = ["Needs", "Planner", "build_planner", "default_planner", "parse_options", "planner_names",
+           "register_planner"]
+
+BUILTIN_PLANNERS = {
+    "caption_only": "vidagent.agent.baselines:CaptionOnlyPlanner",
+    "mcts": "vidagent.agent.mcts:MCTSPlanner",
+    "peil": "vidagent.agent.peil:PEILPlanner",
+    "random": "vidagent.agent.baselines:RandomPlanner",
+    "react": "vidagent.agent.react:ReActPlanner",
+    "traveler": "vidagent.agent.traveler:TravelerPlanner",
+}
+ONE_VIDEO_PLANNER = "react"  # VideoAgent's ReAct: the default for a question about one video
+MANY_SOURCES_PLANNER = "peil"  # AssistGPT's PEIL: the default for images or several sources
 
 
-@runtime_checkable
-class Planner(Protocol):
-    """``name``: how answers and reports call it. ``tools``: the tool names it offers its model
-    (``None``: every tool the session has; ``()``: none). ``reads_memory``: whether it needs the
-    video memory built. ``uses_llm``: whether it calls a chat model at all (if not, ``run`` may be
-    given ``None`` for ``llm``)."""
-
-    name: str
-    tools: tuple[str, ...] | None
-    reads_memory: bool
-    uses_llm: bool
-
-    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer: ...
+def default_planner(kinds: Sequence[str]) -> str:
+    """The planner used when none is named, for sources of these kinds (``video``/``image``, in order)."""
+    return ONE_VIDEO_PLANNER if list(kinds) == ["video"] else MANY_SOURCES_PLANNER
 
 
 P = TypeVar("P")
-_REGISTRY: dict[str, Callable[..., Planner]] = {}
+_REGISTERED: dict[str, Callable[..., Planner]] = {}  # planners added with register_planner
 
 
 def register_planner(name: str) -> Callable[[P], P]:
     """Class decorator: make a planner available by ``name`` everywhere a planner is chosen."""
 
     def add(factory: P) -> P:
-        _REGISTRY[name] = factory  # type: ignore[assignment]
+        _REGISTERED[name] = factory  # type: ignore[assignment]
         return factory
 
     return add
 
 
 def planner_names() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
+    return sorted({*BUILTIN_PLANNERS, *_REGISTERED})
 
 
 def build_planner(name: str, options: Mapping[str, Any] | None = None) -> Planner:
@@ -75,7 +73,7 @@ def build_planner(name: str, options: Mapping[str, Any] | None = None) -> Planne
     except ValueError as error:
         raise PlannerError(f"planner {name!r}: {error}") from None
     if not isinstance(planner, Planner):
-        raise PlannerError(f"{name!r} did not make a planner (it needs name, tools, reads_memory, uses_llm and run)")
+        raise PlannerError(f"{name!r} did not make a planner (it needs name, needs and run)")
     return planner
 
 
@@ -90,35 +88,11 @@ def parse_options(pairs: list[str] | None) -> dict[str, str]:
     return options
 
 
-def start(task: Task, trace: Trace | None, toolbox: Toolbox | None = None) -> tuple[Trace, Step]:
-    """What every planner does first: open the trace (the caller's, if given) with the task as its
-    root, followed by a ``MemoryStep`` of the memory selection (which memories were built for the
-    question, with the model's reply) and one of the experience replayed, when the toolbox holds
-    them. The step returned is the one the planner's own steps follow."""
-    trace = trace if trace is not None else Trace()
-    root: Step = trace.add(TaskStep(question=task.question, choices=list(task.choices) if task.choices else None,
-                                    sources=[s.id for s in task.sources]))
-    selection = toolbox.selection if toolbox is not None else None
-    if selection is not None and selection.how != "built":  # a decision was made (not an object memory found)
-        root = trace.add(MemoryStep(parent_id=root.id, action="selected", text=selection.describe(),
-                                    model_output=selection.model_output, **selection.cost))
-    replay = toolbox.replay if toolbox is not None else None
-    if replay:
-        root = trace.add(MemoryStep(parent_id=root.id, action="replayed", text=replay.describe(),
-                                    model_output=replay.rating_output, **replay.cost))
-    return trace, root
-
-
-def metered(llm: ChatModel) -> MeteredChat:
-    """The model with its usage counted; a caller's ``MeteredChat`` is kept as it is, so the calls
-    the tools make through it count towards the same answer."""
-    return llm if isinstance(llm, MeteredChat) else MeteredChat(llm)
-
-
 def _factory(name: str) -> Callable[..., Planner]:
-    _load_builtin()
-    if name in _REGISTRY:
-        return _REGISTRY[name]
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name in BUILTIN_PLANNERS:
+        return _load(BUILTIN_PLANNERS[name], name)
     if ":" in name:
         module_name, _, attribute = name.partition(":")
         try:
@@ -127,10 +101,14 @@ def _factory(name: str) -> Callable[..., Planner]:
             raise PlannerError(f"cannot load planner {name!r}: {error}") from None
         # only a class with a ``run`` method: any other callable (``os:system``) would be called with the options
         if not inspect.isclass(factory) or not callable(getattr(factory, "run", None)):
-            raise PlannerError(f"{name!r} is not a planner class (a class with name, tools, reads_memory, uses_llm "
-                               f"and run)")
+            raise PlannerError(f"{name!r} is not a planner class (a class with name, needs and run)")
         return factory  # type: ignore[no-any-return]
-    raise PlannerError(f"unknown planner {name!r}: use one of {', '.join(sorted(_REGISTRY))} or module:Class")
+    raise PlannerError(f"unknown planner {name!r}: use one of {', '.join(planner_names())} or module:Class")
+
+
+def _load(path: str, name: str) -> Callable[..., Planner]:
+    module_name, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)  # type: ignore[no-any-return]
 
 
 def _typed_options(factory: Any, options: dict[str, Any], name: str) -> dict[str, Any]:
@@ -178,8 +156,3 @@ def _convert(value: Any, hint: Any, key: str, name: str) -> Any:
         except (TypeError, ValueError):
             raise wrong from None
     return value
-
-
-def _load_builtin() -> None:
-    """Import the built-in planners so they register (imported late: they import this module)."""
-    from vidagent.agent import baselines, mcts, peil, react, traveler  # noqa: F401

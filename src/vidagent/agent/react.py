@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
 from vidagent.agent.option_scoring import check_choose_by
-from vidagent.agent.planner import metered, register_planner, start
+from vidagent.agent.planning import Needs, metered, start
 from vidagent.agent.react_steps import CallKey, ReActSteps
 from vidagent.agent.steps import Trace
 from vidagent.agent.task import Task
@@ -25,7 +25,6 @@ VIDEOAGENT_TOOLS = ("caption_retrieval", "segment_localization", "visual_questio
                     "object_memory_querying")
 
 
-@register_planner("react")
 @dataclass
 class ReActPlanner:
     """Options: ``max_steps`` (model steps before the answer is forced), ``overview_segments``
@@ -42,17 +41,17 @@ class ReActPlanner:
     described_vqa: bool = False
     name: ClassVar[str] = "react"
     tools: tuple[str, ...] | None = VIDEOAGENT_TOOLS
-    reads_memory: ClassVar[bool] = True
-    uses_llm: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         check_choose_by(self.choose_by)
 
-    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
+    @property
+    def needs(self) -> Needs:
+        return Needs(tools=self.tools)
+
+    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         if not toolbox.tools:
             raise PlannerError("the ReAct planner needs at least one tool")
-        if llm is None:
-            raise PlannerError("the ReAct planner needs a chat model")
         if not (toolbox.sees_frames or self.described_vqa) and len(toolbox.tools) > 1:
             toolbox = toolbox.select([name for name in toolbox.names if name != "visual_question_answering"])
         model = metered(llm)

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
 from vidagent.agent.option_scoring import score_options
 from vidagent.agent.parsing import extract_choice
-from vidagent.agent.planner import metered, register_planner, start
+from vidagent.agent.planning import Needs, metered, start
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, MemoryStep, PlanStep, Step, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -57,7 +57,6 @@ ANSWER_CHARS = 600  # about 150 tokens: the cap on one stored answer
 END_MARGIN_S = 0.05
 
 
-@register_planner("traveler")
 @dataclass
 class TravelerPlanner:
     """Options: ``max_iterations`` (rounds before the answer is forced), ``window_frames`` (frames
@@ -70,8 +69,6 @@ class TravelerPlanner:
     memory_chars: int = 3000
     tools: tuple[str, ...] | None = TRAVELER_TOOLS
     name: ClassVar[str] = "traveler"
-    reads_memory: ClassVar[bool] = True
-    uses_llm: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1 or self.window_frames < 1 or self.questions < 0:
@@ -80,16 +77,18 @@ class TravelerPlanner:
             raise ValueError("memory_chars must be at least 200")
 
     @property
+    def needs(self) -> Needs:
+        return Needs(tools=self.tools)
+
+    @property
     def window_s(self) -> float:
         """The span of a window of ``window_frames`` frames at the frame tools' rate."""
         return (self.window_frames - 1) / FRAMES_PER_SECOND
 
-    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel | None, trace: Trace | None = None) -> Answer:
+    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         missing = [name for name in TRAVELER_TOOLS if name not in toolbox.tools]
         if missing:
             raise PlannerError(f"the TraveLER planner needs the tools {', '.join(missing)}")
-        if llm is None:
-            raise PlannerError("the TraveLER planner needs a chat model")
         if toolbox.video is None:
             raise PlannerError("the TraveLER planner needs a video")
         return _Traversal(self, task, toolbox, metered(llm), trace).run()

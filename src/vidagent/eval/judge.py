@@ -11,17 +11,17 @@ from vidagent.prompts import load_prompt, render
 
 
 @dataclass(frozen=True)
-class Verdict:
+class JudgeVerdict:
     correct: bool
     reply: str
     usage: Usage
 
 
-def judge_answer(llm: ChatModel, item: EvalItem, prediction: str) -> Verdict:
+def judge_answer(llm: ChatModel, item: EvalItem, prediction: str) -> JudgeVerdict:
     """Ask the model whether ``prediction`` means the same as the reference answer (or an accepted one)."""
     metered = MeteredChat(llm)
     if not prediction.strip():
-        return Verdict(False, "(empty prediction)", metered.usage)
+        return JudgeVerdict(False, "(empty prediction)", metered.usage)
     references = [item.answer, *item.accept] if item.answer else list(item.accept)
     prompt = render(load_prompt("vidagent.eval", "judge"), question=item.question,
                     reference=" / ".join(r for r in references if r), prediction=prediction)
@@ -29,4 +29,4 @@ def judge_answer(llm: ChatModel, item: EvalItem, prediction: str) -> Verdict:
     completion = metered.chat([Message("system", system), Message("user", prompt.strip())], max_tokens=4,
                               temperature=0.0)
     reply = completion.text.strip()
-    return Verdict(reply.lower().lstrip("\"'* ").startswith("yes"), reply, metered.usage)
+    return JudgeVerdict(reply.lower().lstrip("\"'* ").startswith("yes"), reply, metered.usage)

@@ -145,7 +145,7 @@ def group_by_video(items: Sequence[EvalItem]) -> list[list[EvalItem]]:
 
 def _identity(dataset: Dataset, config: RunConfig, settings: Settings) -> dict[str, Any]:
     planner = build_planner(config.planner, dict(config.planner_options))
-    model_free = not planner.uses_llm
+    model_free = not planner.needs.llm
     return {
         "dataset": str(dataset.source.resolve()), "format": dataset.format, "planner": config.planner,
         "planner_options": dict(config.planner_options), "judge": config.judge, "teach": config.teach,

@@ -42,7 +42,7 @@ VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpe
 
 
 @dataclass(frozen=True)
-class IndexJob:
+class IndexItem:
     """One video to build."""
 
     path: str
@@ -66,7 +66,7 @@ class IndexOutcome:
 
 @dataclass(frozen=True)
 class IndexPlan:
-    jobs: list[IndexJob]
+    jobs: list[IndexItem]
     skipped: list[IndexOutcome]  # already indexed, repeated content, or unreadable files found in folders
 
 
@@ -104,7 +104,7 @@ def plan_index(paths: Sequence[str | Path], settings: Settings, stages: Sequence
                                         message=f"same content as {videos[video.content_hash].path}"))
         else:
             videos[video.content_hash] = video
-    jobs: list[IndexJob] = []
+    jobs: list[IndexItem] = []
     if not videos:
         return IndexPlan(jobs, skipped)
     perception = Perception.from_settings(settings)  # models load on first use: none loads here
@@ -113,7 +113,7 @@ def plan_index(paths: Sequence[str | Path], settings: Settings, stages: Sequence
             builder = MemoryBuilder(library, perception, settings)
             for video in videos.values():
                 if builder.missing_stages(video, stages):
-                    jobs.append(IndexJob(str(video.path), video.content_hash, video.duration_s))
+                    jobs.append(IndexItem(str(video.path), video.content_hash, video.duration_s))
                 else:
                     skipped.append(IndexOutcome(str(video.path), "skipped", video.duration_s,
                                                 message="already indexed"))
@@ -143,7 +143,7 @@ class VideoIndexer:
         self.library = None if config.packs else Library(config.settings.library_path)
         self.builder = None if self.library is None else MemoryBuilder(self.library, self.perception, config.settings)
 
-    def __call__(self, job: IndexJob) -> IndexOutcome:
+    def __call__(self, job: IndexItem) -> IndexOutcome:
         started = time.perf_counter()
         pack = None
         try:
@@ -158,7 +158,7 @@ class VideoIndexer:
             return IndexOutcome(job.path, "failed", job.duration_s, time.perf_counter() - started, str(error))
         return IndexOutcome(job.path, "built", job.duration_s, time.perf_counter() - started, pack=pack)
 
-    def _build_pack(self, video: Video, job: IndexJob) -> bytes:
+    def _build_pack(self, video: Video, job: IndexItem) -> bytes:
         with tempfile.TemporaryDirectory(prefix="vidagent-index-") as folder:
             with Library(Path(folder) / "library.sqlite") as library:
                 if job.seed is not None:
@@ -191,7 +191,7 @@ def worker_settings(settings: Settings, workers: int) -> Settings:
     return replace(settings, detector_workers=max(1, (os.cpu_count() or 1) // max(workers, 1)))
 
 
-def index_videos(jobs: Sequence[IndexJob], settings: Settings, stages: Sequence[str], *, workers: int | None = None,
+def index_videos(jobs: Sequence[IndexItem], settings: Settings, stages: Sequence[str], *, workers: int | None = None,
                  ray: bool = False, ray_address: str | None = None, progress: bool = False) -> Iterator[IndexOutcome]:
     """Build ``jobs`` (see ``plan_index``) and yield each video's outcome when it is done: in this
     process (``workers`` None or 1, no Ray), on ``workers`` spawned local processes, or on Ray
@@ -220,7 +220,7 @@ def index_videos(jobs: Sequence[IndexJob], settings: Settings, stages: Sequence[
             indexer.close()
 
 
-def _seeded(library: Library, job: IndexJob) -> IndexJob:
+def _seeded(library: Library, job: IndexItem) -> IndexItem:
     """``job`` with a pack of the stages ``library`` already has for its video (none: as it is)."""
     if not library.stage_names(job.video_id):
         return job

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.planner import Planner, build_planner, planner_names
+from vidagent.agent.planner import Planner, build_planner, default_planner, planner_names
 from vidagent.agent.steps import Step
 from vidagent.errors import VidagentError
 from vidagent.memory.stored_video import StoredVideo
@@ -47,7 +47,7 @@ class AskSpec:
 
     @property
     def planner_name(self) -> str:
-        return self.planner or ("react" if len(self.videos) == 1 else "peil")
+        return self.planner or default_planner(["video"] * len(self.videos))
 
     def check(self) -> Planner:
         """Refuse a malformed question before it queues; the planner, built with its options."""

@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from starlette.concurrency import run_in_threadpool
 
 from vidagent import __version__
-from vidagent.agent.planner import planner_names
+from vidagent.agent.planner import default_planner, planner_names
 from vidagent.server import sse
 from vidagent.server.schemas import AskBody, ImportBody, IndexBody, RegisterBody, SqlBody
 from vidagent.server.service import VideoService
@@ -26,7 +26,8 @@ def api_router(service: VideoService) -> APIRouter:
 
     @router.get("/planners", summary="the planners a question may name")
     def planners() -> dict[str, Any]:
-        return {"planners": planner_names(), "default": "react", "several_videos": "peil"}
+        return {"planners": planner_names(), "default": default_planner(["video"]),
+                "several_videos": default_planner(["video", "video"])}
 
     @router.get("/videos", summary="the registered videos with their memory stages")
     def list_videos() -> JSONResponse:  # the most frequent request: straight to JSON, no re-validation

@@ -1,0 +1,104 @@
+"""What a planner is: the ``Planner`` protocol, the ``Needs`` it declares, and what every planner does first.
+
+A planner answers one ``Task`` with a ``Toolbox`` and a chat model and returns an ``Answer`` whose
+trace is the tree of steps it made. It says what it needs for a question in one typed value,
+``needs``: the session builds exactly that (the memory stages, the tools or modules, the sources it
+takes) and nothing else, and refuses a question the planner cannot take before any work. The
+built-in planners import this module, never the registry, so registering them makes no import circle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+from vidagent.agent.answer import Answer
+from vidagent.agent.steps import MemoryStep, Step, TaskStep, Trace
+from vidagent.agent.task import Task
+from vidagent.agent.toolbox import Toolbox
+from vidagent.errors import PlannerError
+from vidagent.llm.base import ChatModel, Completion, Message
+from vidagent.llm.metered import MeteredChat
+
+SOURCE_KINDS = ("video", "image")
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a planner needs for one question.
+
+    ``memory``: every video's temporal memory (segments, captions, speech; False: only each file's
+    length). ``tools``: the tools over the video offered to the model, by name (``None``: every tool
+    there is; ``()``: none); naming a tool that reads the object memory lets the session build that
+    memory ahead of the question. ``modules``: AssistGPT's modules, each taking any of the sources.
+    ``max_sources``: how many sources a question may name (``None``: any number). ``images``: whether
+    images are sources it takes. ``llm``: whether it calls a chat model at all (if not, none is loaded).
+    """
+
+    memory: bool = True
+    tools: tuple[str, ...] | None = ()
+    modules: bool = False
+    max_sources: int | None = 1
+    images: bool = False
+    llm: bool = True
+
+    def check(self, planner: str, kinds: Sequence[str]) -> None:
+        """Refuse sources the planner cannot take (``kinds``: each source's kind, in order)."""
+        several = self.max_sources is None or self.max_sources > 1
+        if (self.max_sources is not None and len(kinds) > self.max_sources) or ("image" in kinds and not self.images):
+            given = f"{len(kinds)} sources" if len(kinds) != 1 else "an image"
+            what = "one video" if not several else f"at most {self.max_sources} sources"
+            raise PlannerError(f"the {planner} planner answers about {what}, and was given {given}; "
+                               f"for images or several sources use the peil planner")
+
+
+@runtime_checkable
+class Planner(Protocol):
+    """``name``: how answers and reports call it. ``needs``: what the session builds for it.
+    ``run`` is always given a chat model; one whose ``needs.llm`` is False gets a model that refuses
+    every call (the session loads none for it)."""
+
+    name: str
+
+    @property
+    def needs(self) -> Needs: ...
+
+    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer: ...
+
+
+class NoChatModel:
+    """The chat model of a planner that declared it needs none: every call is an error naming it."""
+
+    supports_images = False
+
+    def __init__(self, planner: str) -> None:
+        self.name = "none"
+        self.planner = planner
+
+    def chat(self, messages: Sequence[Message], **_: object) -> Completion:
+        raise PlannerError(f"the {self.planner} planner declared it needs no chat model, and called one")
+
+
+def start(task: Task, trace: Trace | None, toolbox: Toolbox | None = None) -> tuple[Trace, Step]:
+    """What every planner does first: open the trace (the caller's, if given) with the task as its
+    root, followed by a ``MemoryStep`` of the memory selection (which memories were built for the
+    question, with the model's reply) and one of the experience replayed, when the toolbox holds
+    them. The step returned is the one the planner's own steps follow."""
+    trace = trace if trace is not None else Trace()
+    root: Step = trace.add(TaskStep(question=task.question, choices=list(task.choices) if task.choices else None,
+                                    sources=[s.id for s in task.sources]))
+    selection = toolbox.selection if toolbox is not None else None
+    if selection is not None and selection.how != "built":  # a decision was made (not an object memory found)
+        root = trace.add(MemoryStep(parent_id=root.id, action="selected", text=selection.describe(),
+                                    model_output=selection.model_output, **selection.cost))
+    replay = toolbox.replay if toolbox is not None else None
+    if replay:
+        root = trace.add(MemoryStep(parent_id=root.id, action="replayed", text=replay.describe(),
+                                    model_output=replay.rating_output, **replay.cost))
+    return trace, root
+
+
+def metered(llm: ChatModel) -> MeteredChat:
+    """The model with its usage counted; a caller's ``MeteredChat`` is kept as it is, so the calls
+    the tools make through it count towards the same answer."""
+    return llm if isinstance(llm, MeteredChat) else MeteredChat(llm)

@@ -1,0 +1,183 @@
+"""The workspace of one question: what a planner's ``Needs`` ask for, built from the session's resources.
+
+One function, ``open_workspace``, serves every planner and every task (a single video is one
+source): it builds each video's memory (and DoraemonGPT's object memory ahead of the question when
+the planner's tools read it and the question calls for it), the tools over the video, AssistGPT's
+modules over every source, and hands the planner a ``Toolbox`` holding exactly those. The SQL
+connection the tools read through stays open while the planner runs, hence a context manager.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack, contextmanager
+from typing import Callable, Iterator, Protocol, Sequence
+
+from vidagent.agent.memory_selection import MemorySelection, select_memory
+from vidagent.agent.planning import Needs
+from vidagent.agent.toolbox import Toolbox, VideoContext
+from vidagent.config import Settings
+from vidagent.errors import MemoryStoreError, PlannerError
+from vidagent.experience.replay import Replay
+from vidagent.experience.store import ExperienceStore
+from vidagent.llm.base import ChatModel
+from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
+from vidagent.memory.sql import ReadOnlyQueries
+from vidagent.memory.store import Library
+from vidagent.memory.stored_video import StoredVideo
+from vidagent.memory.video_memory import VideoMemory
+from vidagent.perception.suite import Perception
+from vidagent.tools.assist import AssistModules
+from vidagent.tools.base import Tool
+from vidagent.tools.frames import FrameTools
+from vidagent.tools.media import Media, image_media, video_media
+from vidagent.tools.sql_agent import OBJECT_KIND, SUBTASK_KINDS, SQLTools
+from vidagent.tools.temporal import TemporalTools
+from vidagent.tools.vqa import VisualQA
+from vidagent.video.image import Image
+from vidagent.video.video import Video
+
+Handle = Video | Image | StoredVideo
+OBJECT_TOOLS = ("object_memory_querying",) + SUBTASK_KINDS  # the tools that read the object memory
+
+
+class Resources(Protocol):
+    """What the workspace is built from: the session's settings, library and models (built lazily)."""
+
+    settings: Settings
+
+    @property
+    def library(self) -> Library: ...
+
+    @property
+    def perception(self) -> Perception: ...
+
+    @property
+    def vqa(self) -> VisualQA: ...
+
+    @property
+    def experience_store(self) -> ExperienceStore: ...
+
+    def builder(self) -> MemoryBuilder: ...
+
+
+@contextmanager
+def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resources: Resources, llm: ChatModel,
+                   *, replay: Replay | None = None, progress: bool = False) -> Iterator[Toolbox]:
+    """The toolbox for one question with sources ``handles``, holding what ``needs`` asks for."""
+    settings = resources.settings
+    if not needs.memory:
+        yield Toolbox({}, videos=tuple(VideoContext(h.content_hash, h.duration_s, 0, settings.segment_seconds)
+                                       for h in handles if not isinstance(h, Image)))
+        return
+    videos = [h for h in handles if not isinstance(h, Image)]
+    with_tools = needs.tools != ()
+    if with_tools and (len(videos) != 1 or len(handles) != 1):
+        raise PlannerError("tools over a video take exactly one video as the question's source")
+    builder = resources.builder()
+    selection = None
+    if with_tools and (needs.tools is None or any(name in OBJECT_TOOLS for name in needs.tools)):
+        selection = _object_memory_ahead(builder, videos[0], llm, question, settings)
+    stages = list(TEMPORAL_STAGES) + (["objects"] if selection is not None and selection.objects else [])
+    memories: dict[str, VideoMemory] = {}
+    media: list[Media] = []
+    for handle in handles:
+        if isinstance(handle, Image):
+            media.append(image_media(handle))
+            continue
+        memory = video_memory(builder, handle, stages, resources.library, progress)
+        memories[memory.video_id] = memory
+        media.append(video_media(memory))
+    with ExitStack() as stack:
+        tools: list[Tool] = []
+        withheld: tuple[str, ...] = ()
+        if with_tools:
+            memory, handle = next(iter(memories.values())), videos[0]
+            queries = stack.enter_context(ReadOnlyQueries(settings.library_path, memory.video_id))
+            withheld = withheld_tools(memory)
+            tools = _video_tools(memory, resources, llm, queries, withheld,
+                                 lambda: video_memory(builder, handle, ["objects"], resources.library, progress))
+        modules = _modules(resources, llm) if needs.modules else []
+        perception = resources.perception
+        toolbox = Toolbox.of(
+            tools, videos=tuple(_context(m, settings) for m in memories.values()), memories=memories,
+            memory_note=memory_note(list(memories.values()), perception.describer.memory_note),
+            context_tokens=settings.llm.context_tokens, sources=tuple(media) if needs.modules else (),
+            modules={module.name: module for module in modules},
+            describer=perception.describer if needs.modules else None,
+            examples=resources.experience_store if needs.modules else None,  # PEIL's own example bank
+            experience_scope=settings.experience_scope, examples_scope=settings.examples_scope, replay=replay,
+            sees_frames=getattr(resources.vqa, "sees_frames", True) if with_tools else True,
+            selection=selection, withheld=withheld)
+        yield toolbox.select(needs.tools)
+
+
+def video_memory(builder: MemoryBuilder, handle: Video | StoredVideo, stages: Sequence[str], library: Library,
+                 progress: bool) -> VideoMemory:
+    """A video's memory with ``stages`` built; a memory without a file is read as it was imported
+    (it has segments only: asking it for another stage is an error that says so)."""
+    if isinstance(handle, Video):
+        return builder.build(handle, stages, progress=progress)
+    memory = VideoMemory(handle, library)
+    lacking = [stage for stage in stages if stage not in ("frames", "speech") and stage not in memory.stages]
+    if lacking:
+        captioner = handle.provenance.captioner if handle.provenance else "captions"
+        raise MemoryStoreError(f"{handle.content_hash} was imported from {captioner} and has no "
+                               f"{' or '.join(lacking)} memory (no video file to build it from)")
+    return memory
+
+
+def memory_note(memories: Sequence[VideoMemory], describer_note: str) -> str:
+    """What the planners are told the memory's descriptions are: the describer's note, or an imported
+    memory's own (the notes of several kinds of memory, one after the other)."""
+    notes: list[str] = []
+    for memory in memories:
+        provenance = getattr(memory.video, "provenance", None)
+        note = provenance.note if provenance else describer_note
+        if note not in notes:
+            notes.append(note)
+    return "\n".join(notes) if notes else describer_note
+
+
+def withheld_tools(memory: VideoMemory) -> tuple[str, ...]:
+    """Tools a memory cannot serve: one imported from captions has no pixels to find objects in, so
+    ``object_memory_querying`` would only spend the planner's calls (the sub-task tools stay: their
+    SQL reads the captions too)."""
+    return () if memory.has_pixels else ("object_memory_querying",)
+
+
+def _video_tools(memory: VideoMemory, resources: Resources, llm: ChatModel, queries: ReadOnlyQueries,
+                 withheld: tuple[str, ...], build_objects: Callable[[], object]) -> list[Tool]:
+    """Every tool over one video: VideoAgent's temporal tools, object memory and sub-task tools,
+    and the tools that look at frames by time."""
+    perception = resources.perception
+    temporal = TemporalTools(memory, perception.embedder, resources.vqa, llm).tools()
+    sql = SQLTools(memory, perception.embedder, llm, queries, build_objects=build_objects,
+                   appearance=perception.appearance)
+    frames = FrameTools(memory, perception.describer, resources.vqa, llm).tools()
+    kinds = SUBTASK_KINDS if "object_memory_querying" in withheld else (OBJECT_KIND,) + SUBTASK_KINDS
+    return temporal + sql.tools(kinds) + frames
+
+
+def _modules(resources: Resources, llm: ChatModel) -> list:
+    """AssistGPT's modules, each taking any of the question's sources."""
+    perception = resources.perception
+    return AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
+                         resources.vqa, llm, grounder=perception.grounder).tools()
+
+
+def _object_memory_ahead(builder: MemoryBuilder, video: Video | StoredVideo, llm: ChatModel, question: str,
+                         settings: Settings) -> MemorySelection | None:
+    """DoraemonGPT's task-related memory: build the object memory ahead only when it is needed
+    (None: a memory without a video file, which has nothing to build it from)."""
+    if not isinstance(video, Video):
+        return None
+    if not builder.missing_stages(video, ["objects"]):
+        return MemorySelection(True, "built")
+    if settings.memory_selection == "all":
+        return MemorySelection(True, "all")
+    return select_memory(llm, question)
+
+
+def _context(memory: VideoMemory, settings: Settings) -> VideoContext:
+    return VideoContext(memory.video_id, memory.video.duration_s, memory.segment_count,
+                        memory.segment_seconds or settings.segment_seconds)
