@@ -4,12 +4,13 @@ steps streamed as they are made, and the session's clean-up of the chat model.""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
-from vidagent.agent.planner import build_planner
+from vidagent.agent.planner import Needs, build_planner, default_planner
 from vidagent.agent.steps import MemoryStep, ObservationStep, Step, TaskStep, ToolCallStep
 from vidagent.config import Settings
 from vidagent.errors import PlannerError
@@ -155,6 +156,38 @@ def test_random_needs_no_memory_and_no_model(tmp_path, models_dir):
     begin, end = (float(x) for x in window.text.split(" - "))
     assert 0 <= begin < end <= 5.1
     assert not (tmp_path / "library.sqlite").exists()  # nothing was indexed
+
+
+def test_a_planner_gets_what_its_needs_declare_and_no_model_when_it_needs_none(tmp_path, models_dir):
+    @dataclass
+    class Sneaky:  # declares it needs no model, then calls one
+        name: ClassVar[str] = "sneaky"
+        needs: ClassVar[Needs] = Needs(memory=False, llm=False)
+
+        def run(self, task, toolbox, llm, trace=None):
+            assert toolbox.tools == {} and not toolbox.memories and toolbox.video.duration_s > 4
+            llm.chat([Message("user", "hi")])
+
+    # an uninstalled model: loading it would fail, so these questions show none is loaded
+    settings = Settings(home=tmp_path, models=tmp_path / "no-models")
+    with Session(settings) as session:
+        assert session.ask(video_path(TEMPORAL_TOY), "What?", CHOICES, planner="random").choice_index is not None
+        with pytest.raises(PlannerError, match="the sneaky planner declared it needs no chat model, and called one"):
+            session.ask(video_path(TEMPORAL_TOY), "What?", planner=Sneaky())
+        with pytest.raises(PlannerError, match="the random planner answers about one video, and was given 2 sources"):
+            session.ask([video_path(TEMPORAL_TOY), video_path("github_LLaMA-Factory/1.mp4")], "What?", CHOICES,
+                        planner="random")
+
+
+def test_one_rule_picks_the_planner_when_none_is_named():
+    assert default_planner(["video"]) == "react"
+    assert default_planner(["image"]) == default_planner(["video", "video"]) == default_planner(["video", "image"]) \
+        == "peil"
+    peil = build_planner("peil").needs
+    assert peil.images and peil.max_sources is None and peil.modules
+    peil.check("peil", ["video", "image", "image"])  # takes them all
+    with pytest.raises(PlannerError, match="answers about one video, and was given an image"):
+        build_planner("react").needs.check("react", ["image"])
 
 
 def test_unknown_planners_and_options_are_clear_errors(settings):
