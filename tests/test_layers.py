@@ -1,8 +1,11 @@
 """Each layer imports only the layers below it (DESIGN.md, "Layers and what each may know").
 
-video < perception < memory < tools < agent < eval / cli / server; llm beside perception, below tools.
-config, errors, prompts and models/ are ground every layer may stand on. Imports inside functions
-count too: a lazy import still ties the layers together.
+video < perception < memory < tools < agent < eval / cli / server; llm beside perception, below tools;
+experience (what is learnt across questions, model-free) above tools and below agent. config, errors,
+prompts and parallel are ground every layer may stand on, and stand on nothing but ground; models/ (the
+installer) is stood on like ground but reaches into perception for assets, so it is not checked.
+Every top-level module is named in ``TOP_LEVEL_MODULES``. Imports inside functions count too: a lazy
+import still ties the layers together.
 """
 
 from __future__ import annotations
@@ -14,16 +17,20 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "vidagent"
 ABOVE = {  # layer -> the layers it must not import
-    "video": {"llm", "perception", "memory", "tools", "agent", "eval", "server", "cli"},
-    "llm": {"video", "perception", "memory", "tools", "agent", "eval", "server", "cli"},
-    "perception": {"llm", "memory", "tools", "agent", "eval", "server", "cli"},
-    "memory": {"llm", "tools", "agent", "eval", "server", "cli"},
-    "tools": {"agent", "eval", "server", "cli"},
+    "ground": {"video", "llm", "perception", "memory", "tools", "experience", "agent", "eval", "server", "cli"},
+    "video": {"llm", "perception", "memory", "tools", "experience", "agent", "eval", "server", "cli"},
+    "llm": {"video", "perception", "memory", "tools", "experience", "agent", "eval", "server", "cli"},
+    "perception": {"llm", "memory", "tools", "experience", "agent", "eval", "server", "cli"},
+    "memory": {"llm", "tools", "experience", "agent", "eval", "server", "cli"},
+    "tools": {"experience", "agent", "eval", "server", "cli"},
+    "experience": {"agent", "eval", "server", "cli"},
     "agent": {"eval", "server", "cli"},
     "eval": {"server", "cli"},
 }
-TOP_LEVEL_MODULES = {"session": "agent", "api": "agent", "cli": "cli", "index_cli": "cli", "import_cli": "cli",
-                     "pack_cli": "cli", "experience_cli": "cli"}
+FACES = {"server", "cli"}  # the top: they may import every layer
+TOP_LEVEL_MODULES = {"config": "ground", "errors": "ground", "prompts": "ground", "parallel": "ground",
+                     "models": "installer", "__init__": "agent", "session": "agent", "api": "agent", "cli": "cli",
+                     "index_cli": "cli", "import_cli": "cli", "pack_cli": "cli", "experience_cli": "cli"}
 
 
 def _layer(module: str) -> str | None:
@@ -53,7 +60,17 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 @pytest.mark.parametrize("layer", sorted(ABOVE))
 def test_no_layer_imports_a_layer_above_it(layer):
     files = [PACKAGE / f"{name}.py" for name, owner in TOP_LEVEL_MODULES.items() if owner == layer]
-    files += sorted((PACKAGE / layer).rglob("*.py")) if (PACKAGE / layer).is_dir() else []
+    folders = [name for name, owner in TOP_LEVEL_MODULES.items() if owner == layer] + [layer]
+    files += [path for folder in folders if (PACKAGE / folder).is_dir()
+              for path in sorted((PACKAGE / folder).rglob("*.py"))]
     wrong = [f"{path.relative_to(PACKAGE)}:{line} imports {name}"
              for path in files if path.is_file() for line, name in _imports(path) if _layer(name) in ABOVE[layer]]
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_top_level_module_has_a_layer():
+    found = {path.stem for path in PACKAGE.glob("*.py")}
+    found |= {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()} - set(ABOVE) - FACES
+    unnamed = sorted(found - set(TOP_LEVEL_MODULES))
+    assert not unnamed, f"name their layers in TOP_LEVEL_MODULES: {unnamed}"
+    assert set(TOP_LEVEL_MODULES.values()) <= set(ABOVE) | FACES | {"installer"}
