@@ -51,3 +51,7 @@ class PlannerError(VidagentError):
     """An unknown planner, or a planner option it does not have or cannot use."""
 
     exit_code = 2
+
+
+class PromptError(VidagentError):
+    """A prompt file is malformed, or a template was rendered with a missing or an unused value."""

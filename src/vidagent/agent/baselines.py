@@ -21,7 +21,7 @@ from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.memory.store import SegmentRecord
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 from vidagent.tools.observed import segment_text
 
 T = TypeVar("T")
@@ -34,14 +34,15 @@ PROMPT_RESERVE_TOKENS = 600
 @dataclass
 class CaptionOnlyPlanner:
     """Options: ``context_tokens`` (default: the chat model's, from the toolbox; the descriptions
-    are thinned evenly to fit it), ``answer_tokens``, ``choose_by`` (``text``: the option the
+    are thinned evenly to fit it), ``answer_tokens`` (default: the ``answer_line`` prompt's budget, in
+    ``prompts/caption_only.toml``; an option overrides it), ``choose_by`` (``text``: the option the
     generated answer names; ``likelihood``: the option whose number the model finds likeliest,
     one generated token), ``line_seconds`` (0: one line per segment; else consecutive segments
     share a line of that many seconds, so that short captions, e.g. one a second, are not
     outweighed by their time labels: a small model's tokenizer reads each digit as a token)."""
 
     context_tokens: int | None = None
-    answer_tokens: int = 60
+    answer_tokens: int | None = None
     line_seconds: float = 0.0
     choose_by: str = "text"
     name: ClassVar[str] = "caption_only"
@@ -61,15 +62,17 @@ class CaptionOnlyPlanner:
         lines = [f"[{group[0].start_s:.1f}-{group[-1].end_s:.1f} s] " + "; ".join(segment_text(s) for s in group)
                  for group in groups]
         context = self.context_tokens or toolbox.context_tokens
-        budget = context - PROMPT_RESERVE_TOKENS - self.answer_tokens
+        answer_prompt = prompt(PROMPTS, "answer_line")
+        answer_tokens = self.answer_tokens or answer_prompt.budget
+        budget = context - PROMPT_RESERVE_TOKENS - answer_tokens
         chosen = fit_evenly(list(range(len(lines))), budget, [estimated_tokens(line) + 1 for line in lines])
         kept = [lines[i] for i in chosen]
         # not evidence (reading everything names no span), but what it cost: the segments read
         read_note = {"segments_read": sum(len(groups[i]) for i in chosen)}
         note = "" if len(kept) == len(lines) else f"{len(kept)} of {len(lines)} segment descriptions fit the context"
-        system = render(load_prompt(PROMPTS, "caption_only_system"), memory_note=toolbox.memory_note).strip()
-        body = render(load_prompt(PROMPTS, "caption_only"), captions="\n".join(kept), question=task.question,
-                      options=task.options_text()).strip()
+        system = prompt(PROMPTS, "caption_only_system").render(memory_note=toolbox.memory_note).strip()
+        body = prompt(PROMPTS, "caption_only").render(captions="\n".join(kept), question=task.question,
+                                                      options=task.options_text()).strip()
         body = toolbox.experience() + body
         if self.choose_by == "likelihood" and task.choices:
             scores = score_options(model, [Message("system", system), Message("user", body)], task, trace, root.id)
@@ -79,10 +82,10 @@ class CaptionOnlyPlanner:
                                       step_id=len(trace) - 1)
                 return Answer(task=task, text=text, planner=self.name, choice_index=scores.index, artifacts=read_note,
                               candidates=[candidate], trace=trace, usage=model.usage)
-        answer_format = load_prompt(PROMPTS, f"answer_format_{task.answer_type}").strip()
-        prompt = body + "\n" + render(load_prompt(PROMPTS, "answer_line"), answer_format=answer_format).strip()
-        completion = model.chat([Message("system", system), Message("user", prompt)],
-                                  max_tokens=self.answer_tokens, temperature=0.0)
+        answer_format = prompt(PROMPTS, f"answer_format_{task.answer_type}").text.strip()
+        request = body + "\n" + answer_prompt.render(answer_format=answer_format).strip()
+        completion = model.chat([Message("system", system), Message("user", request)], max_tokens=answer_tokens,
+                                stop=answer_prompt.stop, temperature=0.0)
         text = answer_line(completion.text)
         choice_index = extract_choice(text, task.choices) if task.choices else None
         step = trace.add(FinalAnswerStep(parent_id=root.id, thought=note, answer=text, model_output=completion.text,

@@ -19,10 +19,9 @@ from vidagent.agent.steps import EvaluationStep, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.llm.base import Message
 from vidagent.llm.metered import MeteredChat
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 
 PROMPTS = "vidagent.agent"
-CHECK_TOKENS = 60
 CheckMode = Literal["reference", "self_check"]
 
 
@@ -48,10 +47,10 @@ class Learner:
         if task.reference is not None:
             verdict, output, cost = self._against_reference(task, answer, choice_index, llm, started)
         elif self.self_check:
-            prompt = render(load_prompt(PROMPTS, "learner_self_check"), question=task.question,
-                            options=task.options_text(), steps=steps, answer=answer,
-                            answer_format=answer_format(task))
-            completion = llm.chat([Message("user", prompt)], max_tokens=CHECK_TOKENS, stop=("\n\n",))
+            check = prompt(PROMPTS, "learner_self_check")
+            request = check.render(question=task.question, options=task.options_text(), steps=steps, answer=answer,
+                                   answer_format=answer_format(task))
+            completion = llm.chat([Message("user", request)], max_tokens=check.budget, stop=check.stop)
             output, cost = completion.text, model_cost(completion, started)
             verdict = _verdict(output, "self_check")
         else:
@@ -71,9 +70,9 @@ class Learner:
                            else "the chosen option is not the correct one", "reference"), "", {}
         if _words(reference.text) and _words(reference.text) <= _words(answer):
             return Verdict(True, "the answer contains the correct answer's words", "reference"), "", {}
-        prompt = render(load_prompt(PROMPTS, "learner_reference_check"), question=task.question,
-                        reference=reference.text, answer=answer)
-        completion = llm.chat([Message("user", prompt)], max_tokens=8)
+        check = prompt(PROMPTS, "learner_reference_check")
+        request = check.render(question=task.question, reference=reference.text, answer=answer)
+        completion = llm.chat([Message("user", request)], max_tokens=check.budget, stop=check.stop)
         verdict = _verdict(completion.text, "reference")
         reason = "it means the same as the correct answer" if verdict.passed else "it differs from the correct answer"
         return Verdict(verdict.passed, reason, "reference"), completion.text, model_cost(completion, started)

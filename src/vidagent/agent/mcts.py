@@ -40,14 +40,13 @@ from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.metered import MeteredChat
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 from vidagent.tools.sql_agent import SUBTASK_KINDS
 
 PROMPTS = "vidagent.agent"
 STRATEGIES = ("mcts", "dfs", "root", "uniform")
 TOOL_SETS = {"doraemongpt": SUBTASK_KINDS, "videoagent": VIDEOAGENT_TOOLS}  # names the tools option takes for sets
 TIE_BREAKS = ("reward", "llm")
-SUMMARY_TOKENS = 80
 MAX_ALPHA = 100.0
 MAX_BETA = 50.0  # exp(beta) must stay a float; 50 already makes the search depth-first in effect
 
@@ -226,7 +225,7 @@ class _Search:
             actions = "\n".join(f"- {child.outcome.label()}" for child in node.children
                                 if child.outcome and (child.outcome.tool or child.outcome.final_answer is not None))
             if actions:  # unusable replies are not actions worth listing
-                request = render(load_prompt(PROMPTS, "mcts_expand"), actions=actions)
+                request = prompt(PROMPTS, "mcts_expand").render(actions=actions)
                 last = messages[-1]
                 messages = messages[:-1] + [Message(last.role, last.content.rstrip() + request.rstrip())]
         tried = {child.outcome.call for child in node.children if child.outcome and child.outcome.call}
@@ -320,8 +319,8 @@ class _Search:
         which of the equally voted options is best supported; None when it names none of them."""
         started = time.perf_counter()
         answers = "\n".join(f"{c.choice_index}. {c.text}" for c in tied)
-        prompt = render(load_prompt(PROMPTS, "mcts_tie"), answers=answers).strip()
-        completion = self.steps.chat(self._messages(self.root) + [Message("user", prompt)], max_tokens=8)
+        request = prompt(PROMPTS, "mcts_tie").render(answers=answers).strip()
+        completion = self.steps.chat(self._messages(self.root) + [Message("user", request)], contract="mcts_tie")
         index = extract_choice(completion.text, self.task.choices or ())
         chosen = next((c for c in tied if c.choice_index == index), None)
         self.trace.add(EvaluationStep(
@@ -335,9 +334,9 @@ class _Search:
         started = time.perf_counter()
         total = sum(c.votes for c in candidates)
         answers = "\n".join(f"{i}. {c.text} ({c.votes} of {total} attempts)" for i, c in enumerate(candidates, 1))
-        prompt = render(load_prompt(PROMPTS, "mcts_summary"), question=self.task.question, answers=answers,
-                        answer_format=answer_format(self.task)).strip()
-        completion = self.llm.chat([Message("user", prompt)], max_tokens=SUMMARY_TOKENS, stop=("\n\n",))
+        summary = prompt(PROMPTS, "mcts_summary")
+        request = summary.render(question=self.task.question, answers=answers, answer_format=answer_format(self.task))
+        completion = self.llm.chat([Message("user", request.strip())], max_tokens=summary.budget, stop=summary.stop)
         parsed = parse_react(completion.text, [])
         lines = (parsed.final_answer or completion.text).strip().splitlines()
         text = lines[0].strip() if lines and lines[0].strip() else candidates[0].text

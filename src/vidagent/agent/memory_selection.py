@@ -14,9 +14,7 @@ from typing import Any, Mapping
 
 from vidagent.agent.steps import model_cost
 from vidagent.llm.base import ChatModel, Message
-from vidagent.prompts import load_prompt, render
-
-MAX_TOKENS = 4
+from vidagent.prompts import prompt
 
 
 @dataclass(frozen=True)
@@ -41,7 +39,8 @@ class MemorySelection:
 def select_memory(llm: ChatModel, question: str) -> MemorySelection:
     """Ask the model whether the question needs the space-dominant memory."""
     started = time.perf_counter()
-    prompt = render(load_prompt("vidagent.agent", "memory_selection"), question=question.strip())
-    completion = llm.chat([Message("user", prompt)], max_tokens=MAX_TOKENS, stop=["\n"])
+    selection = prompt("vidagent.agent", "memory_selection")
+    request = selection.render(question=question.strip())
+    completion = llm.chat([Message("user", request)], max_tokens=selection.budget, stop=selection.stop)
     wanted = re.match(r"\W*(yes|y|space)", completion.text.strip(), re.IGNORECASE) is not None
     return MemorySelection(wanted, "llm", completion.text, model_cost(completion, started))

@@ -18,7 +18,7 @@ from vidagent.agent.steps import FinalAnswerStep, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 
 PROMPTS = "vidagent.agent"
 TOP_LOGPROBS = 20
@@ -62,9 +62,10 @@ def score_options(llm: ChatModel, messages: Sequence[Message], task: Task, trace
     if not task.choices:
         return None
     started = time.perf_counter()
-    prompt = render(load_prompt(PROMPTS, "option_number"), options=task.options_text()).strip()
-    completion = llm.chat([*messages, Message("user", prompt)], max_tokens=1, temperature=0.0,
-                          top_logprobs=TOP_LOGPROBS)
+    which = prompt(PROMPTS, "option_number")
+    request = which.render(options=task.options_text()).strip()
+    completion = llm.chat([*messages, Message("user", request)], max_tokens=which.budget, stop=which.stop,
+                          temperature=0.0, top_logprobs=TOP_LOGPROBS)
     probabilities = option_probabilities(completion.first_token_logprobs, len(task.choices))
     if probabilities is None:
         trace.add(FinalAnswerStep(parent_id=parent_id, thought="(no option number among the likeliest tokens)",

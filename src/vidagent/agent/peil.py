@@ -33,7 +33,7 @@ from vidagent.errors import PlannerError
 from vidagent.experience.store import Entry
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.metered import MeteredChat
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 from vidagent.tools.assist import VisualTool
 from vidagent.tools.base import Evidence
 
@@ -167,7 +167,7 @@ class PEILPlanner:
             module = "video_narration" if entry.media.source.is_moving else "caption"
             if module not in steps.toolbox.tools:
                 continue
-            text = render(load_prompt(PROMPTS, "peil_opening_step"), module=module, source=f"visual[{index}]").strip()
+            text = prompt(PROMPTS, "peil_opening_step").render(module=module, source=f"visual[{index}]").strip()
             outcome = steps.automatic(text, parent)
             messages += outcome.messages
             seen.add(outcome.call)  # type: ignore[arg-type]
@@ -178,16 +178,17 @@ class PEILPlanner:
     def _opening(self, task: Task, toolbox: Toolbox, steps: ReActSteps, inspector: Inspector,
                  examples: list[Entry], previous: Attempt | None) -> list[Message]:
         shown = "\n\n".join(f"Question: {e.question}\n{e.text}\nFinal Answer: {e.answer}" for e in examples)
-        system = render(load_prompt(PROMPTS, "peil_system"), memory_note=toolbox.memory_note,
-                        modules="\n".join(f"- {tool.description}" for tool in steps.toolbox.tools.values()),
-                        examples=render(load_prompt(PROMPTS, "peil_examples"), examples=shown) if examples else "")
+        system = prompt(PROMPTS, "peil_system").render(
+            memory_note=toolbox.memory_note,
+            modules="\n".join(f"- {tool.description}" for tool in steps.toolbox.tools.values()),
+            examples=prompt(PROMPTS, "peil_examples").render(examples=shown) if examples else "")
         feedback = ""
         if previous is not None and previous.verdict is not None:
-            feedback = "\n" + render(load_prompt(PROMPTS, "peil_retry"), answer=previous.text,
-                                     reason=previous.verdict.reason).strip() + "\n"
-        question = render(load_prompt(PROMPTS, "peil_question"), sources=inspector.summaries() or "(none)",
-                          question=task.question, options=task.options_text(), feedback=feedback,
-                          answer_format=answer_format(task))
+            feedback = "\n" + prompt(PROMPTS, "peil_retry").render(answer=previous.text,
+                                                                  reason=previous.verdict.reason).strip() + "\n"
+        question = prompt(PROMPTS, "peil_question").render(
+            sources=inspector.summaries() or "(none)", question=task.question, options=task.options_text(),
+            feedback=feedback, answer_format=answer_format(task))
         return [Message("system", system.strip()), Message("user", toolbox.experience() + question.strip())]
 
     # -- learning ----------------------------------------------------------------------------------

@@ -21,16 +21,11 @@ from vidagent.agent.task import Task, open_answer
 from vidagent.agent.toolbox import Toolbox
 from vidagent.llm.base import Completion, Message
 from vidagent.llm.metered import MeteredChat
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import Prompt, prompt
 from vidagent.tools.base import Evidence
 
 PROMPTS = "vidagent.agent"
-STOP = ("\nObservation:", "Observation:", "\nObservation")
-STEP_TOKENS = 200
 MAX_FORMAT_ERRORS = 3  # unusable or repeated steps in a row before a chain's answer is forced
-REPEATED_CALL = ("You already made this exact call; its result is above. Use another tool or other "
-                 "arguments, or give your Final Answer.")
-TRIED_CALL = "This action was already tried from here; take a different one."
 CallKey = tuple[str, Hashable]
 
 
@@ -96,11 +91,11 @@ class ReActSteps:
         """The system prompt (tools and rules for whatever the toolbox holds) and the question."""
         self.words_wanted = _asks(task.question) if wants_words(task) else ""
         rules = "\n".join(f"{i}. {hint}" for i, hint in enumerate(self.toolbox.hints(), 1))
-        system = render(load_prompt(PROMPTS, "react_system"), memory_note=self.toolbox.memory_note,
-                        tools=self.toolbox.describe(), tool_names=", ".join(self.toolbox.names), rules=rules)
+        system = prompt(PROMPTS, "react_system").render(memory_note=self.toolbox.memory_note,
+                                                        tools=self.toolbox.describe(),
+                                                        tool_names=", ".join(self.toolbox.names), rules=rules)
         video = self.toolbox.video
-        question = render(
-            load_prompt(PROMPTS, "question"),
+        question = prompt(PROMPTS, "question").render(
             duration=f"{video.duration_s:.1f}" if video else "?",
             segment_count=video.segment_count if video else 0,
             last_segment=max(0, video.segment_count - 1) if video else 0,
@@ -124,7 +119,7 @@ class ReActSteps:
             return None
         long_video = video.segment_count > 2 * segments
         end = video.segment_count - 1 if long_video else min(video.segment_count, segments) - 1
-        return self.automatic(render(load_prompt(PROMPTS, "overview_step"), start=0, end=end).strip(), parent_id)
+        return self.automatic(prompt(PROMPTS, "overview_step").render(start=0, end=end).strip(), parent_id)
 
     def automatic(self, text: str, parent_id: int) -> StepOutcome:
         """Carry out a step the planner writes in the model's name (``Thought: ... Action: ...``),
@@ -154,7 +149,7 @@ class ReActSteps:
         parsed = parse_react(output, self.toolbox.names)
         if parsed.final_answer is not None and self.words_wanted and is_bare_number(parsed.final_answer):
             asks, self.words_wanted = self.words_wanted, ""  # said once: a second bare answer stands
-            message = render(load_prompt(PROMPTS, "answer_in_words"), asks=asks).strip()
+            message = prompt(PROMPTS, "answer_in_words").render(asks=asks).strip()
             return self._format_error(parent_id, output, message, completion, started)
         if parsed.final_answer is not None:
             step = self.trace.add(FinalAnswerStep(parent_id=parent_id, thought=parsed.thought, answer=parsed.final_answer,
@@ -164,7 +159,7 @@ class ReActSteps:
             return self._format_error(parent_id, output, parsed.error, completion, started)
         call = self.call_key(parsed.action or "", parsed.action_input)
         if call in seen or call in tried:
-            message = REPEATED_CALL if call in seen else TRIED_CALL
+            message = prompt(PROMPTS, "repeated_call" if call in seen else "tried_call").text
             return self._format_error(parent_id, output, message, completion, started, call)
         return self._run_tool(parent_id, parsed.thought, parsed.action or "", parsed.action_input, output,
                               completion, started)
@@ -209,9 +204,12 @@ class ReActSteps:
                 return Chain(final, scores.index, tuple(evidence), scores.probabilities)
         return Chain(final, self.choose_option(messages, final.answer, task, final.id), tuple(evidence))
 
-    def chat(self, messages: Sequence[Message], *, max_tokens: int = STEP_TOKENS, temperature: float | None = None,
+    def chat(self, messages: Sequence[Message], *, contract: str = "react_step", temperature: float | None = None,
              seed: int | None = None) -> Completion:
-        return self.llm.chat(messages, stop=STOP, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        """The model's reply to ``messages`` under the budget and stop strings of the prompt ``contract``
+        (``react_step`` for a step; the prompt the last message was rendered from otherwise)."""
+        wanted: Prompt = prompt(PROMPTS, contract)
+        return self.llm.chat(messages, stop=wanted.stop, max_tokens=wanted.budget, temperature=temperature, seed=seed)
 
     def call_key(self, tool: str, raw_arguments: str) -> CallKey:
         """A tool call by its parsed arguments, so "(0, 2)" and "0, 2" are one call."""
@@ -224,8 +222,8 @@ class ReActSteps:
     def force_final(self, messages: Sequence[Message], parent_id: int, task: Task) -> FinalAnswerStep:
         """Out of steps: ask for the best answer now."""
         started = time.perf_counter()
-        prompt = render(load_prompt(PROMPTS, "force_final"), answer_format=answer_format(task))
-        completion = self.chat(list(messages) + [Message("user", prompt)], max_tokens=80)
+        request = prompt(PROMPTS, "force_final").render(answer_format=answer_format(task))
+        completion = self.chat(list(messages) + [Message("user", request)], contract="force_final")
         parsed = parse_react(completion.text, self.toolbox.names)
         answer = parsed.final_answer or completion.text.strip()
         return self.trace.add(FinalAnswerStep(parent_id=parent_id, thought="(step limit reached)", answer=answer,
@@ -244,9 +242,9 @@ class ReActSteps:
         if index is not None:
             return index
         started = time.perf_counter()
-        prompt = render(load_prompt(PROMPTS, "which_option_or_none" if allow_none else "which_option"), answer=answer,
-                        options=task.options_text()).strip()
-        completion = self.chat(list(messages) + [Message("user", prompt)], max_tokens=8)
+        which = "which_option_or_none" if allow_none else "which_option"
+        request = prompt(PROMPTS, which).render(answer=answer, options=task.options_text()).strip()
+        completion = self.chat(list(messages) + [Message("user", request)], contract=which)
         says_none = allow_none and re.match(r"\W*none\b", completion.text.strip(), re.IGNORECASE) is not None
         index = None if says_none else extract_choice(completion.text, task.choices)
         self.trace.add(FinalAnswerStep(parent_id=parent_id, thought="(mapping the answer to an option)",
@@ -272,7 +270,7 @@ class ReActSteps:
 
 
 def answer_format(task: Task) -> str:
-    """How the answer should be written, by the task's answer type (``prompts/answer_format_*.txt``).
+    """How the answer should be written, by the task's answer type (``answer_format_*`` in ``prompts/answers.toml``).
 
     For options it asks for the option's text: small models asked for an option *number* mostly
     echo the last number they read; asked to copy the text they pick by meaning. An open question
@@ -283,7 +281,7 @@ def answer_format(task: Task) -> str:
     kind = task.answer_type
     if kind == "text" and open_answer(task.question) != "words":
         kind = open_answer(task.question)
-    return load_prompt(PROMPTS, f"answer_format_{kind}").strip()
+    return prompt(PROMPTS, f"answer_format_{kind}").text.strip()
 
 
 def _asks(question: str) -> str:

@@ -96,7 +96,7 @@ class Toolbox:
         return "\n".join(f"- {tool.signature()}: {tool.description}" for tool in self.tools.values())
 
     def hints(self) -> list[str]:
-        """The rules of ``prompts/tool_hints.txt`` that apply to the tools present, in the file's
+        """The rules of ``tool_hints`` (``prompts/react.toml``) that apply to the tools present, in its
         order: a line ``a+b: text`` applies when tools a and b are both here, ``*: text`` always."""
         hints = []
         for line in load_prompt("vidagent.agent", "tool_hints").splitlines():

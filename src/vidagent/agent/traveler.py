@@ -40,7 +40,7 @@ from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Completion, Message
 from vidagent.llm.metered import MeteredChat
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence
 from vidagent.tools.frames import FRAMES_PER_SECOND
 
@@ -49,10 +49,6 @@ DESCRIBE = "frame_description"
 ASK = "frame_question_answering"
 TRAVELER_TOOLS = (DESCRIBE, ASK)
 INITIAL_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
-PLAN_TOKENS = 200
-TIME_TOKENS = 12
-QUESTION_TOKENS = 120
-EVALUATION_TOKENS = 200
 ANSWER_CHARS = 600  # about 150 tokens: the cap on one stored answer
 END_MARGIN_S = 0.05
 
@@ -172,16 +168,15 @@ class _Traversal:
     # -- the stages --------------------------------------------------------------------------
     def _plan(self, explanation: str) -> str:
         started = time.perf_counter()
-        reason = render(load_prompt(PROMPTS, "traveler_explanation"), explanation=explanation) if explanation else ""
-        completion = self._chat("traveler_plan", choices=self._choices(), explanation=reason, max_tokens=PLAN_TOKENS)
+        reason = prompt(PROMPTS, "traveler_explanation").render(explanation=explanation) if explanation else ""
+        completion = self._chat("traveler_plan", choices=self._choices(), explanation=reason)
         plan = re.sub(r"^\s*PLAN\s*:\s*", "", completion.text.strip(), flags=re.IGNORECASE) or "(no plan)"
         self._add(PlanStep(text=plan, model_output=completion.text, **model_cost(completion, started)))
         return plan
 
     def _retrieve(self, plan: str, current: float) -> float:
         started = time.perf_counter()
-        completion = self._chat("traveler_retrieve", plan=plan, current=f"{current:.1f}", gap=f"{self._gap():g}",
-                                max_tokens=TIME_TOKENS)
+        completion = self._chat("traveler_retrieve", plan=plan, current=f"{current:.1f}", gap=f"{self._gap():g}")
         wanted = _first_number(completion.text)
         second, note = self._unvisited(wanted)
         self.windows.append(second)
@@ -200,8 +195,7 @@ class _Traversal:
         started = time.perf_counter()
         entry = self.bank.get(_key(second), {})
         completion = self._chat("traveler_questions", current=f"{second:.1f}",
-                                description=entry.get("seen", "(nothing recognised)"), count=self.planner.questions,
-                                max_tokens=QUESTION_TOKENS)
+                                description=entry.get("seen", "(nothing recognised)"), count=self.planner.questions)
         questions = _questions(completion.text)[: self.planner.questions]
         self._add(PlanStep(text="questions: " + ("; ".join(questions) or "(none usable)"),
                            model_output=completion.text, **model_cost(completion, started)))
@@ -215,7 +209,7 @@ class _Traversal:
     def _evaluate(self, plan: str, iteration: int) -> tuple[bool, str, str]:
         started = time.perf_counter()
         completion = self._chat("traveler_evaluate", plan=plan, choices=self._choices(),
-                                answer_format=self._answer_format(), max_tokens=EVALUATION_TOKENS)
+                                answer_format=self._answer_format())
         explanation, answer = _final_answer(completion.text)
         ready = answer is not None and (not self.task.choices or self._choice(answer) is not None)
         verdict = "enough information" if ready else "not enough information"
@@ -226,8 +220,7 @@ class _Traversal:
 
     def _force(self) -> str:
         started = time.perf_counter()
-        completion = self._chat("traveler_force", choices=self._choices(), answer_format=self._answer_format(),
-                                max_tokens=EVALUATION_TOKENS)
+        completion = self._chat("traveler_force", choices=self._choices(), answer_format=self._answer_format())
         explanation, answer = _final_answer(completion.text)
         self._add(EvaluationStep(text=f"iteration limit reached; answer forced. {explanation}".strip(),
                                  model_output=completion.text, **model_cost(completion, started)))
@@ -243,8 +236,7 @@ class _Traversal:
     def _likeliest_option(self) -> str | None:
         """A forced multiple-choice reply that names no option: the option the model finds likeliest
         after the same context (by first-token probabilities; None where the backend gives none)."""
-        text = render(load_prompt(PROMPTS, "traveler_context"), duration=f"{self.duration:.1f}",
-                      memory_note=self.memory_note, memory=self._memory(), question=self.task.question).strip()
+        text = self._context()
         scores = score_options(self.llm, [Message("user", f"{self.experience}{text}\n{self._choices()}")],
                                self.task, self.trace, self.last.id)
         return str(scores.index) if scores is not None else None
@@ -294,16 +286,19 @@ class _Traversal:
         self.last = self.trace.add(step)
         return self.last
 
-    def _chat(self, prompt: str, *, max_tokens: int = PLAN_TOKENS, **values: Any) -> Completion:
-        """Ask one stage's prompt. Every stage but the Summarizer starts with the same context (the
-        video's length, the memory bank, the question), so a local model reads it once per bank."""
-        text = render(load_prompt(PROMPTS, prompt), **values).strip()
-        if prompt != "traveler_summarize":
-            context = render(load_prompt(PROMPTS, "traveler_context"), duration=f"{self.duration:.1f}",
-                             memory_note=self.memory_note, memory=self._memory(),
-                             question=self.task.question).strip()
-            text = f"{self.experience}{context}\n{text}"
-        return self.llm.chat([Message("user", text)], max_tokens=max_tokens, temperature=0.0)
+    def _chat(self, name: str, **values: Any) -> Completion:
+        """Ask one stage's prompt, under its budget. Every stage but the Summarizer starts with the same
+        context (the video's length, the memory bank, the question), so a local model reads it once per bank."""
+        stage = prompt(PROMPTS, name)
+        text = stage.render(**values).strip()
+        if name != "traveler_summarize":
+            text = f"{self.experience}{self._context()}\n{text}"
+        return self.llm.chat([Message("user", text)], max_tokens=stage.budget, stop=stage.stop, temperature=0.0)
+
+    def _context(self) -> str:
+        """What every stage but the Summarizer reads first: the video's length, the memory bank, the question."""
+        return prompt(PROMPTS, "traveler_context").render(duration=f"{self.duration:.1f}", memory_note=self.memory_note,
+                                                          memory=self._memory(), question=self.task.question).strip()
 
     def _choices(self) -> str:
         if not self.task.choices:

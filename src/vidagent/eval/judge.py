@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from vidagent.eval.dataset import EvalItem
 from vidagent.llm.base import ChatModel, Message, Usage
 from vidagent.llm.metered import MeteredChat
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 
 
 @dataclass(frozen=True)
@@ -23,10 +23,11 @@ def judge_answer(llm: ChatModel, item: EvalItem, prediction: str) -> JudgeVerdic
     if not prediction.strip():
         return JudgeVerdict(False, "(empty prediction)", metered.usage)
     references = [item.answer, *item.accept] if item.answer else list(item.accept)
-    prompt = render(load_prompt("vidagent.eval", "judge"), question=item.question,
-                    reference=" / ".join(r for r in references if r), prediction=prediction)
-    system = load_prompt("vidagent.eval", "judge_system").strip()
-    completion = metered.chat([Message("system", system), Message("user", prompt.strip())], max_tokens=4,
-                              temperature=0.0)
+    judge = prompt("vidagent.eval", "judge")
+    request = judge.render(question=item.question, reference=" / ".join(r for r in references if r),
+                           prediction=prediction)
+    system = prompt("vidagent.eval", "judge_system").text.strip()
+    completion = metered.chat([Message("system", system), Message("user", request.strip())], max_tokens=judge.budget,
+                              stop=judge.stop, temperature=0.0)
     reply = completion.text.strip()
     return JudgeVerdict(reply.lower().lstrip("\"'* ").startswith("yes"), reply, metered.usage)

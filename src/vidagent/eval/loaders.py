@@ -26,7 +26,7 @@ from vidagent.eval.dataset import (
     table_delimiter,
 )
 from vidagent.eval.errors import DatasetError
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 
 # NExT-QA question types and the groups its tables report (Acc_C, Acc_T, Acc_D).
 NEXTQA_GROUPS = {
@@ -409,7 +409,7 @@ def load_ego4d_nlq(path: Path) -> list[EvalItem]:
     data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("videos"), list):
         raise DatasetError(f"{path}: expected an object with a 'videos' list")
-    template = load_prompt("vidagent.eval", "nlq_question")
+    template = prompt("vidagent.eval", "nlq_question")
     items = []
     for v, video in enumerate(data["videos"]):
         for c, clip in enumerate(video.get("clips") or []):
@@ -427,7 +427,7 @@ def load_ego4d_nlq(path: Path) -> list[EvalItem]:
                         spans = (_span(query["clip_start_sec"], query["clip_end_sec"], at),)
                     family = str(query.get("template") or "").split(":")[0].strip().lower() or "unknown"
                     items.append(EvalItem(
-                        id=f"{uid}_{q}", video=str(clip["clip_uid"]), question=render(template, query=text),
+                        id=f"{uid}_{q}", video=str(clip["clip_uid"]), question=template.render(query=text),
                         task=LOCALIZATION, type=str(query.get("template") or ""), group=family, spans=spans,
                         extra={"query": text},
                     ))

@@ -1,7 +1,7 @@
 """How much experience to replay for a question: DigimonGPT's complexity-aware adjustment.
 
 ``C(q) = alpha * P(q) + beta * E(q)``: ``P`` is a chat model's rating of the question's semantic
-complexity in [0, 1] (``prompts/experience_complexity.txt``), ``E`` the Shannon entropy (bits) of
+complexity in [0, 1] (``experience_complexity`` in ``prompts/experience.toml``), ``E`` the Shannon entropy (bits) of
 the question's keywords once stopwords are removed. The number of entries replayed of each memory
 is ``round(k_min + C * (k_max - k_min))``, clamped to [k_min, k_max].
 
@@ -21,10 +21,9 @@ from importlib import resources
 
 from vidagent.llm.base import Completion, Message
 from vidagent.llm.metered import MeteredChat
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 
 PROMPTS = "vidagent.experience"
-RATING_TOKENS = 8
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,9 @@ def keyword_entropy(question: str) -> float:
 
 def rate_complexity(llm: MeteredChat, question: str) -> tuple[float | None, Completion]:
     """The model's rating of the question's complexity in [0, 1] (None when the reply has no number)."""
-    prompt = render(load_prompt(PROMPTS, "experience_complexity"), question=question).strip()
-    completion = llm.chat([Message("user", prompt)], max_tokens=RATING_TOKENS, temperature=0.0)
+    rating = prompt(PROMPTS, "experience_complexity")
+    request = rating.render(question=question).strip()
+    completion = llm.chat([Message("user", request)], max_tokens=rating.budget, stop=rating.stop, temperature=0.0)
     return parse_rating(completion.text), completion
 
 

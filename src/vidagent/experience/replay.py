@@ -4,7 +4,7 @@ Semantic memory is searched among the entries about the same video, procedural m
 workflows of the same planner and task type (plus the type's latest decision patterns), each by
 cosine similarity of the questions with threshold ``tau`` (0.5 by default). The number kept of each
 follows the question's complexity (``complexity.py``). The replay goes into the planner's context
-as one delimited section (``prompts/experience_replay*.txt``) in which every remembered text is
+as one delimited section (``experience_replay*`` in ``prompts/experience.toml``) in which every remembered text is
 quoted, so text that once came from a video (on-screen words, speech) reads as data, never as an
 instruction.
 """
@@ -19,7 +19,7 @@ from typing import Any
 from vidagent.experience.complexity import Complexity, ReplaySizing, keyword_entropy, keywords, rate_complexity
 from vidagent.experience.store import Entry, ExperienceStore
 from vidagent.llm.metered import MeteredChat
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 
 PROMPTS = "vidagent.experience"
 DEFAULT_TAU = 0.5
@@ -45,11 +45,11 @@ class Replay:
         parts = ""
         if self.semantic:
             lines = "\n".join(f"- {_quoted(e.text)}" for e in self.semantic)
-            parts += render(load_prompt(PROMPTS, "experience_replay_semantic"), lines=lines)
+            parts += prompt(PROMPTS, "experience_replay_semantic").render(lines=lines)
         if self.procedural:
             lines = "\n".join(_procedural_line(e) for e in self.procedural)
-            parts += render(load_prompt(PROMPTS, "experience_replay_procedural"), lines=lines)
-        return render(load_prompt(PROMPTS, "experience_replay"), parts=parts).strip() + "\n\n"
+            parts += prompt(PROMPTS, "experience_replay_procedural").render(lines=lines)
+        return prompt(PROMPTS, "experience_replay").render(parts=parts).strip() + "\n\n"
 
     def describe(self) -> str:
         """For the trace: each replayed entry by id and similarity, and the complexity."""

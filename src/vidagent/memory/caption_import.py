@@ -29,7 +29,7 @@ from vidagent.memory.stages.segments import CLIP_MERGE_SIMILARITY, merge_into_cl
 from vidagent.memory.store import Library
 from vidagent.memory.stored_video import memory_id
 from vidagent.perception.base import TextEmbedder
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 from vidagent.video.video import VideoInfo
 
 log = logging.getLogger(__name__)
@@ -131,8 +131,8 @@ def prepare_import(source: Path, options: ImportOptions = ImportOptions()) -> Pr
     ids = {video.video: memory_id(namespace, video.video) for video in videos}  # every id checked before writing
     preset = _presets()[format]
     captioner = options.captioner or preset["captioner"] or source.stem
-    note = options.note or render(load_prompt("vidagent.memory", "memory_note_imported"), captioner=captioner,
-                                  covers=preset["covers"], conventions=preset["conventions"]).strip()
+    note = options.note or prompt("vidagent.memory", "memory_note_imported").render(
+        captioner=captioner, covers=preset["covers"], conventions=preset["conventions"]).strip()
     return PreparedImport(source, format, namespace, tuple(videos), ids, captioner, note, file_sha256(source))
 
 

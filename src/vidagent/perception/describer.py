@@ -28,7 +28,7 @@ from vidagent.perception.base import (Detections, FrameDescriber, FrameDescripti
 from vidagent.perception.classifier import imagenet_labels
 from vidagent.perception.colour import MIN_COLOUR_PIXELS, central_region, colour_name
 from vidagent.perception.pose_words import describe_pose
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 
 # ----------------------------------------------------------------------------- wording
 
@@ -254,13 +254,13 @@ def detector_memory_note(detector: ObjectDetector, with_text: bool, with_classif
     if with_text:
         sources.append("a text reader")
     sources_text = sources[0] if len(sources) == 1 else ", ".join(sources[:-1]) + " and " + sources[-1]
-    return render(load_prompt("vidagent.perception", "memory_note_detector"), sources=sources_text).strip()
+    return prompt("vidagent.perception", "memory_note_detector").render(sources=sources_text).strip()
 
 
 def caption_memory_note(*, with_text: bool) -> str:
     """What an LLM should know about descriptions written by an image-captioning model."""
     then = ", followed by the on-screen text a text reader found" if with_text else ""
-    return render(load_prompt("vidagent.perception", "memory_note_caption"), then=then).strip()
+    return prompt("vidagent.perception", "memory_note_caption").render(then=then).strip()
 
 
 class DetectorDescriber:

@@ -29,7 +29,7 @@ import numpy as np
 from vidagent.errors import ToolInputError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.perception.base import FrameDescriber, ObjectDetector, OpenVocabularyDetector, TextEmbedder, TextReader
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence, Observation
 from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, spread_evenly, unlabelled
 from vidagent.tools.observed import frame_text, lines, quote, quote_all, with_text
@@ -47,7 +47,6 @@ ABSOLUTE_PARTS = 5  # temporal_reason: beginning / middle / end of five parts
 RELATIVE_PARTS = 8  # temporal_reason: before / after over eight parts
 MIN_TEXT_MATCH = 0.6  # text_ground: similarity of the query to a piece of OCR text
 MIN_OCR_SCORE = 0.5
-REASON_TOKENS = 120
 FRAME_MAX_SIDE = 768
 
 
@@ -335,28 +334,31 @@ class AssistModules:
     # -- reasoners -----------------------------------------------------------------------------
     def knowledge_reason(self, query: str, media: Media | None, history: str = "") -> Observation:
         results = history[-HISTORY_CHARS:] if history.strip() else "(no results yet)"
-        return Observation(self._ask(render(load_prompt(PROMPTS, "assist_knowledge"), query=query, history=results)))
+        return Observation(self._ask("assist_knowledge", query=query, history=results))
 
     def narration_reason(self, query: str, media: Media | None) -> Observation:
         narration = self._narration(_moving(media), max_chars=REASON_CHARS)
         if narration.is_error:
             return narration
-        prompt = render(load_prompt(PROMPTS, "assist_reason"), what="a video", material_name="Narration",
-                        material_note=_DESCRIBER_NOTE, material=narration.text, query=query)
-        return Observation(f"Answer: {quote(self._ask(prompt))}", evidence=narration.evidence)
+        answer = self._ask("assist_reason", what="a video", material_name="Narration",
+                           material_note=prompt(PROMPTS, "assist_note_narration").text, material=narration.text,
+                           query=query)
+        return Observation(f"Answer: {quote(answer)}", evidence=narration.evidence)
 
     def subtitle_reason(self, query: str, media: Media | None) -> Observation:
         speech = self._speech(_moving(media), max_chars=REASON_CHARS)
         if not speech.evidence:
             return Observation(f"{speech.text} There is nothing to reason over.")
-        prompt = render(load_prompt(PROMPTS, "assist_reason"), what="a video", material_name="Speech",
-                        material_note="It was transcribed automatically and may hold mistakes.",
-                        material=speech.text, query=query)
-        return Observation(f"Answer: {quote(self._ask(prompt))}", evidence=speech.evidence)
+        answer = self._ask("assist_reason", what="a video", material_name="Speech",
+                           material_note=prompt(PROMPTS, "assist_note_speech").text, material=speech.text, query=query)
+        return Observation(f"Answer: {quote(answer)}", evidence=speech.evidence)
 
     # -- helpers -------------------------------------------------------------------------------
-    def _ask(self, prompt: str) -> str:
-        return self.llm.chat([Message("user", prompt)], max_tokens=REASON_TOKENS, stop=("\n\n",)).text.strip()
+    def _ask(self, name: str, **values: str) -> str:
+        """The model's reply to the prompt ``name`` filled with ``values``, under that prompt's budget."""
+        reasoner = prompt(PROMPTS, name)
+        request = reasoner.render(**values)
+        return self.llm.chat([Message("user", request)], max_tokens=reasoner.budget, stop=reasoner.stop).text.strip()
 
     def _ground_objects(self, query: str, image: ImageMedia) -> Observation:
         """object_detect with the open-vocabulary detector: the objects the query names, counted."""
@@ -371,10 +373,6 @@ class AssistModules:
     def _similarities(self, query: str, texts: Sequence[str]) -> list[float]:
         query_vector = self.embedder.embed_queries([query])[0]
         return [float(v) for v in self.embedder.embed_passages(list(texts)) @ query_vector]
-
-
-_DESCRIBER_NOTE = ("Each line says what was seen in that stretch; where it is a detector description it lists "
-                   "objects only, not actions.")
 
 
 def _shown(lines: list[str], what: str, max_lines: int | None, max_chars: int | None) -> str:

@@ -13,11 +13,10 @@ from typing import Sequence
 
 from vidagent.llm.base import ChatModel, Message
 from vidagent.memory.store import SegmentRecord
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence
 from vidagent.tools.observed import segment_text
 
-ANSWER_TOKENS = 96
 
 
 def caption_lines(segments: Sequence[SegmentRecord]) -> list[str]:
@@ -32,6 +31,6 @@ def segment_evidence(segments: Sequence[SegmentRecord], source_id: str) -> tuple
 
 def answer_from_captions(question: str, segments: Sequence[SegmentRecord], llm: ChatModel) -> str:
     """The chat model's short answer to ``question`` from the captions of ``segments``."""
-    prompt = render(load_prompt("vidagent.tools", "vqa_from_captions"), captions="\n".join(caption_lines(segments)),
-                    question=question)
-    return llm.chat([Message("user", prompt)], max_tokens=ANSWER_TOKENS, stop=("\n\n",)).text.strip()
+    answering = prompt("vidagent.tools", "vqa_from_captions")
+    request = answering.render(captions="\n".join(caption_lines(segments)), question=question)
+    return llm.chat([Message("user", request)], max_tokens=answering.budget, stop=answering.stop).text.strip()

@@ -6,7 +6,7 @@ visual-QA answer, a reasoner's answer over a transcript) may say anything, inclu
 inside ``<video_text>...</video_text>``, on one line, with angle brackets turned into look-alike
 quotation marks so the text can neither close the tag nor spell a chat template's control tokens
 (``<|im_start|>``). The planners' prompts say what the tag means: content observed in the video,
-never an instruction (prompts ``*_system.txt``, ``traveler_context.txt`` and the tools' own).
+never an instruction (the ``*_system`` prompts, ``traveler_context`` and the tools' own).
 
 Frame descriptions are the describer's sentences; the offline describer starts each with its label
 and ends it with the frame's on-screen text (``TEXT_TEMPLATE``). ``scene`` removes both: the text

@@ -2,7 +2,7 @@
 DoraemonGPT's sub-task tools (When, Why, What, How, Count, Other).
 
 They are one class, ``SQLSubAgent``, parameterised by kind: each kind has its own in-context
-examples (``prompts/sql_examples_<kind>.txt``); the schema, request, retry and answer prompts are
+examples (``sql_examples_<kind>`` in ``prompts/sql.toml``); the schema, request, retry and answer prompts are
 shared. A call writes SQL with the LLM, runs it read-only (one retry with the error message),
 and answers the sub-question from the rows. SQL that reads the object tables builds the object
 memory first when it is not built yet (DoraemonGPT's task-related memory: built when a sub-task
@@ -30,15 +30,13 @@ from vidagent.llm.base import ChatModel, Message
 from vidagent.memory.sql import QueryResult, ReadOnlyQueries
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import AppearanceModel, TextEmbedder, TextSearchableAppearance
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import load_prompt, prompt
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.observed import quote
 
 PROMPTS = "vidagent.tools"
 SUBTASK_KINDS = ("when", "why", "what", "how", "count", "other")
 OBJECT_KIND = "object"
-MAX_SQL_TOKENS = 160
-MAX_ANSWER_TOKENS = 60
 ROWS_IN_PROMPT = 20
 CANDIDATE_OBJECTS = 5
 # columns holding a detector's fixed words (class names, colours, motion); every other text cell may
@@ -49,7 +47,7 @@ LABEL_COLUMNS = frozenset({"category", "appearance", "motion"})
 _SQL_START = re.compile(r"\b(SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|DROP|CREATE|ALTER|ATTACH|PRAGMA)\b")
 # the tables of the "objects" stage: SQL naming one needs the object memory built
 OBJECT_TABLES = re.compile(r"\b(objects|object_segments|detections|tracks)\b", re.IGNORECASE)
-# how the answer prompt (sql_answer.txt) says the rows do not hold the answer
+# how the answer prompt (sql_answer) says the rows do not hold the answer
 NO_INFORMATION = re.compile(r"\W*no such information\b", re.IGNORECASE)
 
 
@@ -68,7 +66,7 @@ def object_query(question: str) -> str:
 
 @cache
 def tool_descriptions() -> dict[str, str]:
-    """Tool name -> description, from ``prompts/subtask_descriptions.txt``."""
+    """Tool name -> description, from ``subtask_descriptions`` in ``prompts/sql.toml``."""
     lines = load_prompt(PROMPTS, "subtask_descriptions").splitlines()
     return {name.strip(): text.strip() for name, _, text in (line.partition(":") for line in lines if line.strip())}
 
@@ -104,15 +102,16 @@ class SQLSubAgent:
             raise ValueError(f"unknown sub-agent kind {self.kind!r}")
 
     def answer(self, question: str, hints: str = "") -> Observation:
-        request = render(load_prompt(PROMPTS, "sql_request"), schema=load_prompt(PROMPTS, "sql_schema").strip(),
-                         examples=load_prompt(PROMPTS, f"sql_examples_{self.kind}").strip(),
-                         hints=f"{hints}\n" if hints else "", question=question)
+        contract = prompt(PROMPTS, "sql_request")  # the last prompt's: sql_retry's after a retry
+        request = contract.render(schema=load_prompt(PROMPTS, "sql_schema").strip(),
+                                  examples=load_prompt(PROMPTS, f"sql_examples_{self.kind}").strip(),
+                                  hints=f"{hints}\n" if hints else "", question=question)
         messages = [Message("user", request)]
         result: QueryResult | None = None
         failure = ""
         sql = None
         for _ in range(2):
-            reply = self.llm.chat(messages, max_tokens=MAX_SQL_TOKENS, stop=["\n\n\n", "Question:"]).text
+            reply = self.llm.chat(messages, max_tokens=contract.budget, stop=contract.stop).text
             sql = extract_sql(reply)
             if sql is None:
                 failure = "the reply held no SELECT statement"
@@ -126,15 +125,17 @@ class SQLSubAgent:
                     break
                 except (MemoryStoreError, QueryRefusedError, ValueError) as error:
                     failure = str(error)
-            messages += [Message("assistant", reply), Message("user", render(load_prompt(PROMPTS, "sql_retry"), error=failure))]
+            contract = prompt(PROMPTS, "sql_retry")
+            messages += [Message("assistant", reply), Message("user", contract.render(error=failure))]
         if result is None:
             return Observation(f"Could not query the memory: {failure}. Try another tool or rephrase.", is_error=True)
         if not result.rows:
             return Observation(f"SQL: {result.sql}\nResult: no rows. The memory has no such information; ask another "
                                f"sub-question or use another tool.", is_error=True, artifacts={"sql": result.sql})
         rows = quoted_cells(result).to_text(max_rows=ROWS_IN_PROMPT)
-        prompt = render(load_prompt(PROMPTS, "sql_answer"), question=question, sql=result.sql, rows=rows)
-        answer = self.llm.chat([Message("user", prompt)], max_tokens=MAX_ANSWER_TOKENS, stop=["\n\n"]).text.strip()
+        answering = prompt(PROMPTS, "sql_answer")
+        request = answering.render(question=question, sql=result.sql, rows=rows)
+        answer = self.llm.chat([Message("user", request)], max_tokens=answering.budget, stop=answering.stop).text.strip()
         text = f"SQL: {result.sql}\nResult:\n{rows}\nAnswer: {quote(answer)}"
         if NO_INFORMATION.match(answer):
             return Observation(text + "\nThe memory has no such information; ask another sub-question or use another "

@@ -20,7 +20,7 @@ from typing import Protocol, Sequence
 
 from vidagent.llm.base import ChatModel, Message
 from vidagent.perception.base import FrameDescriber, VQAResult
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 from vidagent.tools.observed import frame_text
 from vidagent.video.video import SampledFrame
 
@@ -50,9 +50,9 @@ class DescribedFramesVQA:
         described = self.describer.describe([frame.image for frame in frames])
         lines = [f"{frame.time_s:.1f} s: {frame_text(d)}" for frame, d in zip(frames, described)]
         description = "\n".join(lines)
-        prompt = render(load_prompt("vidagent.tools", "vqa_from_descriptions"),
-                        descriptions=description, question=question)
-        completion = llm.chat([Message("user", prompt)], max_tokens=96, stop=("\n\n",))
+        answering = prompt("vidagent.tools", "vqa_from_descriptions")
+        request = answering.render(descriptions=description, question=question)
+        completion = llm.chat([Message("user", request)], max_tokens=answering.budget, stop=answering.stop)
         return VQAResult(description=description, answer=completion.text.strip())
 
 
@@ -66,8 +66,10 @@ class VisionChatVQA:
         chosen = _spread(frames, MAX_VISION_FRAMES)
         times = ", ".join(f"{frame.time_s:.1f} s" for frame in chosen)
         # the prompt stays with perception/: the local HF vision models ask it too
-        prompt = render(load_prompt("vidagent.perception", "vqa_vision"), times=times, question=question)
-        completion = llm.chat([Message("user", prompt, images=tuple(f.image for f in chosen))], max_tokens=200)
+        looking = prompt("vidagent.perception", "vqa_vision")
+        request = looking.render(times=times, question=question)
+        completion = llm.chat([Message("user", request, images=tuple(f.image for f in chosen))],
+                              max_tokens=looking.budget, stop=looking.stop)
         text = completion.text.strip()
         match = re.search(r"answer\s*:\s*(.*)", text, flags=re.IGNORECASE | re.DOTALL)
         description = re.split(r"answer\s*:", text, flags=re.IGNORECASE)[0]

@@ -4,7 +4,7 @@ Works with captioning models (BLIP ``Salesforce/blip-image-captioning-base``/``-
 ``Salesforce/blip2-opt-2.7b``, GIT, ...) and with instruction-tuned VLMs (LLaVA, Qwen2-VL, SmolVLM,
 ...), anything ``AutoModelForImageTextToText`` loads. Captioning models get the image and an optional
 text prefix (``prompt``, e.g. BLIP's "a picture of"); chat VLMs get one user turn with the image and
-an instruction (``prompt``, default ``prompts/hf_caption_chat.txt``). Frames are captioned in batches.
+an instruction (``prompt``, default ``hf_caption_chat`` in ``prompts/vqa.toml``). Frames are captioned in batches.
 """
 
 from __future__ import annotations

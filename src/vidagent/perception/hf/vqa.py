@@ -6,10 +6,10 @@ Three kinds of model, told apart by their checkpoint:
   up to ``max_frames`` frames, spread over the stretch; the answer is the most frequent per-frame
   answer (the earliest among ties), the description lists the per-frame answers with their times.
 * **Chat VLMs** (LLaVA, Qwen2-VL, LLaVA-OneVision, SmolVLM, ...: a processor with a chat template):
-  see up to ``max_frames`` frames at once in one user turn built from ``prompts/vqa_vision.txt``
+  see up to ``max_frames`` frames at once in one user turn built from ``vqa_vision`` (``prompts/vqa.toml``)
   (the same prompt the OpenAI-compatible vision backend uses) and reply "Description: ... Answer: ...".
 * **Other image-text-to-text models** (BLIP-2, InstructBLIP): asked per frame with
-  ``prompts/hf_vqa_frame.txt`` ("Question: ... Answer:"), combined as for BLIP VQA.
+  ``hf_vqa_frame`` ("Question: ... Answer:"), combined as for BLIP VQA.
 
 The local model answers by itself and needs no chat model. ``answer`` accepts one as an optional
 third argument and ignores it, so the model stands in for a ``vidagent.tools.vqa.VisualQA`` (whose
@@ -28,7 +28,7 @@ from vidagent.perception.hf.generation import chat_prompt, generate, has_chat_te
 from vidagent.perception.hf.images import to_pil
 from vidagent.perception.hf.loading import LazyModel, LoadedModel, LoadOptions, load_config, load_model
 from vidagent.perception.hf.spec import format_spec
-from vidagent.prompts import load_prompt, render
+from vidagent.prompts import prompt
 from vidagent.video.video import SampledFrame
 
 DEFAULT_VQA = "Salesforce/blip-vqa-base"
@@ -75,9 +75,9 @@ class HFVisualQA:
 
     def _answer_chat(self, loaded: LoadedModel, question: str, frames: Sequence[SampledFrame]) -> VQAResult:
         times = ", ".join(f"{frame.time_s:.1f} s" for frame in frames)
-        instruction = render(load_prompt("vidagent.perception", "vqa_vision"), times=times, question=question.strip())
-        prompt = chat_prompt(loaded.processor, instruction.strip(), len(frames))
-        (reply,) = generate(loaded, [[to_pil(frame.image) for frame in frames]], [prompt],
+        instruction = prompt("vidagent.perception", "vqa_vision").render(times=times, question=question.strip())
+        chat = chat_prompt(loaded.processor, instruction.strip(), len(frames))
+        (reply,) = generate(loaded, [[to_pil(frame.image) for frame in frames]], [chat],
                             max_new_tokens=self.max_new_tokens)
         return parse_reply(reply)
 
@@ -85,7 +85,7 @@ class HFVisualQA:
         if loaded.model.config.model_type == "blip":
             text = question.strip()
         else:
-            text = render(load_prompt("vidagent.perception", "hf_vqa_frame"), question=question.strip()).strip()
+            text = prompt("vidagent.perception", "hf_vqa_frame").render(question=question.strip()).strip()
         answers = generate(loaded, [[to_pil(frame.image)] for frame in frames], [text] * len(frames),
                            max_new_tokens=self.max_new_tokens)
         description = "\n".join(f"{frame.time_s:.1f} s: {answer}" for frame, answer in zip(frames, answers))
