@@ -44,7 +44,8 @@ from vidagent.perception.hf import (  # noqa: E402
 )
 from vidagent.perception.hf.generation import chat_prompt  # noqa: E402
 from vidagent.perception.hf.images import to_pil  # noqa: E402
-from vidagent.perception.hf.vqa import most_common, parse_reply, spread  # noqa: E402
+from vidagent.perception.hf.vqa import most_common, parse_reply  # noqa: E402
+from vidagent.video.sampling import take_every as spread  # noqa: E402
 from vidagent.perception.base import VQAResult  # noqa: E402
 from vidagent.prompts import load_prompt  # noqa: E402
 from vidagent.video.video import SampledFrame, Video  # noqa: E402

@@ -23,6 +23,7 @@ from vidagent.llm.base import ChatModel, Message
 from vidagent.memory.store import SegmentRecord
 from vidagent.prompts import prompt
 from vidagent.tools.observed import segment_text
+from vidagent.video.sampling import stepped_indices
 
 T = TypeVar("T")
 
@@ -150,8 +151,7 @@ def fit_evenly(items: list[T], budget_chars: int, sizes: list[int] | None = None
         return items
     mean = sum(lengths) / len(items)
     count = max(2, min(len(items), int(budget_chars / mean)))
-    step = (len(items) - 1) / (count - 1)
-    return [items[round(i * step)] for i in range(count)]
+    return [items[i] for i in stepped_indices(len(items), count)]
 
 
 def answer_line(text: str) -> str:

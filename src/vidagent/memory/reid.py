@@ -45,6 +45,7 @@ from typing import Callable, Literal, Sequence
 import numpy as np
 
 from vidagent.perception.similarity import sigmoid_ensemble_similarity  # noqa: F401  (re-ID's CLIP+DINOv2 score)
+from vidagent.video.sampling import stepped_indices
 
 SimilarityFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -78,9 +79,7 @@ class TrackSummary:
 
 def evenly_spaced(count: int, k: int = MAX_CROPS) -> np.ndarray:
     """Indices of ``min(count, k)`` items spread evenly over ``range(count)``, ends included."""
-    if count <= k:
-        return np.arange(count)
-    return np.unique(np.round(np.linspace(0, count - 1, k)).astype(np.int64))
+    return np.asarray(stepped_indices(count, k), dtype=np.int64)
 
 
 Reduce = Literal["best", "mean", "max"]

@@ -31,9 +31,10 @@ from vidagent.llm.base import ChatModel, Message
 from vidagent.perception.base import FrameDescriber, ObjectDetector, OpenVocabularyDetector, TextEmbedder, TextReader
 from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence, Observation
-from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, spread_evenly, unlabelled
+from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, unlabelled
 from vidagent.tools.observed import frame_text, lines, quote, quote_all, with_text
 from vidagent.tools.vqa import VisualQA
+from vidagent.video.sampling import spread_evenly
 from vidagent.video.source import SourceKind
 from vidagent.video.video import SampledFrame
 

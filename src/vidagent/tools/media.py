@@ -21,6 +21,7 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber
 from vidagent.tools.observed import scene
 from vidagent.video.image import Image
+from vidagent.video.sampling import spread_evenly
 from vidagent.video.source import Source
 
 T = TypeVar("T")
@@ -131,13 +132,6 @@ def facts(media: Media, describer: FrameDescriber | None = None) -> MediaFacts:
         description = describer.describe([media.pixels])[0]
         content, has_text = _words(unlabelled(scene(description.text)), FACT_WORDS), bool(description.on_screen_text)
     return MediaFacts(media.source.kind, None, (width, height), False, False, has_text, content)
-
-
-def spread_evenly(items: list[T], limit: int) -> list[T]:
-    """All items when there are at most ``limit``, else ``limit`` evenly spaced ones (first and last kept)."""
-    if len(items) <= limit:
-        return items
-    return [items[round(i * (len(items) - 1) / (limit - 1))] for i in range(limit)]
 
 
 def unlabelled(description: str) -> str:

@@ -14,6 +14,7 @@ from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.caption_window import answer_from_captions, segment_evidence
 from vidagent.tools.observed import lines, quote, segment_text
 from vidagent.tools.vqa import VisualQA
+from vidagent.video.sampling import midpoints, spread_evenly
 
 MAX_CAPTIONS = 15
 TOP_SEGMENTS = 5
@@ -65,7 +66,7 @@ class TemporalTools:
         start, end = max(0, start), min(count - 1, end)
         ids = list(range(start, end + 1))
         if len(ids) > MAX_CAPTIONS:  # a wide range is skimmed: MAX_CAPTIONS segments evenly spread over it
-            ids = [ids[round(i * (len(ids) - 1) / (MAX_CAPTIONS - 1))] for i in range(MAX_CAPTIONS)]
+            ids = spread_evenly(ids, MAX_CAPTIONS)
             notes.append(f"({end - start + 1} segments in {start}-{end}: {MAX_CAPTIONS} of them, evenly spread, "
                          f"are shown; ask a range of at most {MAX_CAPTIONS} to read every one)")
         segments = [self.memory.segments[i] for i in ids]
@@ -98,7 +99,7 @@ class TemporalTools:
                                evidence=segment_evidence(read, self.memory.video_id))
         span = last.end_s - first.start_s
         samples = max(2, round(span * VQA_FRAMES_PER_SECOND))
-        times = [first.start_s + (i + 0.5) * span / samples for i in range(samples)]
+        times = midpoints(first.start_s, last.end_s, samples)
         frames = list(self.memory.video.frames_at(times, max_side=VQA_MAX_SIDE))
         result = self.vqa.answer(question, frames, self.llm)
         text = f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s).\n" \

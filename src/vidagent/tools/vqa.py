@@ -22,6 +22,7 @@ from vidagent.llm.base import ChatModel, Message
 from vidagent.perception.base import FrameDescriber, VQAResult
 from vidagent.prompts import prompt
 from vidagent.tools.observed import frame_text
+from vidagent.video.sampling import take_every
 from vidagent.video.video import SampledFrame
 
 MAX_VISION_FRAMES = 8
@@ -63,7 +64,7 @@ class VisionChatVQA:
     sees_frames = True
 
     def answer(self, question: str, frames: Sequence[SampledFrame], llm: ChatModel) -> VQAResult:
-        chosen = _spread(frames, MAX_VISION_FRAMES)
+        chosen = take_every(frames, MAX_VISION_FRAMES)
         times = ", ".join(f"{frame.time_s:.1f} s" for frame in chosen)
         # the prompt stays with perception/: the local HF vision models ask it too
         looking = prompt("vidagent.perception", "vqa_vision")
@@ -75,10 +76,3 @@ class VisionChatVQA:
         description = re.split(r"answer\s*:", text, flags=re.IGNORECASE)[0]
         description = re.sub(r"^\s*description\s*:\s*", "", description, flags=re.IGNORECASE).strip()
         return VQAResult(description=description, answer=(match.group(1) if match else text).strip())
-
-
-def _spread(items: Sequence[SampledFrame], limit: int) -> list[SampledFrame]:
-    if len(items) <= limit:
-        return list(items)
-    step = len(items) / limit
-    return [items[int(i * step)] for i in range(limit)]

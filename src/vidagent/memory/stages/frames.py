@@ -10,6 +10,7 @@ from vidagent.memory.stages.base import Rows
 from vidagent.memory.store import Library
 from vidagent.perception.base import FrameDescriber
 from vidagent.video.change import ChangeLimits
+from vidagent.video.sampling import midpoints
 from vidagent.video.video import SampledFrame, Video
 
 FRAME_MAX_SIDE = 768
@@ -41,11 +42,10 @@ class FramesStage:
         return [time_s for time_s, _ in self._planned(video)]
 
     def _planned(self, video: Video) -> list[tuple[float, int]]:
-        per = self.frames_per_segment
         return [
-            (round(s.start_s + (j + 0.5) * (s.end_s - s.start_s) / per, 3), s.segment_id)
+            (round(time_s, 3), s.segment_id)
             for s in video.segments(self.segment_seconds)
-            for j in range(per)
+            for time_s in midpoints(s.start_s, s.end_s, self.frames_per_segment)
         ]
 
     def process(self, frames: Sequence[SampledFrame]) -> list[Any]:

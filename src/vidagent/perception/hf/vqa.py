@@ -29,6 +29,7 @@ from vidagent.perception.hf.images import to_pil
 from vidagent.perception.hf.loading import LazyModel, LoadedModel, LoadOptions, load_config, load_model
 from vidagent.perception.hf.spec import format_spec
 from vidagent.prompts import prompt
+from vidagent.video.sampling import take_every
 from vidagent.video.video import SampledFrame
 
 DEFAULT_VQA = "Salesforce/blip-vqa-base"
@@ -68,7 +69,7 @@ class HFVisualQA:
         if not frames:
             raise ToolInputError("visual question answering needs at least one frame")
         loaded = self._loaded.get()
-        chosen = spread(frames, self.max_frames)
+        chosen = take_every(frames, self.max_frames)
         if has_chat_template(loaded.processor):
             return self._answer_chat(loaded, question, chosen)
         return self._answer_per_frame(loaded, question, chosen)
@@ -98,14 +99,6 @@ class HFVisualQA:
         if has_chat_template(loaded.processor):
             use_left_padding(loaded)
         return loaded
-
-
-def spread(frames: Sequence[SampledFrame], limit: int) -> list[SampledFrame]:
-    """At most ``limit`` frames evenly spread over ``frames`` (first included), in order."""
-    if len(frames) <= limit:
-        return list(frames)
-    step = len(frames) / limit
-    return [frames[int(i * step)] for i in range(limit)]
 
 
 def most_common(answers: Sequence[str]) -> str:
