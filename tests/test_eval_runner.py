@@ -21,7 +21,7 @@ from vidagent.config import Settings
 from vidagent.eval.dataset import MULTIPLE_CHOICE, OPEN_ENDED, EvalItem
 from vidagent.eval.errors import EvalError
 from vidagent.eval.judge import judge_answer
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from vidagent.agent.answer import Answer
@@ -30,7 +30,9 @@ from vidagent.agent.planner import Needs, build_planner, register_planner
 from vidagent.agent.task import Task
 from vidagent.errors import PlannerError
 from vidagent.eval.report import write_comparison
-from vidagent.eval.runner import RunConfig, run_eval
+from vidagent.eval.loaders import load_dataset
+from vidagent.eval.runner import RunConfig, _check_folder, _identity, run_eval, settings_digest
+from vidagent.prompts import prompts_digest
 from vidagent.session import Session
 
 from conftest import video_path
@@ -95,6 +97,29 @@ def comparable(rows: list[dict]) -> dict[str, dict]:
                 step["text"] = re.sub(r"#\d+", "#", step["text"])
         out[row["id"]] = row
     return out
+
+
+def test_prompts_and_answer_settings_are_part_of_a_runs_identity(tmp_path, settings):
+    qa = write_questions(tmp_path / "qa.jsonl")
+    first = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False), settings)
+    meta = json.loads((first.out / "run.json").read_text())
+    assert meta["prompts"] is None  # a model-free planner sends no prompt
+    assert meta["settings"] == settings_digest(settings) and meta["answer_settings"]["segment_seconds"] == 2.0
+    assert settings_digest(settings) == settings_digest(replace(settings, home=tmp_path / "elsewhere"))
+    with pytest.raises(EvalError, match="other settings that change answers"):
+        run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False),
+                 settings.with_llm(temperature=0.7))
+    meta["settings"] = None  # as a folder written before settings were recorded
+    (first.out / "run.json").write_text(json.dumps(meta))
+    with pytest.raises(EvalError, match="other settings that change answers"):
+        run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False), settings)
+    dataset = load_dataset(qa)
+    identity = _identity(dataset, RunConfig(dataset=qa, planner="caption_only"), settings)
+    assert identity["prompts"] == prompts_digest()
+    (tmp_path / "older").mkdir()
+    (tmp_path / "older" / "run.json").write_text(json.dumps({**identity, "prompts": "0" * 64}))
+    with pytest.raises(EvalError, match="other prompts"):  # made with other templates, budgets or stop strings
+        _check_folder(tmp_path / "older", identity)
 
 
 def kill_after_rows(args: list[str], env: dict[str, str], results: Path, rows: int) -> None:

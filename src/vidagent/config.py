@@ -121,6 +121,20 @@ class Settings:
     def llm_cache_path(self) -> Path:
         return self.home / "llm-cache.sqlite"
 
+    def answer_settings(self) -> dict[str, object]:
+        """The settings that can change an answer, as plain JSON values (an evaluation run's identity):
+        the chat model and its sampling and context, how the memory is cut and perceived, and which
+        backends perceive it. Not where files live, timeouts, threads, workers or caching, which change
+        only speed. A new setting that changes answers belongs here."""
+        return {
+            "llm": {"backend": self.llm.backend, "model": self.llm.model, "temperature": self.llm.temperature,
+                    "context_tokens": self.llm.context_tokens},
+            "backends": {key: value for key, value in sorted(vars(self.backends).items())},
+            "segment_seconds": self.segment_seconds, "frames_per_segment": self.frames_per_segment,
+            "object_fps": self.object_fps, "reuse_near_duplicates": self.reuse_near_duplicates,
+            "perception": sorted(self.perception), "memory_selection": self.memory_selection,
+        }
+
     def with_llm(self, **changes: object) -> "Settings":
         return replace(self, llm=replace(self.llm, **changes))
 

@@ -8,6 +8,7 @@ video, so each video is indexed once (by one worker) and its memory reused for i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -30,9 +31,15 @@ from vidagent.eval.report import RESULTS, RUN_FILE, write_run_report
 from vidagent.eval.results import ResultsFile
 from vidagent.eval.worker import WorkerConfig
 from vidagent.memory.store import Library
+from vidagent.prompts import prompts_digest
 
-# What must match for a folder's rows to be reused by a rerun.
-IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm", "teach", "experience", "memories")
+# What must match for a folder's rows to be reused by a rerun. ``prompts`` and ``settings`` are digests of
+# every shipped prompt file (templates, budgets, stop strings) and of the settings that change answers; a
+# folder written before they existed is refused, since its rows may have been made with other ones.
+IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm", "teach", "experience", "memories",
+                 "prompts", "settings")
+DIGEST_MEANINGS = {"prompts": "other prompts (templates, token budgets or stop strings) or none recorded",
+                   "settings": "other settings that change answers (see answer_settings in its run.json) or none recorded"}
 OPTIONAL_IDENTITY = {"planner_options": {}, "teach": False, "experience": "none", "memories": None}  # what a run folder written before a key existed means by it
 
 
@@ -151,7 +158,15 @@ def _identity(dataset: Dataset, config: RunConfig, settings: Settings) -> dict[s
         "planner_options": dict(config.planner_options), "judge": config.judge, "teach": config.teach,
         "llm": None if model_free and not config.judge else f"{settings.llm.backend}:{settings.llm.model}",
         "experience": "none" if model_free else settings.experience, "memories": config.memories,
+        "prompts": None if model_free and not config.judge else prompts_digest(),
+        "settings": settings_digest(settings),
     }
+
+
+def settings_digest(settings: Settings) -> str:
+    """sha256 of the settings that change answers (``Settings.answer_settings``), keys sorted."""
+    canonical = json.dumps(settings.answer_settings(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def _experience_settings(config: RunConfig, settings: Settings, out: Path) -> Settings:
@@ -175,8 +190,8 @@ def _check_folder(out: Path, identity: dict[str, Any]) -> None:
         raise EvalError(f"{meta_file} is not valid JSON; use another --out") from None
     for key in IDENTITY_KEYS:
         if meta.get(key, OPTIONAL_IDENTITY.get(key)) != identity[key]:
-            raise EvalError(f"{out} holds a run with {key} {meta.get(key)!r}, not {identity[key]!r}: "
-                            "use another --out to start a new run")
+            what = DIGEST_MEANINGS.get(key, f"{key} {meta.get(key)!r}, not {identity[key]!r}")
+            raise EvalError(f"{out} holds a run with {what}: use another --out to start a new run")
 
 
 def _reset_experience(settings: Settings, finished: set[str]) -> None:
@@ -234,7 +249,8 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
     identity = _identity(dataset, config, settings)
     out.mkdir(parents=True, exist_ok=True)
     _check_folder(out, identity)
-    meta = {**identity, "dataset_name": dataset.name, "limit": config.limit, "missing": len(missing),
+    meta = {**identity, "answer_settings": settings.answer_settings(),  # what the settings digest is of, to read
+            "dataset_name": dataset.name, "limit": config.limit, "missing": len(missing),
             "question_ids": [item.id for item in runnable], "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
     (out / RUN_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
     (out / "missing.txt").write_text("".join(f"{qid}\t{video}\n" for qid, video in missing), encoding="utf-8")
