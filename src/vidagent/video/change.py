@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from vidagent.video.pixels import fit_side
+
 THUMBNAIL_SIDE = 64  # pixels on the longer side
 GRID = 8  # cells per side of the grid whose every cell must stay alike
 
@@ -36,8 +38,7 @@ class ChangeLimits:
 def thumbnail(image: np.ndarray) -> np.ndarray:
     """A small float32 greyscale copy of an RGB ``uint8`` frame (longer side ``THUMBNAIL_SIDE``)."""
     height, width = image.shape[:2]
-    scale = THUMBNAIL_SIDE / max(height, width)
-    size = (max(GRID, round(width * scale)), max(GRID, round(height * scale)))
+    size = fit_side(width, height, THUMBNAIL_SIDE, minimum=GRID)
     grey = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2GRAY)
     return cv2.resize(grey, size, interpolation=cv2.INTER_AREA).astype(np.float32)
 

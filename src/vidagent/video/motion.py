@@ -31,6 +31,8 @@ from typing import Sequence
 import cv2
 import numpy as np
 
+from vidagent.video.pixels import fit_side
+
 log = logging.getLogger(__name__)
 
 THUMBNAIL_SIDE = 128  # pixels on the longer side of the thumbnails compared
@@ -80,8 +82,7 @@ _SPREAD = 1.5  # the busiest grid cell must hold this many times the mean to be 
 def motion_thumbnail(image: np.ndarray) -> np.ndarray:
     """A greyscale ``uint8`` copy of an RGB ``uint8`` frame, longer side ``THUMBNAIL_SIDE``."""
     height, width = image.shape[:2]
-    scale = min(1.0, THUMBNAIL_SIDE / max(height, width))
-    size = (max(8, round(width * scale)), max(8, round(height * scale)))
+    size = fit_side(width, height, min(THUMBNAIL_SIDE, max(height, width)), minimum=8)  # never enlarged
     grey = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2GRAY)
     return cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
 

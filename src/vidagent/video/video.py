@@ -19,6 +19,7 @@ import av
 import numpy as np
 
 from vidagent.errors import VideoError
+from vidagent.video.pixels import fit_side
 
 AUDIO_SAMPLE_RATE = 16000
 TRUNCATION_SLACK_S = 0.5  # video data may end this much (or 2 % of the duration) before the header's duration
@@ -201,8 +202,7 @@ class Video:
     def _convert(self, frame: av.VideoFrame, time_s: float, max_side: int | None) -> SampledFrame:
         width, height = frame.width, frame.height
         if max_side and max(width, height) > max_side:
-            scale = max_side / max(width, height)
-            width, height = max(2, round(width * scale)), max(2, round(height * scale))
+            width, height = fit_side(width, height, max_side, minimum=2)
         image = frame.to_ndarray(format="rgb24", width=width, height=height)
         rotation = self.info.rotation
         if rotation:

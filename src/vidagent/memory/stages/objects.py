@@ -30,6 +30,7 @@ from vidagent.perception.colour import central_region, colour_name
 from vidagent.perception.describer import kind_note, square_crop
 from vidagent.perception.suite import Perception
 from vidagent.video.change import ChangeLimits
+from vidagent.video.pixels import crop_box
 from vidagent.video.video import SampledFrame, Video
 
 MAX_OBJECT_FRAMES = 1800  # longer videos are sampled more sparsely (an hour: one frame per 2 s)
@@ -97,7 +98,7 @@ class ObjectsStage:
         out = []
         for frame, detections in zip(frames, all_detections):
             image = frame.image
-            crops = [_crop(image, box) for box in detections.boxes]
+            crops = [crop_box(image, box) for box in detections.boxes]
             usable = [i for i, crop in enumerate(crops) if min(crop.shape[:2]) >= MIN_CROP_PIXELS]
             features = np.zeros((len(crops), self.perception.appearance.dim), np.float32)
             if usable:
@@ -243,14 +244,6 @@ def _kind_of(kinds: Iterable[str]) -> str:
     count = named.count(best)
     sure = count >= 2 and count >= MIN_KIND_SHARE * len(kinds) and count >= MIN_KIND_AGREEMENT * len(named)
     return best if sure else ""
-
-
-def _crop(image: np.ndarray, box: Sequence[float]) -> np.ndarray:
-    h, w = image.shape[:2]
-    x1, y1, x2, y2 = (float(v) for v in box[:4])
-    left, top = int(np.clip(math.floor(x1), 0, w - 1)), int(np.clip(math.floor(y1), 0, h - 1))
-    right, bottom = int(np.clip(math.ceil(x2), left + 1, w)), int(np.clip(math.ceil(y2), top + 1, h))
-    return image[top:bottom, left:right]
 
 
 def _segment_at(segment_ends: Sequence[float], time_s: float) -> int:
