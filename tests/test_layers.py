@@ -2,10 +2,10 @@
 
 video < perception < memory < tools < agent < eval / cli / server; llm beside perception, below tools;
 experience (what is learnt across questions, model-free) above tools and below agent. config, errors,
-prompts and parallel are ground every layer may stand on, and stand on nothing but ground; models/ (the
-installer) is stood on like ground but reaches into perception for assets, so it is not checked.
-Every top-level module is named in ``TOP_LEVEL_MODULES``. Imports inside functions count too: a lazy
-import still ties the layers together.
+prompts, parallel, sqlite and text are ground every layer may stand on, and stand on nothing but
+ground; models/ (the installer) is stood on like ground but reaches into perception for assets, so it
+is not checked. Every top-level module is named in ``TOP_LEVEL_MODULES``. Imports inside functions
+count too: a lazy import still ties the layers together.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ ABOVE = {  # layer -> the layers it must not import
 }
 FACES = {"server", "cli"}  # the top: they may import every layer
 TOP_LEVEL_MODULES = {"config": "ground", "errors": "ground", "prompts": "ground", "parallel": "ground",
+                     "sqlite": "ground", "text": "ground",
                      "models": "installer", "__init__": "agent", "session": "agent", "api": "agent", "cli": "cli",
                      "index_cli": "cli", "import_cli": "cli", "pack_cli": "cli", "experience_cli": "cli"}
 

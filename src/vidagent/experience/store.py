@@ -27,6 +27,7 @@ import numpy as np
 
 from vidagent.errors import MemoryStoreError
 from vidagent.perception.base import TextEmbedder
+from vidagent.sqlite import open_sqlite
 
 DEFAULT_MIN_SIMILARITY = 0.8
 VALID = "valid"
@@ -76,9 +77,7 @@ class ExperienceStore:
         self.embedder = embedder
         self._lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA busy_timeout=30000")
+            self._conn = open_sqlite(self.path, any_thread=True, autocommit=True)
             self._conn.executescript(resources.files("vidagent.experience").joinpath("schema.sql").read_text())
             self._adopt_example_bank()
         except sqlite3.DatabaseError as error:

@@ -19,6 +19,7 @@ import numpy as np
 
 from vidagent.errors import LLMError
 from vidagent.llm.base import Completion, Message, Sampling
+from vidagent.sqlite import add_missing_columns, open_sqlite
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -79,17 +80,12 @@ class ResponseCache:
         self.path = Path(path)
         self._lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
-                                       check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db = open_sqlite(self.path, wal=True, synchronous="NORMAL", any_thread=True, autocommit=True)
             self._db.execute(_SCHEMA)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
-            if "others" not in columns:  # a cache written before completions could hold several texts
-                self._db.execute("ALTER TABLE responses ADD COLUMN others TEXT NOT NULL DEFAULT '[]'")
-            if "logprobs" not in columns:  # ... or before they could hold first-token log-probabilities
-                self._db.execute("ALTER TABLE responses ADD COLUMN logprobs TEXT NOT NULL DEFAULT '[]'")
+            add_missing_columns(self._db, "responses", {
+                "others": "TEXT NOT NULL DEFAULT '[]'",  # a cache written before completions could hold several texts
+                "logprobs": "TEXT NOT NULL DEFAULT '[]'",  # ... or before they could hold first-token log-probabilities
+            })
         except (OSError, sqlite3.Error) as exc:
             raise LLMError(f"cannot open the LLM response cache at {self.path}: {exc}") from exc
 

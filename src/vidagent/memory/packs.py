@@ -54,6 +54,7 @@ from typing import Any, BinaryIO, Iterator, Mapping, Sequence
 
 from vidagent.errors import MemoryStoreError, VidagentError
 from vidagent.memory.store import SCHEMA_VERSION, STAGE_TABLES, Library, config_key
+from vidagent.sqlite import open_sqlite, table_columns
 
 log = logging.getLogger(__name__)
 
@@ -109,15 +110,11 @@ def packed_tables() -> tuple[str, ...]:
         conn.executescript(schema)
         names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY rowid")]
         per_video = [name for name in names
-                     if "video_id" in _columns_of(conn, name) and name not in NOT_PACKED]
+                     if "video_id" in table_columns(conn, name) and name not in NOT_PACKED]
     finally:
         conn.close()
     first = [name for name in ("videos", "stages") if name in per_video]
     return (*first, *[name for name in per_video if name not in first])
-
-
-def _columns_of(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
 
 
 def _stage_of_table() -> dict[str, str]:
@@ -129,12 +126,10 @@ def _connection(library: Library) -> Iterator[sqlite3.Connection]:
     """A connection of our own to the library's file: a pack is read in one read transaction and
     imported in one write transaction, across tables the ``Library`` methods write one by one."""
     try:
-        conn = sqlite3.connect(library.path, timeout=30, isolation_level=None)
+        conn = open_sqlite(library.path, foreign_keys=True, autocommit=True)
     except sqlite3.DatabaseError as error:
         raise MemoryStoreError(f"cannot open the library database {library.path}: {error}") from error
     try:
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA busy_timeout=30000")
         yield conn
     finally:
         conn.close()
@@ -160,7 +155,7 @@ def _serialise(rows: Sequence[Sequence[Any]]) -> bytes:
 
 
 def _read_table(conn: sqlite3.Connection, table: str, video_id: str) -> _Table:
-    columns = tuple(c for c in _columns_of(conn, table) if c != "video_id")
+    columns = tuple(c for c in table_columns(conn, table) if c != "video_id")
     if not columns:
         raise MemoryStoreError(f"the library has no table {table!r}")
     order = ", ".join(str(i + 1) for i in range(len(columns)))
@@ -459,7 +454,7 @@ def _check_columns(library: Library, pack: _Pack, name: str) -> None:
     known = set(packed_tables())
     with _connection(library) as conn:
         for table, entry in pack.tables.items():
-            here = tuple(c for c in _columns_of(conn, table) if c != "video_id") if table in known else ()
+            here = tuple(c for c in table_columns(conn, table) if c != "video_id") if table in known else ()
             if here != entry.columns:
                 schema = pack.manifest["schema_version"]
                 what = "has no table" if not here else "has other columns in table"

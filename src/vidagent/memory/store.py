@@ -21,6 +21,7 @@ import numpy as np
 
 from vidagent.errors import MemoryStoreError
 from vidagent.memory.stored_video import CaptionProvenance, StoredVideo
+from vidagent.sqlite import open_sqlite
 from vidagent.video.video import VideoInfo
 
 SCHEMA_VERSION = 3
@@ -93,11 +94,7 @@ class Library:
         self.path = Path(path)
         self._lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-            self._conn.execute("PRAGMA busy_timeout=30000")
+            self._conn = open_sqlite(self.path, wal=True, foreign_keys=True, any_thread=True, autocommit=True)
             self._migrate()
         except sqlite3.DatabaseError as error:
             raise MemoryStoreError(f"cannot open the library database {self.path}: {error}") from error

@@ -9,7 +9,6 @@ caption file lies in those folders, and is listed with where its captions came f
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Callable
 from vidagent.memory.store import Library
 from vidagent.memory.stored_video import is_memory_id
 from vidagent.server.errors import NotFoundError
+from vidagent.sqlite import open_sqlite
 
 _LIST_SQL = """
 SELECT v.video_id, v.path, v.duration_s, v.fps, v.width, v.height, v.has_audio, v.added_at,
@@ -125,8 +125,7 @@ class Catalog:
         """Delete the video and everything kept about it: its memory (every table's rows go with the video's
         row, by the schema's ``ON DELETE CASCADE``) and the experience learned about it. Its own connection
         (the library's is for reading here); SQLite's WAL lets it write beside a build of another video."""
-        with contextlib.closing(sqlite3.connect(self.library.path, timeout=30)) as conn, conn:
-            conn.execute("PRAGMA foreign_keys=ON")
+        with contextlib.closing(open_sqlite(self.library.path, foreign_keys=True)) as conn, conn:
             tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if "experience" in tables:
                 conn.execute("DELETE FROM experience WHERE video_id=?", (video_id,))
