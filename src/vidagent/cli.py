@@ -35,8 +35,9 @@ from vidagent.import_cli import add_import_parser
 from vidagent.index_cli import add_index_parser
 from vidagent.experience_cli import add_experience_parser
 from vidagent.video.image import IMAGE_SUFFIXES
+from vidagent.video.video import VIDEO_SUFFIXES
 
-MEDIA_SUFFIXES = IMAGE_SUFFIXES + (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".gif")
+MEDIA_SUFFIXES = IMAGE_SUFFIXES + VIDEO_SUFFIXES + (".gif",)
 
 
 class UsageError(VidagentError):

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from vidagent.eval.errors import DatasetError
+from vidagent.video.video import VIDEO_SUFFIXES
 
 MULTIPLE_CHOICE = "multiple_choice"
 OPEN_ENDED = "open_ended"
 LOCALIZATION = "localization"
 TASKS = (MULTIPLE_CHOICE, OPEN_ENDED, LOCALIZATION)
 
-VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v", ".mpg", ".mpeg", ".flv", ".wmv", ".3gp", ".ts")
+VIDEO_EXTENSIONS = VIDEO_SUFFIXES + (".flv", ".wmv", ".3gp", ".ts")  # tried in this order
 
 
 @dataclass(frozen=True)

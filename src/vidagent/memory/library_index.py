@@ -34,11 +34,10 @@ from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.packs import export_pack_bytes, import_pack_bytes
 from vidagent.memory.store import Library
 from vidagent.perception.suite import Perception
-from vidagent.video.video import Video
+from vidagent.video.video import VIDEO_SUFFIXES, Video
 
 log = logging.getLogger(__name__)
 
-VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
 
 
 @dataclass(frozen=True)

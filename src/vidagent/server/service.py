@@ -29,7 +29,7 @@ from vidagent.server.jobs import IndexJob, IndexJobs
 from vidagent.server.lane import ModelLane
 from vidagent.server.media import MediaCutter
 from vidagent.server.paths import AllowedFolders
-from vidagent.server.uploads import VIDEO_SUFFIXES, UploadFolder
+from vidagent.server.uploads import UPLOAD_SUFFIXES, UploadFolder
 from vidagent.session import Session
 from vidagent.video.video import Video
 
@@ -67,7 +67,7 @@ class VideoService:
         registered = {entry.path for entry in self.catalog.videos()}
         return [{"path": str(path), "name": path.name, "folder": str(path.parent),
                  "bytes": path.stat().st_size, "registered": str(path) in registered}
-                for path in self.folders.files(VIDEO_SUFFIXES)]
+                for path in self.folders.files(UPLOAD_SUFFIXES)]
 
     def register_path(self, given: str) -> VideoEntry:
         """Register the video at ``given`` (inside the allowed folders): probed, hashed, added to the library."""

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import AsyncIterator
 
 from vidagent.server.errors import UploadError
+from vidagent.video.video import VIDEO_SUFFIXES
 
-VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ogv", ".gif")
+UPLOAD_SUFFIXES = VIDEO_SUFFIXES + (".ogv", ".gif")
 
 
 MAX_NAME_CHARS = 120
@@ -28,8 +29,8 @@ def upload_name(filename: str | None) -> str:
     shell may trip on replaced), its suffix a video's; a name that is no video's is refused (415)."""
     name = Path((filename or "upload.mp4").replace("\\", "/")).name
     suffix = Path(name).suffix.lower()
-    if suffix not in VIDEO_SUFFIXES:
-        raise UploadError(f"{filename}: not a video file name (use one of {', '.join(VIDEO_SUFFIXES)})", status=415)
+    if suffix not in UPLOAD_SUFFIXES:
+        raise UploadError(f"{filename}: not a video file name (use one of {', '.join(UPLOAD_SUFFIXES)})", status=415)
     stem = re.sub(r"[^\w.\- ()+,]", "_", Path(name).stem).strip(" .") or "upload"
     return stem[: MAX_NAME_CHARS - len(suffix)] + suffix
 

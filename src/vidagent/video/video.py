@@ -26,6 +26,10 @@ TRUNCATION_SLACK_S = 0.5  # video data may end this much (or 2 % of the duration
 # Demuxers that happily "decode" things that are not videos (text files, still images).
 _NOT_VIDEO_FORMATS = ("tty", "image2", "ansi", "bin", "xbin", "idf", "adf")
 
+# The file endings taken for a video wherever a folder is searched or a name checked; the eval's dataset
+# finder and the server's uploads accept a few more (eval/dataset.py, server/uploads.py).
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v", ".mpg", ".mpeg")
+
 
 @dataclass(frozen=True)
 class VideoInfo:
