@@ -41,6 +41,7 @@ from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import prompt
+from vidagent.text import fold
 from vidagent.tools.sql_agent import SUBTASK_KINDS
 
 PROMPTS = "vidagent.agent"
@@ -395,4 +396,5 @@ def _same_action(outcome: StepOutcome, other: StepOutcome | None) -> bool:
 
 
 def _normalise(text: str) -> str:
-    return " ".join(text.lower().strip(" .").split())
+    """Folded, with any spaces and full stops at the ends gone."""
+    return fold(text.strip(" ."))

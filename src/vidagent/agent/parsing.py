@@ -12,6 +12,8 @@ import string
 from dataclasses import dataclass
 from typing import Sequence
 
+from vidagent.text import normalise_answer
+
 _LABEL = r"[\*_#\s]*{name}[\*_\s]*:[\*_]*"
 _THOUGHT = re.compile(_LABEL.format(name="thought"), re.IGNORECASE)
 _ACTION = re.compile(_LABEL.format(name="action"), re.IGNORECASE)
@@ -137,10 +139,10 @@ def extract_choice(answer: str, choices: Sequence[str], *, bare_numbers: bool = 
     if not text:
         return None
     if not bare_numbers and re.fullmatch(r"[\s\d.,:;\-–—~()\[\]]*(?:s|sec|secs|seconds?)?[\s.]*", text, re.IGNORECASE) \
-            and not any(_normalise(text) == _normalise(c) for c in choices):
+            and not any(normalise_answer(text) == normalise_answer(c) for c in choices):
         return None
-    normalised = [_normalise(c) for c in choices]
-    plain = _normalise(text)
+    normalised = [normalise_answer(c) for c in choices]
+    plain = normalise_answer(text)
     # 1. Exactly an option's text (or the text after a label like "2. ...").
     for index, option in enumerate(normalised):
         if option and plain == option:
@@ -192,10 +194,3 @@ def _label_index(token: str, count: int) -> int | None:
     if len(token) == 1 and token.upper() in _LETTERS[:count]:
         return _LETTERS.index(token.upper())
     return None
-
-
-def _normalise(text: str) -> str:
-    text = text.lower()
-    text = re.sub(r"[^\w\s]", " ", text)
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())

@@ -34,6 +34,7 @@ from vidagent.experience.store import Entry
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import prompt
+from vidagent.text import fold
 from vidagent.tools.assist import VisualTool
 from vidagent.tools.base import Evidence
 
@@ -232,4 +233,4 @@ class PEILPlanner:
 
 
 def _answer_key(attempt: Attempt) -> object:
-    return attempt.choice_index if attempt.choice_index is not None else " ".join(attempt.text.lower().split())
+    return attempt.choice_index if attempt.choice_index is not None else fold(attempt.text)

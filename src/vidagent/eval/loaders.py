@@ -27,6 +27,7 @@ from vidagent.eval.dataset import (
 )
 from vidagent.eval.errors import DatasetError
 from vidagent.prompts import prompt
+from vidagent.text import fold
 
 # NExT-QA question types and the groups its tables report (Acc_C, Acc_T, Acc_D).
 NEXTQA_GROUPS = {
@@ -114,9 +115,9 @@ def _answer_index(value: str, choices: Sequence[str], where: str) -> int:
         if not 0 <= index < len(choices):
             raise DatasetError(f"{where}: answer {index} is not an option index (0..{len(choices) - 1})")
         return index
-    wanted = " ".join(value.lower().split())
+    wanted = fold(value)
     for index, choice in enumerate(choices):
-        if " ".join(choice.lower().split()) == wanted:
+        if fold(choice) == wanted:
             return index
     raise DatasetError(f"{where}: answer {value!r} is neither an option index nor one of the options")
 

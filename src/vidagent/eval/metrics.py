@@ -7,21 +7,16 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
+from vidagent.text import normalise_answer
+
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def normalise_text(text: str) -> str:
-    """Lower case, no punctuation or articles, single spaces."""
-    text = re.sub(r"[^\w\s]", " ", text.lower())
-    return " ".join(_ARTICLES.sub(" ", text).split())
 
 
 def open_ended_correct(prediction: str, answer: str, accept: Sequence[str] = ()) -> bool:
     """True when an accepted answer appears, as whole words, in the normalised prediction."""
-    predicted = f" {normalise_text(prediction)} "
+    predicted = f" {normalise_answer(prediction)} "
     for candidate in (answer, *accept):
-        target = normalise_text(candidate)
+        target = normalise_answer(candidate)
         if target and f" {target} " in predicted:
             return True
     return False

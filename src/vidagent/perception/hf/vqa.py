@@ -29,6 +29,7 @@ from vidagent.perception.hf.images import to_pil
 from vidagent.perception.hf.loading import LazyModel, LoadedModel, LoadOptions, load_config, load_model
 from vidagent.perception.hf.spec import format_spec
 from vidagent.prompts import prompt
+from vidagent.text import fold
 from vidagent.video.sampling import take_every
 from vidagent.video.video import SampledFrame
 
@@ -103,7 +104,7 @@ class HFVisualQA:
 
 def most_common(answers: Sequence[str]) -> str:
     """The answer given most often (compared case- and space-insensitively); the earliest among ties."""
-    keys = [" ".join(answer.lower().split()) for answer in answers]
+    keys = [fold(answer) for answer in answers]
     counts = Counter(keys)
     best = max(counts.values(), default=0)
     for key, answer in zip(keys, answers):
