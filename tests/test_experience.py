@@ -261,7 +261,7 @@ def test_patterns_are_abstracted_after_the_sixth_episode_of_a_type(settings):
 
 
 @pytest.mark.parametrize("mode, kept", [("none", set()), ("semantic", {"semantic"}), ("procedural", {"workflow"})])
-def test_each_ablation_keeps_and_replays_only_its_memory(settings, mode, kept):
+def test_each_ablation_keeps_and_replays_only_its_experience(settings, mode, kept):
     _ask(replace(settings, experience="all"), Agent(), "What is being drawn on the tablet?")
     store = ExperienceStore(settings.library_path)
     before = {e.entry_id for e in store.entries()}
@@ -276,7 +276,7 @@ def test_each_ablation_keeps_and_replays_only_its_memory(settings, mode, kept):
     assert (answer.usage.llm_calls, mode) == ({"none": 3, "semantic": 5, "procedural": 4}[mode], mode)
 
 
-def test_a_model_that_fails_while_learning_costs_the_memory_not_the_answer(settings):
+def test_a_model_that_fails_while_learning_costs_the_experience_not_the_answer(settings):
     agent = Agent()
 
     def down(messages):
@@ -307,15 +307,15 @@ def test_the_experience_command_lists_shows_and_clears(settings, capsys, monkeyp
     shown = capsys.readouterr().out
     assert "validation: passed (self_check)" in shown and "Final Answer: a guitar" in shown
     assert cli_main(["experience", "clear", str(video_path(TEMPORAL_TOY)), "--kind", "semantic"]) == 0
-    assert "cleared 1 memory (semantic about" in capsys.readouterr().out
+    assert "cleared 1 entry (semantic about" in capsys.readouterr().out
     assert cli_main(["experience", "list", "--kind", "semantic"]) == 0
-    assert capsys.readouterr().out.strip() == "no memories kept"
+    assert capsys.readouterr().out.strip() == "no entries kept"
     assert cli_main(["experience", "show", "999"]) == 2
-    assert "no memory #999" in capsys.readouterr().err
+    assert "no entry #999" in capsys.readouterr().err
     # the old name works one more release, with a deprecation line on stderr
     assert cli_main(["memory", "list"]) == 0
     captured = capsys.readouterr()
-    assert captured.out.strip() != "no memories kept"  # the workflow is still kept
+    assert captured.out.strip() != "no entries kept"  # the workflow is still kept
     assert captured.err.strip() == ("vidagent: `vidagent memory` is deprecated and goes in the next release; "
                                     "use `vidagent experience list`")
 

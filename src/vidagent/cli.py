@@ -28,7 +28,7 @@ from typing import Sequence
 
 from vidagent.agent.answer import Answer
 from vidagent.agent.task import option_label
-from vidagent.agent.experience import MODES as EXPERIENCE_MODES
+from vidagent.agent.learning.keeper import MODES as EXPERIENCE_MODES
 from vidagent.config import MEMORY_SELECTIONS, Settings
 from vidagent.errors import MemoryStoreError, VidagentError
 from vidagent.import_cli import add_import_parser

@@ -48,18 +48,18 @@ def _add_parser(subparsers: Any, name: str, settings_of: Callable[[argparse.Name
 
     def filters(p: argparse.ArgumentParser) -> None:
         p.add_argument("video", nargs="?", help="a video file, or the start of a video id (default: every video)")
-        p.add_argument("--kind", choices=KINDS, help="only this kind of memory")
+        p.add_argument("--kind", choices=KINDS, help="only this kind of entry")
         scope = p.add_mutually_exclusive_group()
         scope.add_argument("--scope", default="", help="whose experience: '' the user's (default), eval:<run> a run's")
         scope.add_argument("--all-scopes", action="store_true", help="the user's and every evaluation run's")
 
-    listing = commands.add_parser("list", help="list kept memories, oldest first")
+    listing = commands.add_parser("list", help="list kept entries, oldest first")
     filters(listing)
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    show = commands.add_parser("show", help="show one memory with its provenance (question, answer, model, trace)")
+    show = commands.add_parser("show", help="show one entry with its provenance (question, answer, model, trace)")
     show.add_argument("id", type=int)
     show.add_argument("--json", action="store_true")
-    clear = commands.add_parser("clear", help="delete the memories named (all of the user's when nothing is named)")
+    clear = commands.add_parser("clear", help="delete the entries named (all of the user's when nothing is named)")
     filters(clear)
     parser.set_defaults(run=lambda args: _run(args, settings_of(args), deprecated=deprecated))
 
@@ -81,7 +81,7 @@ def _run(args: argparse.Namespace, settings: Settings, *, deprecated: bool = Fal
         removed = store.clear(scope=scope, kind=args.kind, video_id=video_id)
         named = " ".join(part for part in (args.kind or "", f"about {video_id[:SHORT_ID]}" if video_id else "",
                                             "in every scope" if scope is None else f"in scope {scope!r}") if part)
-        print(f"cleared {removed} memor{'y' if removed == 1 else 'ies'} ({named})")
+        print(f"cleared {removed} entr{'y' if removed == 1 else 'ies'} ({named})")
         return 0
     finally:
         store.close()
@@ -95,7 +95,7 @@ def _video_id(store: ExperienceStore, given: str) -> str:
         return open_media(given).content_hash
     matches = [video_id for video_id in store.video_ids() if video_id.startswith(given)]
     if len(matches) != 1:
-        found = "no kept memory is about" if not matches else f"{len(matches)} videos match"
+        found = "no kept entry is about" if not matches else f"{len(matches)} videos match"
         raise ExperienceCommandError(f"{given!r}: {found} such a video (give a video file or a longer id)")
     return matches[0]
 
@@ -106,7 +106,7 @@ def _list(entries: list[Entry], *, as_json: bool) -> int:
             print(json.dumps(entry.to_dict(with_provenance=False), ensure_ascii=False))
         return 0
     if not entries:
-        print("no memories kept")
+        print("no entries kept")
         return 0
     for entry in entries:
         about = entry.video_id[:SHORT_ID] if entry.video_id else "-"
@@ -120,7 +120,7 @@ def _list(entries: list[Entry], *, as_json: bool) -> int:
 def _show(store: ExperienceStore, entry_id: int, *, as_json: bool) -> int:
     entry = store.get(entry_id)
     if entry is None:
-        raise ExperienceCommandError(f"no memory #{entry_id}")
+        raise ExperienceCommandError(f"no entry #{entry_id}")
     if as_json:
         print(json.dumps(entry.to_dict(), ensure_ascii=False, indent=2))
         return 0

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, Union
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.experience import Experience, ExperienceOptions, check_mode
+from vidagent.agent.learning.keeper import Experience, ExperienceOptions, check_mode
 from vidagent.agent.planner import Planner, build_planner, default_planner
 from vidagent.agent.planning import NoChatModel
 from vidagent.agent.steps import MemoryStep, Step, Trace

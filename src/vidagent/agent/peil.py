@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
 from vidagent.agent.inspector import Executor, Inspector
-from vidagent.agent.learner import Learner, Verdict
+from vidagent.agent.learning.learner import Learner, Verdict
 from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.planning import Needs, metered, start
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format

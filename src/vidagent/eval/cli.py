@@ -29,7 +29,7 @@ def add_planner_options(parser: argparse.ArgumentParser, names: Sequence[str], d
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``eval`` command to the ``vidagent`` parser's subcommands."""
     from vidagent.eval.loaders import LOADERS
-    from vidagent.agent.experience import MODES as EXPERIENCE_MODES
+    from vidagent.agent.learning.keeper import MODES as EXPERIENCE_MODES
     from vidagent.agent.planner import planner_names
 
     parser = subparsers.add_parser(

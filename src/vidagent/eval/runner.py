@@ -24,7 +24,7 @@ from vidagent.eval.backends import Backend, ProcessBackend, SerialBackend
 from vidagent.eval.dataset import Dataset, EvalItem, VideoFinder, find_id_map, load_id_map
 from vidagent.eval.errors import EvalError
 from vidagent.eval.loaders import load_dataset
-from vidagent.agent.experience import check_mode
+from vidagent.agent.learning.keeper import check_mode
 from vidagent.agent.planner import build_planner
 from vidagent.experience.store import ExperienceStore
 from vidagent.eval.report import RESULTS, RUN_FILE, write_run_report

@@ -1,4 +1,4 @@
-"""Memory that evolves across questions (DigimonGPT), around any planner.
+"""Keeping experience (DigimonGPT's memory that evolves across questions), around any planner.
 
 Before a planner runs, ``Experience.recall`` chooses what to replay (``experience/replay.py``):
 validated answers about the same video and workflows (with decision patterns) of the same planner
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.learner import Learner, Verdict
+from vidagent.agent.learning.learner import Learner, Verdict
 from vidagent.agent.steps import EvaluationStep, MemoryStep, ObservationStep, ToolCallStep, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.errors import PlannerError
@@ -46,7 +46,7 @@ def check_mode(mode: str) -> str:
 
 @dataclass(frozen=True)
 class ExperienceOptions:
-    """``mode``: which memories are replayed and kept; ``scope``: whose they are ('' the user's);
+    """``mode``: which kinds of experience are replayed and kept; ``scope``: whose they are ('' the user's);
     ``tau``: the similarity a remembered question needs; ``sizing``: the replay sizes;
     ``pattern_every``: workflows of a type per abstraction of its decision patterns."""
 
