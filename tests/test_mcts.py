@@ -197,12 +197,13 @@ def test_rewards_after_a_run_follow_the_paper_and_a_failure_is_negative():
 
 def test_softmax_selection_draws_nodes_as_often_as_their_probability_and_is_seeded():
     from vidagent.agent.mcts import _Search
+    from vidagent.agent.planning import Run
 
     root, a, b, leaf = chain(1, 2, 3)
     leaf.answer = "x"
     root.reward, a.reward, b.reward = 0.0, 1.0, 2.0
     mcts = planner()
-    search = _Search(mcts, Task("What is attached to the dog?", CHOICES), TOOLBOX, ScriptedLLM([]), None)
+    search = _Search(mcts, Run.begin("mcts", Task("What is attached to the dog?", CHOICES), TOOLBOX, ScriptedLLM([])))
     probabilities = mcts.selection_probabilities([root, a, b, leaf], leaf)
     draws = [search._draw(probabilities)[0].step_id for _ in range(6000)]
     for node, p in probabilities:

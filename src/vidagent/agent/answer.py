@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Hashable, Sequence, TypeVar
 
 from vidagent.agent.steps import Trace
 from vidagent.agent.task import Task
 from vidagent.llm.base import Usage
+from vidagent.text import fold
 from vidagent.tools.base import Evidence
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -99,3 +102,18 @@ def dedupe_evidence(evidence: list[Evidence]) -> list[Evidence]:
     for item in evidence:
         seen.setdefault((item.source, item.start_s, item.end_s), item)
     return sorted(seen.values(), key=lambda e: (e.source, e.start_s, e.end_s))
+
+
+def answer_key(text: str, choice_index: int | None = None) -> tuple[Any, ...]:
+    """How answers are told apart when they are counted: by the option they name, else by their text
+    folded (case, spacing and a closing full stop aside); an answer naming no option never joins one
+    that does."""
+    return (choice_index,) if choice_index is not None else (None, fold(text.strip(" .")))
+
+
+def group_answers(items: Sequence[T], key: Callable[[T], Hashable]) -> list[list[T]]:
+    """``items`` grouped by ``key`` (an ``answer_key``), groups in the order their first item came."""
+    groups: dict[Hashable, list[T]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return list(groups.values())

@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar, Sequence, TypeVar
 
-from vidagent.agent.answer import Answer, Candidate
+from vidagent.agent.answer import Answer
 from vidagent.agent.option_scoring import check_choose_by, score_options
 from vidagent.agent.parsing import extract_choice
-from vidagent.agent.planning import Needs, metered, start
+from vidagent.agent.planning import Needs, Run
 from vidagent.agent.steps import FinalAnswerStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -55,8 +55,8 @@ class CaptionOnlyPlanner:
             raise PlannerError("line_seconds must be 0 (a line per segment) or more")
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
-        model = metered(llm)
-        trace, root = start(task, trace, toolbox)
+        run = Run.begin(self.name, task, toolbox, llm, trace)
+        model, trace, root = run.llm, run.trace, run.root
         started = time.perf_counter()
         groups = [group for memory in toolbox.memories.values()
                   for group in line_groups(memory.segments, self.line_seconds)]
@@ -78,11 +78,8 @@ class CaptionOnlyPlanner:
         if self.choose_by == "likelihood" and task.choices:
             scores = score_options(model, [Message("system", system), Message("user", body)], task, trace, root.id)
             if scores is not None:
-                text = task.choices[scores.index]
-                candidate = Candidate(text, scores.index, likelihood=round(scores.probabilities[scores.index], 4),
-                                      step_id=len(trace) - 1)
-                return Answer(task=task, text=text, planner=self.name, choice_index=scores.index, artifacts=read_note,
-                              candidates=[candidate], trace=trace, usage=model.usage)
+                return run.answer(task.choices[scores.index], scores.index, step_id=len(trace) - 1,
+                                  likelihood=round(scores.probabilities[scores.index], 4), artifacts=read_note)
         answer_format = prompt(PROMPTS, f"answer_format_{task.answer_type}").text.strip()
         request = body + "\n" + answer_prompt.render(answer_format=answer_format).strip()
         completion = model.chat([Message("system", system), Message("user", request)], max_tokens=answer_tokens,
@@ -93,9 +90,7 @@ class CaptionOnlyPlanner:
                                          prompt_tokens=completion.prompt_tokens,
                                          completion_tokens=completion.completion_tokens,
                                          seconds=time.perf_counter() - started))
-        text = task.answer_text(text, choice_index)
-        return Answer(task=task, text=text, planner=self.name, choice_index=choice_index, artifacts=read_note,
-                      candidates=[Candidate(text, choice_index, step_id=step.id)], trace=trace, usage=model.usage)
+        return run.answer(task.answer_text(text, choice_index), choice_index, step_id=step.id, artifacts=read_note)
 
 
 @dataclass
@@ -106,7 +101,7 @@ class RandomPlanner:
     needs: ClassVar[Needs] = Needs(memory=False, llm=False)
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
-        trace, root = start(task, trace, toolbox)
+        run = Run.begin(self.name, task, toolbox, llm, trace)
         rng = random.Random(task.seed)
         choice_index = None
         text = ""
@@ -118,9 +113,8 @@ class RandomPlanner:
             begin = rng.uniform(0.0, max(0.0, duration - 2.0))
             end = min(duration, begin + rng.uniform(1.0, max(1.0, duration / 4)))
             text = f"{begin:.1f} - {end:.1f}"
-        step = trace.add(FinalAnswerStep(parent_id=root.id, answer=text, how="random"))
-        return Answer(task=task, text=text, planner=self.name, choice_index=choice_index,
-                      candidates=[Candidate(text, choice_index, step_id=step.id)], trace=trace)
+        step = run.trace.add(FinalAnswerStep(parent_id=run.root.id, answer=text, how="random"))
+        return run.answer(text, choice_index, step_id=step.id)
 
 
 def line_groups(segments: Sequence[SegmentRecord], seconds: float) -> list[list[SegmentRecord]]:

@@ -29,9 +29,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
-from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
+from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers
 from vidagent.agent.parsing import extract_choice, parse_react
-from vidagent.agent.planning import Needs, metered, start
+from vidagent.agent.planning import Needs, Run
 from vidagent.agent.react import VIDEOAGENT_TOOLS
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace, model_cost
@@ -39,9 +39,7 @@ from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
-from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import prompt
-from vidagent.text import fold
 from vidagent.tools.sql_agent import SUBTASK_KINDS
 
 PROMPTS = "vidagent.agent"
@@ -136,7 +134,7 @@ class MCTSPlanner:
             raise PlannerError("the MCTS planner needs at least one tool")
         if not (toolbox.sees_frames or self.described_vqa) and len(toolbox.tools) > 1:
             toolbox = toolbox.select([name for name in toolbox.names if name != "visual_question_answering"])
-        return _Search(self, task, toolbox, metered(llm), trace).run()
+        return _Search(self, Run.begin(self.name, task, toolbox, llm, trace)).run()
 
     # -- the pieces a test can check on their own -------------------------------------------
     def backpropagate(self, leaf: Node) -> float:
@@ -168,27 +166,25 @@ class MCTSPlanner:
 class _Search:
     """One run of the planner over one question."""
 
-    def __init__(self, planner: MCTSPlanner, task: Task, toolbox: Toolbox, llm: MeteredChat,
-                 trace: Trace | None) -> None:
+    def __init__(self, planner: MCTSPlanner, work: Run) -> None:
         self.planner = planner
-        self.task = task
-        self.llm = llm
-        self.trace, root_step = start(task, trace, toolbox)
-        self.steps = ReActSteps(llm, toolbox, self.trace)
-        self.opening = self.steps.opening(task)
+        self.work = work  # the question's task, model, trace and the step the search starts from
+        self.task = work.task
+        self.llm = work.llm
+        self.trace, root_step = work.trace, work.root
+        self.steps = ReActSteps(work.llm, work.toolbox, work.trace)
+        self.opening = self.steps.opening(self.task)
         self.root = Node(parent=None, depth=0, step_id=root_step.id)
         self.root_step_id = root_step.id
         self.nodes = [self.root]
         self.leaves: list[Node] = []
         self.evidence: list[Any] = []
         self.iterations: list[dict[str, Any]] = []
-        self.rng = random.Random(planner.seed if planner.seed is not None else task.seed)
+        self.rng = random.Random(planner.seed if planner.seed is not None else self.task.seed)
         self.seed_base = self.rng.randrange(1 << 30)
         overview = self.steps.overview(root_step.id, planner.overview_segments)
-        self.root_messages: list[Message] = []
         self.root_calls: set[CallKey] = set()
         if overview is not None:
-            self.root_messages = overview.messages
             self.root_calls.add(overview.call)  # type: ignore[arg-type]
             self.root.step_id = overview.step_id
             self.evidence.extend(overview.evidence)
@@ -278,8 +274,7 @@ class _Search:
                 leaf.choice_index = self.steps.choose_option(self._messages(leaf.parent), leaf.answer or "",
                                                              self.task, leaf.step_id, allow_none=True)
             # Answers that name no option stay apart, by their text.
-            candidates = self._candidates(answered, key=lambda leaf: (leaf.choice_index,) if leaf.choice_index
-                                          is not None else (None, _normalise(leaf.answer or "")))
+            candidates = self._candidates(answered)
             voted = [c for c in candidates if c.choice_index is not None]
             # Most votes; a tie goes to the better-rewarded branch, then to the earlier answer (max keeps the first).
             best = max(voted, key=lambda c: (c.votes, c.reward or 0.0)) if voted else candidates[0]
@@ -293,7 +288,7 @@ class _Search:
                 parent_id=self.root_step_id, answer=text, how=how,
                 thought=f"{best.votes} of {len(answered)} answers name this"))
             return self._result(text, best.choice_index, candidates, final.id)
-        candidates = self._candidates(answered, key=lambda leaf: _normalise(leaf.answer or ""))
+        candidates = self._candidates(answered)
         if len(candidates) == 1:
             final = self.trace.add(FinalAnswerStep(parent_id=self.root_step_id, answer=candidates[0].text, how="vote",
                                                    thought=f"all {len(answered)} answers agree"))
@@ -301,14 +296,12 @@ class _Search:
         text, final_id = self._summarise(candidates)
         return self._result(text, None, candidates, final_id)
 
-    def _candidates(self, answered: list[Node], key: Any) -> list[Candidate]:
-        """One candidate per distinct answer: its votes, and the reward of its best branch (the
-        branch's first node under the root, which back-propagation credits with the whole branch)."""
-        groups: dict[Any, list[Node]] = {}
-        for leaf in answered:
-            groups.setdefault(key(leaf), []).append(leaf)
+    def _candidates(self, answered: list[Node]) -> list[Candidate]:
+        """One candidate per distinct answer (an option, or a text when it names none): its votes, and
+        the reward of its best branch (the branch's first node under the root, which back-propagation
+        credits with the whole branch)."""
         out = []
-        for leaves in groups.values():
+        for leaves in group_answers(answered, lambda leaf: answer_key(leaf.answer or "", leaf.choice_index)):
             first = leaves[0]
             reward = max(leaf.path()[1].reward for leaf in leaves)
             out.append(Candidate(self.task.answer_text(first.answer or "", first.choice_index), first.choice_index,
@@ -366,18 +359,13 @@ class _Search:
             "first_answer": None if first is None or first.answer is None else
             {"text": first.answer, "choice_index": first.choice_index},
         }
-        return Answer(task=self.task, text=text, planner=self.planner.name, choice_index=choice_index,
-                      evidence=dedupe_evidence(self.evidence), candidates=candidates, artifacts={"search": search},
-                      trace=self.trace, usage=self.llm.usage)
+        return self.work.answer(text, choice_index, candidates=candidates, evidence=self.evidence,
+                                artifacts={"search": search})
 
     # -- paths -------------------------------------------------------------------------------
     def _messages(self, node: Node | None) -> list[Message]:
         """The conversation that leads to ``node``: the opening, the overview, each step on the path."""
-        messages = list(self.opening) + list(self.root_messages)
-        for step in (node.path() if node is not None else []):
-            if step.outcome is not None:
-                messages += step.outcome.messages
-        return messages
+        return self.steps.conversation(self.opening, (node or self.root).step_id)
 
     def _calls(self, node: Node) -> set[CallKey]:
         calls = set(self.root_calls)
@@ -391,10 +379,7 @@ def _same_action(outcome: StepOutcome, other: StepOutcome | None) -> bool:
         return False
     if outcome.final_answer is not None or other.final_answer is not None:
         return outcome.final_answer is not None and other.final_answer is not None and \
-            _normalise(outcome.final_answer) == _normalise(other.final_answer)
+            answer_key(outcome.final_answer) == answer_key(other.final_answer)
     return outcome.call is not None and outcome.call == other.call
 
 
-def _normalise(text: str) -> str:
-    """Folded, with any spaces and full stops at the ends gone."""
-    return fold(text.strip(" ."))

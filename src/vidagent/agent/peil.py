@@ -16,15 +16,14 @@ verdict), and the stored example if one was kept.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
+from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers
 from vidagent.agent.inspector import Executor, Inspector
 from vidagent.agent.learning.learner import Learner, Verdict
 from vidagent.agent.option_scoring import check_choose_by
-from vidagent.agent.planning import Needs, metered, start
+from vidagent.agent.planning import Needs, Run
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
 from vidagent.agent.steps import FinalAnswerStep, InspectionStep, MemoryStep, Trace
 from vidagent.agent.task import Task
@@ -34,7 +33,6 @@ from vidagent.experience.store import Entry
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import prompt
-from vidagent.text import fold
 from vidagent.tools.assist import VisualTool
 from vidagent.tools.base import Evidence
 
@@ -91,10 +89,10 @@ class PEILPlanner:
             modules = {name: modules[name] for name in self.modules}
         if not modules:
             raise PlannerError("the PEIL planner needs at least one module")
-        model = metered(llm)
-        trace, root = start(task, trace, toolbox)
+        run = Run.begin(self.name, task, toolbox, llm, trace)
+        model, trace = run.llm, run.trace
         inspector = Inspector(toolbox.describer)
-        parent = root.id
+        parent = run.root.id
         for media in toolbox.sources:
             entry, _ = inspector.add(media, "given by the user")
             parent = trace.add(InspectionStep(parent_id=parent, label=entry.label, source=media.source.to_dict(),
@@ -115,17 +113,15 @@ class PEILPlanner:
         chosen = self._choose(attempts)
         if chosen.verdict and chosen.verdict.passed and chosen.number > 1:
             self._keep(task, toolbox, trace, chosen)
-        return Answer(task=task, text=chosen.text, planner=self.name, choice_index=chosen.choice_index,
-                      evidence=dedupe_evidence([e for a in attempts for e in a.evidence]),
-                      candidates=self._candidates(attempts),
-                      artifacts={"attempts": len(attempts),
-                                 "checks": [{"attempt": a.number, "answer": a.text,
-                                             "passed": bool(a.verdict and a.verdict.passed),
-                                             "mode": a.verdict.mode if a.verdict else None,
-                                             "reason": a.verdict.reason if a.verdict else ""} for a in attempts],
-                                 "examples_used": len(examples),
-                                 "sources": [entry.summary for entry in inspector.entries]},
-                      trace=trace, usage=model.usage)
+        return run.answer(chosen.text, chosen.choice_index, candidates=self._candidates(attempts),
+                          evidence=[e for a in attempts for e in a.evidence],
+                          artifacts={"attempts": len(attempts),
+                                     "checks": [{"attempt": a.number, "answer": a.text,
+                                                 "passed": bool(a.verdict and a.verdict.passed),
+                                                 "mode": a.verdict.mode if a.verdict else None,
+                                                 "reason": a.verdict.reason if a.verdict else ""} for a in attempts],
+                                     "examples_used": len(examples),
+                                     "sources": [entry.summary for entry in inspector.entries]})
 
     # -- one attempt -----------------------------------------------------------------------------
     def _attempt(self, task: Task, toolbox: Toolbox, modules: dict[str, VisualTool], model: MeteredChat,
@@ -134,8 +130,8 @@ class PEILPlanner:
         inspector = Inspector(given.describer, list(given.entries))
         executor = Executor(modules, inspector, task.question)
         steps = ReActSteps(model, Toolbox.of(executor.tools()), trace)
-        messages = self._opening(task, toolbox, steps, inspector, examples, previous)
-        parent, seen, opened = self._look_first(steps, inspector, messages, parent)
+        opening = self._opening(task, toolbox, steps, inspector, examples, previous)
+        parent, seen, opened = self._look_first(steps, inspector, parent)
         temperature = None if number == 1 else self.retry_temperature
         seed = None if number == 1 else task.seed % (1 << 31) + number
 
@@ -149,13 +145,13 @@ class PEILPlanner:
             executor.added.clear()
             return parent
 
-        chain = steps.chain(task, messages, parent, max_steps=self.max_steps, seen=seen, temperature=temperature,
+        chain = steps.chain(task, opening, parent, max_steps=self.max_steps, seen=seen, temperature=temperature,
                             seed=seed, after_step=inspect, errors_count=True, choose_by=self.choose_by)
         return Attempt(number, chain.final, task.answer_text(chain.final.answer, chain.choice_index),
                        chain.choice_index, trace.chain_text(chain.final.id, step_chars=STEP_CHARS),
                        chain.evidence + opened)
 
-    def _look_first(self, steps: ReActSteps, inspector: Inspector, messages: list[Message],
+    def _look_first(self, steps: ReActSteps, inspector: Inspector,
                     parent: int) -> tuple[int, set[CallKey], tuple[Evidence, ...]]:
         """Narrate each of the user's videos (and an image's caption) as the model's own first steps:
         what AssistGPT does with ASR on arrival and ReAct with its overview. It shows a small model
@@ -170,7 +166,6 @@ class PEILPlanner:
                 continue
             text = prompt(PROMPTS, "peil_opening_step").render(module=module, source=f"visual[{index}]").strip()
             outcome = steps.automatic(text, parent)
-            messages += outcome.messages
             seen.add(outcome.call)  # type: ignore[arg-type]
             evidence.extend(outcome.evidence)
             parent = outcome.step_id
@@ -218,19 +213,15 @@ class PEILPlanner:
         passed = [a for a in attempts if a.verdict and a.verdict.passed]
         if passed:
             return passed[-1]
-        counts = Counter(_answer_key(a) for a in attempts)
-        best = max(counts.values())
-        return next(a for a in attempts if counts[_answer_key(a)] == best)
+        most = max(group_answers(attempts, _answer_key), key=len)  # max keeps the first of equal groups
+        return most[0]
 
     @staticmethod
     def _candidates(attempts: list[Attempt]) -> list[Candidate]:
-        grouped: dict[object, list[Attempt]] = {}
-        for attempt in attempts:
-            grouped.setdefault(_answer_key(attempt), []).append(attempt)
         return [Candidate(group[0].text, group[0].choice_index, votes=len(group),
                           reward=sum(1.0 for a in group if a.verdict and a.verdict.passed) / len(group),
-                          step_id=group[-1].final.id) for group in grouped.values()]
+                          step_id=group[-1].final.id) for group in group_answers(attempts, _answer_key)]
 
 
-def _answer_key(attempt: Attempt) -> object:
-    return attempt.choice_index if attempt.choice_index is not None else fold(attempt.text)
+def _answer_key(attempt: Attempt) -> tuple[object, ...]:
+    return answer_key(attempt.text, attempt.choice_index)

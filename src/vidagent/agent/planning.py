@@ -10,15 +10,16 @@ built-in planners import this module, never the registry, so registering them ma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from vidagent.agent.answer import Answer
+from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
 from vidagent.agent.steps import MemoryStep, Step, TaskStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Completion, Message
 from vidagent.llm.metered import MeteredChat
+from vidagent.tools.base import Evidence
 
 SOURCE_KINDS = ("video", "image")
 
@@ -102,3 +103,35 @@ def metered(llm: ChatModel) -> MeteredChat:
     """The model with its usage counted; a caller's ``MeteredChat`` is kept as it is, so the calls
     the tools make through it count towards the same answer."""
     return llm if isinstance(llm, MeteredChat) else MeteredChat(llm)
+
+
+@dataclass
+class Run:
+    """One planner's work on one question: the task and its toolbox, the model with the question's
+    usage counted, and the trace opened with the task (``start``); the planner's own steps follow
+    ``root``. ``answer`` closes it into the ``Answer`` every planner returns."""
+
+    planner: str
+    task: Task
+    toolbox: Toolbox
+    llm: MeteredChat
+    trace: Trace
+    root: Step
+
+    @classmethod
+    def begin(cls, planner: str, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> "Run":
+        model = metered(llm)
+        opened, root = start(task, trace, toolbox)
+        return cls(planner, task, toolbox, model, opened, root)
+
+    def answer(self, text: str, choice_index: int | None = None, *, step_id: int | None = None,
+               likelihood: float | None = None, candidates: Sequence[Candidate] | None = None,
+               evidence: Iterable[Evidence] = (), artifacts: Mapping[str, Any] | None = None) -> Answer:
+        """The answer ``text`` (the option ``choice_index``), with its candidates (default: itself
+        alone, reached at step ``step_id``), the evidence of the tool calls (duplicates dropped), what
+        the planner wants to show besides, the trace and the question's model usage."""
+        chosen = list(candidates) if candidates is not None else [
+            Candidate(text, choice_index, step_id=step_id, likelihood=likelihood)]
+        return Answer(task=self.task, text=text, planner=self.planner, choice_index=choice_index,
+                      evidence=dedupe_evidence(list(evidence)), candidates=chosen, artifacts=dict(artifacts or {}),
+                      trace=self.trace, usage=self.llm.usage)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
+from vidagent.agent.answer import Answer
 from vidagent.agent.option_scoring import check_choose_by
-from vidagent.agent.planning import Needs, metered, start
+from vidagent.agent.planning import Needs, Run
 from vidagent.agent.react_steps import CallKey, ReActSteps
 from vidagent.agent.steps import Trace
 from vidagent.agent.task import Task
@@ -54,24 +54,18 @@ class ReActPlanner:
             raise PlannerError("the ReAct planner needs at least one tool")
         if not (toolbox.sees_frames or self.described_vqa) and len(toolbox.tools) > 1:
             toolbox = toolbox.select([name for name in toolbox.names if name != "visual_question_answering"])
-        model = metered(llm)
-        trace, root = start(task, trace, toolbox)
-        steps = ReActSteps(model, toolbox, trace)
-        messages = steps.opening(task)
+        run = Run.begin(self.name, task, toolbox, llm, trace)
+        steps = ReActSteps(run.llm, toolbox, run.trace)
+        opening = steps.opening(task)
         evidence: list[Evidence] = []
         seen: set[CallKey] = set()
-        parent = root.id
-        overview = steps.overview(root.id, self.overview_segments)
+        parent = run.root.id
+        overview = steps.overview(parent, self.overview_segments)
         if overview is not None:
-            messages += overview.messages
             evidence.extend(overview.evidence)
             seen.add(overview.call)  # type: ignore[arg-type]
             parent = overview.step_id
-        chain = steps.chain(task, messages, parent, max_steps=self.max_steps, seen=seen, choose_by=self.choose_by)
+        chain = steps.chain(task, opening, parent, max_steps=self.max_steps, seen=seen, choose_by=self.choose_by)
         text = task.answer_text(chain.final.answer, chain.choice_index)
-        evidence.extend(chain.evidence)
-        return Answer(task=task, text=text, planner=self.name, choice_index=chain.choice_index,
-                      evidence=dedupe_evidence(evidence),
-                      candidates=[Candidate(text, chain.choice_index, step_id=chain.final.id,
-                                            likelihood=chain.likelihood)],
-                      trace=trace, usage=model.usage)
+        return run.answer(text, chain.choice_index, step_id=chain.final.id, likelihood=chain.likelihood,
+                          evidence=[*evidence, *chain.evidence])

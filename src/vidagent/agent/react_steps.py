@@ -3,7 +3,8 @@
 One ``step`` asks the model for ``Thought / Action / Action Input`` (or ``Final Answer``),
 parses it leniently, runs the tool and records typed steps in the trace: a ``ToolCallStep`` with
 the parsed arguments and an ``ObservationStep``, a ``FinalAnswerStep``, or a ``FormatErrorStep``
-whose message goes back to the model. Conversations only grow at their end, so a local model
+whose message goes back to the model. The conversation is the planner's opening followed by the
+trace's path to the step (``Trace.conversation``); it only grows at its end, so a local model
 reuses its KV cache for everything before the newest observation.
 """
 
@@ -31,8 +32,8 @@ CallKey = tuple[str, Hashable]
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """What one step produced. ``messages`` continue the conversation; ``step_id`` is the step
-    the next one hangs from in the trace."""
+    """What one step produced; ``step_id`` is the step the next one hangs from in the trace (its
+    messages are that step's: ``Trace.conversation``)."""
 
     model_output: str
     step_id: int
@@ -43,13 +44,6 @@ class StepOutcome:
     final_answer: str | None = None
     is_error: bool = False
     evidence: tuple[Evidence, ...] = ()
-
-    @property
-    def messages(self) -> list[Message]:
-        reply = Message("assistant", self.model_output or "(empty reply)")
-        if self.final_answer is not None:
-            return [reply]
-        return [reply, Message("user", f"Observation: {self.feedback}")]
 
     def label(self) -> str:
         """The action as a line for a prompt that lists actions already taken."""
@@ -123,12 +117,12 @@ class ReActSteps:
 
     def automatic(self, text: str, parent_id: int) -> StepOutcome:
         """Carry out a step the planner writes in the model's name (``Thought: ... Action: ...``),
-        recorded as an automatic tool call; its messages continue the conversation as if the model
-        had replied so."""
+        recorded as an automatic tool call holding ``text`` as its reply, so the conversation goes on
+        as if the model had replied so."""
         parsed = parse_react(text, self.toolbox.names)
         tool = parsed.action or ""
         _, observation = self.toolbox.call_recorded(self.trace, self.llm.usage, parent_id, tool, parsed.action_input,
-                                                    thought=parsed.thought, automatic=True)
+                                                    thought=parsed.thought, model_output=text, automatic=True)
         return StepOutcome(text, observation.id, feedback=observation.text,
                            call=self.call_key(tool, parsed.action_input), tool=tool,
                            raw_arguments=parsed.action_input, is_error=observation.is_error,
@@ -164,14 +158,18 @@ class ReActSteps:
         return self._run_tool(parent_id, parsed.thought, parsed.action or "", parsed.action_input, output,
                               completion, started)
 
-    def chain(self, task: Task, messages: list[Message], parent_id: int, *, max_steps: int,
+    def conversation(self, opening: Sequence[Message], step_id: int) -> list[Message]:
+        """The messages that lead to ``step_id``: the opening, then each step on its path."""
+        return [*opening, *self.trace.conversation(step_id)]
+
+    def chain(self, task: Task, opening: Sequence[Message], parent_id: int, *, max_steps: int,
               seen: set[CallKey] | None = None, temperature: float | None = None, seed: int | None = None,
               after_step: Callable[[StepOutcome], int] | None = None, errors_count: bool = False,
               choose_by: str = "text") -> Chain:
         """Steps until a final answer, ``max_steps`` model steps, or ``MAX_FORMAT_ERRORS`` unusable
         steps in a row (``errors_count``: tool errors count too); then the answer is forced if
         needed and mapped to an option. ``after_step`` may record more steps after each one and
-        returns the id the next step hangs from. ``messages`` grows with the conversation.
+        returns the id the next step hangs from. The conversation is ``opening`` and the path to each step.
         ``choose_by="likelihood"`` picks the option by the model's probabilities after the whole
         chain (falling back to reading the answer when the backend gives none)."""
         seen = set() if seen is None else seen
@@ -179,12 +177,12 @@ class ReActSteps:
         final: FinalAnswerStep | None = None
         parent, format_errors = parent_id, 0
         for _ in range(max_steps):
-            outcome = self.step(messages, parent, seen=seen, temperature=temperature, seed=seed)
+            outcome = self.step(self.conversation(opening, parent), parent, seen=seen, temperature=temperature,
+                                seed=seed)
             parent = outcome.step_id
             if outcome.final_answer is not None:
                 final = self.trace[outcome.step_id]  # type: ignore[assignment]
                 break
-            messages += outcome.messages
             if after_step is not None:
                 parent = after_step(outcome)
             if outcome.call is not None and outcome.tool:
@@ -195,6 +193,7 @@ class ReActSteps:
                 format_errors += 1
             if format_errors >= MAX_FORMAT_ERRORS:
                 break
+        messages = self.conversation(opening, final.parent_id if final is not None else parent)  # type: ignore[arg-type]
         if final is None:
             final = self.force_final(messages, parent, task)
         if choose_by == "likelihood" and task.choices:

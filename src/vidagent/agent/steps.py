@@ -4,6 +4,10 @@ Every step has an ``id`` and the ``parent_id`` of the step it follows: ReAct's t
 (task, tool call, observation, tool call, ..., final answer), MCTS's trace is its search tree.
 A ``Trace`` numbers the steps as they are added and tells an ``on_step`` callback at once, so a
 caller (the CLI, the server) sees each step while the planner is still working.
+
+The steps are also the conversation: a step the model made renders the messages it adds (its reply,
+and the observation or correction it got back), and ``Trace.conversation(step_id)`` is the path to a
+step rendered, so a branch's conversation is its path and no planner keeps a second record of it.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Iterator, Mapping, TypeVar
 
-from vidagent.llm.base import Completion
+from vidagent.llm.base import Completion, Message
 from vidagent.tools.base import Evidence
 
 
@@ -30,6 +34,10 @@ class Step:
     def summary(self) -> str:
         """One line for a human reading the trace."""
         return self.kind
+
+    def messages(self, trace: "Trace") -> list[Message]:
+        """What this step adds to the model's conversation (most steps add nothing)."""
+        return []
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"type": self.kind}
@@ -66,7 +74,7 @@ class ToolCallStep(Step):
     tool: str
     arguments: dict[str, Any]
     raw_arguments: str
-    model_output: str = ""
+    model_output: str = ""  # the reply as the conversation holds it (an automatic step: written in the model's name)
     automatic: bool = False  # made by the planner itself (e.g. ReAct's opening overview), not chosen by the model
 
     def summary(self) -> str:
@@ -89,6 +97,13 @@ class ObservationStep(Step):
     def summary(self) -> str:
         return f"{'Error' if self.is_error else 'Observation'}: {self.text}"
 
+    def messages(self, trace: "Trace") -> list[Message]:
+        """The call's reply and what the tool returned (an observation of a call the model made)."""
+        call = trace[self.parent_id] if self.parent_id is not None else None
+        if not isinstance(call, ToolCallStep) or not call.model_output:  # a call no conversation asked for
+            return []
+        return _reply_and_observation(call.model_output, self.text)
+
 
 @dataclass(kw_only=True)
 class FormatErrorStep(Step):
@@ -100,6 +115,10 @@ class FormatErrorStep(Step):
 
     def summary(self) -> str:
         return f"Unusable reply: {self.message}"
+
+    def messages(self, trace: "Trace") -> list[Message]:
+        """The unusable reply and the correction it got."""
+        return _reply_and_observation(self.model_output, self.message)
 
 
 @dataclass(kw_only=True)
@@ -171,6 +190,14 @@ class FinalAnswerStep(Step):
         thought = f"Thought: {self.thought}\n" if self.thought else ""
         return f"{thought}{label}: {self.answer}"
 
+    def messages(self, trace: "Trace") -> list[Message]:
+        """The model's own answer, as it replied (an answer reached otherwise was never said to it)."""
+        return [Message("assistant", self.model_output or "(empty reply)")] if self.how == "model" else []
+
+
+def _reply_and_observation(reply: str, observation: str) -> list[Message]:
+    return [Message("assistant", reply or "(empty reply)"), Message("user", f"Observation: {observation}")]
+
 
 def model_cost(completion: Completion, started: float) -> dict[str, Any]:
     """A step's cost fields for a model call that began at ``started`` (``time.perf_counter``):
@@ -231,6 +258,13 @@ class Trace:
             chain.append(step)
             current = step.parent_id
         return chain[::-1]
+
+    def conversation(self, step_id: int | None) -> list[Message]:
+        """The messages of the steps from the root down to ``step_id`` (``None``: none), oldest first:
+        what the model said and was told on the way there, after the planner's opening."""
+        if step_id is None:
+            return []
+        return [message for step in self.path(step_id) for message in step.messages(self)]
 
     def of_type(self, kind: type[S]) -> list[S]:
         return [s for s in self._steps if isinstance(s, kind)]

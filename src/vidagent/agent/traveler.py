@@ -30,16 +30,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
+from vidagent.agent.answer import Answer
 from vidagent.agent.option_scoring import score_options
 from vidagent.agent.parsing import extract_choice
-from vidagent.agent.planning import Needs, metered, start
+from vidagent.agent.planning import Needs, Run
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, MemoryStep, PlanStep, Step, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Completion, Message
-from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence
 from vidagent.tools.frames import FRAMES_PER_SECOND
@@ -87,22 +86,22 @@ class TravelerPlanner:
             raise PlannerError(f"the TraveLER planner needs the tools {', '.join(missing)}")
         if toolbox.video is None:
             raise PlannerError("the TraveLER planner needs a video")
-        return _Traversal(self, task, toolbox, metered(llm), trace).run()
+        return _Traversal(self, Run.begin(self.name, task, toolbox, llm, trace)).run()
 
 
 class _Traversal:
     """One run over one question."""
 
-    def __init__(self, planner: TravelerPlanner, task: Task, toolbox: Toolbox, llm: MeteredChat,
-                 trace: Trace | None) -> None:
+    def __init__(self, planner: TravelerPlanner, work: Run) -> None:
         self.planner = planner
-        self.task = task
-        self.toolbox = toolbox
+        self.work = work  # the question's task, model and trace
+        self.task = work.task
+        self.toolbox = toolbox = work.toolbox
         self.experience = toolbox.experience()
         self.memory_note = toolbox.memory_note  # what wrote the descriptions (a describer, or imported captions)
-        self.llm = llm
-        self.trace, root = start(task, trace, toolbox)
-        self.last: Step = root
+        self.llm = work.llm
+        self.trace = work.trace
+        self.last: Step = work.root
         self.duration = toolbox.video.duration_s if toolbox.video else 0.0
         self.bank: dict[str, dict[str, Any]] = {}
         self.windows: list[float] = []  # centres of the windows viewed
@@ -249,9 +248,7 @@ class _Traversal:
         final = self._add(FinalAnswerStep(answer=text, how=how))
         artifacts = {"frames_viewed": sorted(self.frame_times), "windows": [round(w, 3) for w in self.windows],
                      "memory_bank": json.loads(self._memory())}
-        return Answer(task=self.task, text=text, planner=self.planner.name, choice_index=choice_index,
-                      evidence=dedupe_evidence(self.evidence), candidates=[Candidate(text, choice_index, step_id=final.id)],
-                      artifacts=artifacts, trace=self.trace, usage=self.llm.usage)
+        return self.work.answer(text, choice_index, step_id=final.id, evidence=self.evidence, artifacts=artifacts)
 
     # -- helpers -----------------------------------------------------------------------------
     def _gap(self) -> float:
