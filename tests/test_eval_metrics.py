@@ -20,7 +20,7 @@ from vidagent.eval.metrics import (
     stats_by_group,
     windows_from_text,
 )
-from vidagent.eval.report import compare_markdown, markdown_report, Run
+from vidagent.eval.report import RunRecord, compare_markdown, markdown_report
 from vidagent.eval.scoring import score_answer
 from vidagent.tools.base import Evidence
 
@@ -92,13 +92,13 @@ def test_accuracy_per_group_and_cost_per_question():
 
 def test_nextqa_table_names_acc_c_t_d_a():
     rows = [_row("causal", True), _row("temporal", False), _row("descriptive", True), _row("descriptive", True)]
-    text = markdown_report(Run(label="react", folder=None, meta={"planner": "react"}, rows=rows))  # type: ignore[arg-type]
+    text = markdown_report(RunRecord(label="react", folder=None, meta={"planner": "react"}, rows=rows))  # type: ignore[arg-type]
     assert "| causal (Acc_C) | 1 | 100.0 |" in text
     assert "| temporal (Acc_T) | 1 | 0.0 |" in text
     assert "| descriptive (Acc_D) | 2 | 100.0 |" in text
     assert "| all (Acc_A) | 4 | 75.0 |" in text
-    other = Run(label="random", folder=None, meta={"planner": "random"}, rows=[_row("causal", False)] * 4)  # type: ignore[arg-type]
-    side_by_side = compare_markdown([Run(label="react", folder=None, meta={}, rows=rows), other])  # type: ignore[arg-type]
+    other = RunRecord(label="random", folder=None, meta={"planner": "random"}, rows=[_row("causal", False)] * 4)  # type: ignore[arg-type]
+    side_by_side = compare_markdown([RunRecord(label="react", folder=None, meta={}, rows=rows), other])  # type: ignore[arg-type]
     assert "| causal (Acc_C) | 1 | 100.0 | 0.0 |" in side_by_side
 
 

@@ -23,7 +23,7 @@ ANCHORS: dict[str, Any] = json.loads(resources.files("vidagent.eval").joinpath("
 
 
 @dataclass(frozen=True)
-class Run:
+class RunRecord:
     """A finished (or partly finished) run read back from its folder."""
 
     label: str
@@ -32,7 +32,7 @@ class Run:
     rows: Sequence[Mapping[str, Any]]
 
 
-def load_run(folder: Path | str) -> Run:
+def load_run(folder: Path | str) -> RunRecord:
     folder = Path(folder)
     results = folder / RESULTS
     if not results.is_file():
@@ -46,7 +46,7 @@ def load_run(folder: Path | str) -> Run:
     rows = list(ResultsFile(results).load().values())
     order = {qid: n for n, qid in enumerate(meta.get("question_ids") or [])}
     rows.sort(key=lambda r: order.get(str(r["id"]), len(order)))
-    return Run(label=planner_label(meta) or folder.name, folder=folder, meta=meta, rows=rows)
+    return RunRecord(label=planner_label(meta) or folder.name, folder=folder, meta=meta, rows=rows)
 
 
 def planner_label(meta: dict[str, Any]) -> str:
@@ -99,7 +99,7 @@ def _metric_table(title: str, runs: Sequence[tuple[str, Mapping[str, float]]]) -
     return lines
 
 
-def markdown_report(run: Run) -> str:
+def markdown_report(run: RunRecord) -> str:
     """The report of one run: accuracy and cost per question group, localization and grounding metrics."""
     meta = run.meta
     rows = run.rows
@@ -138,7 +138,7 @@ def published_anchors(meta: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def compare_markdown(runs: Sequence[Run]) -> str:
+def compare_markdown(runs: Sequence[RunRecord]) -> str:
     """Runs side by side: accuracy per group (one column per run), then each run's cost."""
     if not runs:
         raise EvalError("nothing to compare")
@@ -168,14 +168,14 @@ def _fields(stats: GroupStats) -> dict[str, Any]:
     return {k: getattr(stats, k) for k in GroupStats.__dataclass_fields__}
 
 
-def _unique_labels(runs: Sequence[Run]) -> list[str]:
+def _unique_labels(runs: Sequence[RunRecord]) -> list[str]:
     labels = [run.label for run in runs]
     if len(set(labels)) < len(labels):
         labels = [f"{run.label} ({run.folder.name})" for run in runs]
     return labels
 
 
-def plot_accuracy(runs: Sequence[Run], path: Path) -> Path | None:
+def plot_accuracy(runs: Sequence[RunRecord], path: Path) -> Path | None:
     """A grouped bar chart of accuracy per question group, one bar per run; None without matplotlib."""
     try:
         import matplotlib
@@ -212,7 +212,7 @@ def plot_accuracy(runs: Sequence[Run], path: Path) -> Path | None:
     return path
 
 
-def summary_json(run: Run) -> dict[str, Any]:
+def summary_json(run: RunRecord) -> dict[str, Any]:
     return {
         "run": run.label, "meta": dict(run.meta),
         "groups": [s.to_dict() for s in _row_stats(run.rows)],
