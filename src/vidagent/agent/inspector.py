@@ -3,9 +3,10 @@
 The ``Inspector`` keeps every source of one attempt in order, ``visual[0]``, ``visual[1]``, ...:
 the user's videos and images first, then each clip or crop a module cuts, with a one-line summary
 (kind, where it came from, duration, audio, speech, on-screen text, what it shows) that goes into
-the planner's context as soon as the source appears. The ``Executor`` turns the modules into
-ordinary ``Tool``s taking ``(query, visual)``: it checks the index and the source's kind before
-running a module, so a wrong call becomes a precise error observation, never a crash.
+the planner's context as soon as the source appears. The ``Executor`` binds the modules (``Tool``s
+whose source parameter names the kinds they take) to those sources: the planner calls them with
+``(query, visual)``, and the executor checks the index and the source's kind before running one,
+so a wrong call becomes a precise error observation, never a crash.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from vidagent.perception.base import FrameDescriber
-from vidagent.tools.assist import VisualTool
-from vidagent.tools.base import Observation, Parameter, Tool
+from vidagent.tools.assist import source_refusal
+from vidagent.tools.base import Observation, Tool
 from vidagent.tools.media import Media, MediaFacts, VideoMedia, facts
 
 
@@ -86,7 +87,7 @@ class Executor:
     sources the modules cut since it was last emptied; ``results`` every call made and what it
     returned, which a module that reads the history (``knowledge_reason``) is given with the question."""
 
-    def __init__(self, modules: Mapping[str, VisualTool], inspector: Inspector, question: str = "") -> None:
+    def __init__(self, modules: Mapping[str, Tool], inspector: Inspector, question: str = "") -> None:
         self.modules = modules
         self.inspector = inspector
         self.question = question
@@ -99,30 +100,31 @@ class Executor:
         return "\n".join(asked + self.results)
 
     def tools(self) -> list[Tool]:
-        parameters = (Parameter("query", str, "a text query, or None", optional=True, words=False),
-                      Parameter("visual", int, "visual[i], or None", optional=True))
-        return [Tool(module.name, module.usage(), parameters, self._runner(module)) for module in self.modules.values()]
+        """The modules as the planner calls them: the same tools, over this attempt's sources."""
+        return [Tool(module.name, module.description, module.parameters, self._runner(module))
+                for module in self.modules.values()]
 
-    def _runner(self, module: VisualTool):  # type: ignore[no-untyped-def]
+    def _runner(self, module: Tool):  # type: ignore[no-untyped-def]
         def run(query: str | None, visual: int | None) -> Observation:
             return self.execute(module, query, visual)
         return run
 
-    def execute(self, module: VisualTool, query: str | None, visual: int | None) -> Observation:
+    def execute(self, module: Tool, query: str | None, visual: int | None) -> Observation:
         """Check the call, run the module, and record any source it cut."""
         query = query or ""
         entries = self.inspector.entries
         media: Media | None = None
         label = "None"
-        if visual is not None and module.accepts:
+        source = module.source_parameter
+        if visual is not None and source is not None and source.accepts:
             if not 0 <= visual < len(entries):
                 last = f"visual[0] to visual[{len(entries) - 1}]" if entries else "no sources"
                 return Observation(f"Error: visual[{visual}] does not exist; there are {last}.", is_error=True)
             media, label = entries[visual].media, f"visual[{visual}]"
-        refusal = module.refusal(query, media, label)
+        refusal = source_refusal(module, query, media, label)
         if refusal:
             return Observation(f"Error: {refusal}", is_error=True)
-        if module.reads_history:
+        if "history" in module.given:
             observation = module.function(query, media, history=self.history())
         else:
             observation = module.function(query, media)

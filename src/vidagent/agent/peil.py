@@ -33,8 +33,7 @@ from vidagent.experience.store import Entry
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import prompt
-from vidagent.tools.assist import VisualTool
-from vidagent.tools.base import Evidence
+from vidagent.tools.base import Evidence, Tool
 
 PROMPTS = "vidagent.agent"
 EXAMPLE_KIND = "trace"
@@ -124,7 +123,7 @@ class PEILPlanner:
                                      "sources": [entry.summary for entry in inspector.entries]})
 
     # -- one attempt -----------------------------------------------------------------------------
-    def _attempt(self, task: Task, toolbox: Toolbox, modules: dict[str, VisualTool], model: MeteredChat,
+    def _attempt(self, task: Task, toolbox: Toolbox, modules: dict[str, Tool], model: MeteredChat,
                  trace: Trace, parent: int,
                  given: Inspector, examples: list[Entry], number: int, previous: Attempt | None) -> Attempt:
         inspector = Inspector(given.describer, list(given.entries))

@@ -23,7 +23,6 @@ from vidagent.llm.base import Usage
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber
 from vidagent.prompts import load_prompt
-from vidagent.tools.assist import VisualTool
 from vidagent.tools.base import Observation, Tool
 from vidagent.tools.media import Media
 
@@ -48,7 +47,7 @@ class Toolbox:
     memory_note: str = ""
     context_tokens: int = 4096  # the chat model's context window, for planners that fill it
     sources: tuple[Media, ...] = ()
-    modules: Mapping[str, VisualTool] = field(default_factory=dict)
+    modules: Mapping[str, Tool] = field(default_factory=dict)  # AssistGPT's modules, each taking any source
     describer: FrameDescriber | None = None
     examples: ExperienceStore | None = None  # AssistGPT's kept traces (None: experience switched off)
     experience_scope: str = ""  # whose experience: the user's (''), or an evaluation run's own

@@ -1,9 +1,9 @@
 """AssistGPT's modules (its appendix table 6) as tools over vidagent's memory and models.
 
 Every module is called the same way, ``name("text query", visual[i])``: a query (``None`` where
-the module needs none) and the index of one source. A ``VisualTool`` declares which source kinds
-it takes, so the planner's executor can refuse a wrong call before running it with a precise
-message. Grounding modules (``narration_ground``, ``subtitle_ground``, ``temporal_reason``,
+the module needs none) and the index of one source. Each is an ordinary ``Tool`` whose source
+parameter declares the source kinds it takes, so whoever holds the sources (PEIL's executor) can
+refuse a wrong call before running it with a precise message (``source_refusal``). Grounding modules (``narration_ground``, ``subtitle_ground``, ``temporal_reason``,
 ``region_ground``, ``text_ground``, ``get_frame``) cut a clip or a crop and return it in
 ``Observation.media``; the Inspector adds it to the sources.
 
@@ -30,7 +30,7 @@ from vidagent.errors import ToolInputError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.perception.base import FrameDescriber, ObjectDetector, OpenVocabularyDetector, TextEmbedder, TextReader
 from vidagent.prompts import prompt
-from vidagent.tools.base import Evidence, Observation
+from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, unlabelled
 from vidagent.tools.observed import frame_text, lines, quote, quote_all, with_text
 from vidagent.tools.vqa import VisualQA
@@ -51,39 +51,39 @@ MIN_OCR_SCORE = 0.5
 FRAME_MAX_SIDE = 768
 
 
-@dataclass(frozen=True)
-class VisualTool:
-    """A module called as ``name(query, visual[i])``. ``accepts`` lists the source kinds it takes
-    (empty: it takes no source, the index must be ``None``); ``query`` says whether the text
-    query is ``required``, ``optional`` (used when given) or ignored (``none``). A module that
-    ``reads_history`` is also given the question and the attempt's earlier results, as ``history``."""
+def module(name: str, description: str, accepts: tuple[SourceKind, ...], query: str,
+           function: Callable[..., Observation], *, reads_history: bool = False) -> Tool:
+    """A module called as ``name(query, visual[i])``: a ``Tool`` whose function takes ``(query, media)``.
+    ``accepts`` lists the source kinds it takes (empty: it takes no source, the index must be
+    ``None``); ``query`` says whether the text query is ``required``, ``optional`` (used when given)
+    or ignored (``none``). A module that ``reads_history`` is also given the question and the
+    attempt's earlier results, as ``history``. Its description is its usage line, as the planner reads it."""
+    parameters = (Parameter("query", str, "a text query, or None", optional=True, words=False,
+                            needed=query == "required", ignored=query == "none"),
+                  Parameter("visual", int, "visual[i], or None", optional=True, source=True, accepts=accepts))
+    written = "None" if query == "none" else '"query"'
+    takes = f" Takes: {', '.join(accepts)}." if accepts else ""
+    usage = f"{name}({written}, {'visual[i]' if accepts else 'None'}): {description}{takes}"
+    return Tool(name, usage, parameters, function, given=("history",) if reads_history else ())
 
-    name: str
-    description: str
-    accepts: tuple[SourceKind, ...]
-    query: str  # "required", "optional" or "none"
-    function: Callable[..., Observation]  # (query, media) -> Observation; with history= when reads_history
-    reads_history: bool = False
 
-    def usage(self) -> str:
-        query = "None" if self.query == "none" else '"query"'
-        visual = "visual[i]" if self.accepts else "None"
-        takes = f" Takes: {', '.join(self.accepts)}." if self.accepts else ""
-        return f"{self.name}({query}, {visual}): {self.description}{takes}"
-
-    def refusal(self, query: str, media: Media | None, label: str) -> str | None:
-        """Why this call cannot run (the message for the planner), or None when it fits."""
-        if self.accepts and media is None:
-            return f"{self.name} needs a source: write {self.name}(..., visual[i])."
-        if not self.accepts and media is not None:
-            return f"{self.name} takes no source: write {self.name}(\"query\", None)."
-        if media is not None and media.source.kind not in self.accepts:
-            kind = media.source.kind
-            return (f"{self.name} takes {' or '.join(self.accepts)} sources, but {label} is {_article(kind)} {kind}."
-                    f"{_hint(self, media)}")
-        if self.query == "required" and not query.strip():
-            return f"{self.name} needs a text query: write {self.name}(\"...\", {label if media else 'None'})."
-        return None
+def source_refusal(tool: Tool, query: str, media: Media | None, label: str) -> str | None:
+    """Why a call of a module ``tool`` on ``media`` (``label``: how the planner named it) cannot run,
+    as the message for the planner, or None when it fits."""
+    source = tool.source_parameter
+    accepts = source.accepts if source is not None else ()
+    text = next((p for p in tool.parameters if not p.source), None)
+    if accepts and media is None:
+        return f"{tool.name} needs a source: write {tool.name}(..., visual[i])."
+    if not accepts and media is not None:
+        return f"{tool.name} takes no source: write {tool.name}(\"query\", None)."
+    if media is not None and media.source.kind not in accepts:
+        kind = media.source.kind
+        return (f"{tool.name} takes {' or '.join(accepts)} sources, but {label} is {_article(kind)} {kind}."
+                f"{_hint(accepts, media)}")
+    if text is not None and text.needed and not query.strip():
+        return f"{tool.name} needs a text query: write {tool.name}(\"...\", {label if media else 'None'})."
+    return None
 
 
 @dataclass
@@ -102,37 +102,37 @@ class AssistModules:
     def _detects(self) -> str:
         return "open vocabulary" if self.grounder is not None else "80 everyday COCO classes"
 
-    def tools(self) -> list[VisualTool]:
+    def tools(self) -> list[Tool]:
         any_kind = MOVING + STILL
         return [
-            VisualTool("caption", "answers the query's question about an image (None: describes the image).",
+            module("caption", "answers the query's question about an image (None: describes the image).",
                        STILL, "optional", self.caption),
-            VisualTool("video_narration", "what is seen over time in a video: one line per stretch of seconds.",
+            module("video_narration", "what is seen over time in a video: one line per stretch of seconds.",
                        MOVING, "none", self.video_narration),
-            VisualTool("object_detect", f"detects and counts the objects the query names in an image "
+            module("object_detect", f"detects and counts the objects the query names in an image "
                        f"({self._detects}; None: every object found).", STILL, "optional", self.object_detect),
-            VisualTool("text_detect", "reads the text shown in an image, or on screen over a video.",
+            module("text_detect", "reads the text shown in an image, or on screen over a video.",
                        any_kind, "none", self.text_detect),
-            VisualTool("asr", "the speech of a video, transcribed, with times.", MOVING, "none", self.asr),
-            VisualTool("region_ground", "finds the object the query names in an image and crops it (a new source).",
+            module("asr", "the speech of a video, transcribed, with times.", MOVING, "none", self.asr),
+            module("region_ground", "finds the object the query names in an image and crops it (a new source).",
                        STILL, "required", self.region_ground),
-            VisualTool("narration_ground", "finds the clip of a video whose content best matches the query "
+            module("narration_ground", "finds the clip of a video whose content best matches the query "
                        "(a new source).", MOVING, "required", self.narration_ground),
-            VisualTool("text_ground", "finds where the query's text is written in an image and crops it "
+            module("text_ground", "finds where the query's text is written in an image and crops it "
                        "(a new source); \"text: object\" looks for the text on that object.", STILL, "required",
                        self.text_ground),
-            VisualTool("subtitle_ground", "finds the clip of a video where the speech best matches the query "
+            module("subtitle_ground", "finds the clip of a video where the speech best matches the query "
                        "(a new source).", MOVING, "required", self.subtitle_ground),
-            VisualTool("knowledge_reason", "answers from general knowledge and the results so far, seeing no "
+            module("knowledge_reason", "answers from general knowledge and the results so far, seeing no "
                        "source.", (), "required", self.knowledge_reason, reads_history=True),
-            VisualTool("narration_reason", "answers a question from a video's narration.", MOVING, "required",
+            module("narration_reason", "answers a question from a video's narration.", MOVING, "required",
                        self.narration_reason),
-            VisualTool("subtitle_reason", "answers a question from a video's speech.", MOVING, "required",
+            module("subtitle_reason", "answers a question from a video's speech.", MOVING, "required",
                        self.subtitle_reason),
-            VisualTool("temporal_reason", "cuts the clip a time phrase names: \"beginning\", \"middle\", \"end\", "
+            module("temporal_reason", "cuts the clip a time phrase names: \"beginning\", \"middle\", \"end\", "
                        "or \"before: 3\" / \"after: 2-4\" (seconds); a new source.", MOVING, "required",
                        self.temporal_reason),
-            VisualTool("get_frame", "takes the frame at a time (seconds, or \"middle\") of a video as an image "
+            module("get_frame", "takes the frame at a time (seconds, or \"middle\") of a video as an image "
                        "(a new source).", MOVING, "required", self.get_frame),
         ]
 
@@ -470,10 +470,10 @@ def _article(kind: str) -> str:
     return "an" if kind[0] in "aeiou" else "a"
 
 
-def _hint(tool: VisualTool, media: Media) -> str:
-    if isinstance(media, VideoMedia) and set(tool.accepts) <= set(STILL):
+def _hint(accepts: tuple[str, ...], media: Media) -> str:
+    if isinstance(media, VideoMedia) and set(accepts) <= set(STILL):
         return " Take a frame first with get_frame(\"<seconds>\", visual[i]), or use a video module."
-    if isinstance(media, ImageMedia) and set(tool.accepts) <= set(MOVING):
+    if isinstance(media, ImageMedia) and set(accepts) <= set(MOVING):
         return " Use an image module (caption, object_detect, text_detect) on it."
     return ""
 

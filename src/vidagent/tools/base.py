@@ -1,5 +1,9 @@
 """The one ``Tool`` type: a name, a description, typed parameters and a function.
 
+A parameter may be a source reference (``accepts`` names the kinds of source it takes: AssistGPT's
+modules are called ``name("query", visual[i])``); the caller that holds the question's sources
+resolves it and refuses a source of the wrong kind before the tool runs (``source_refusal``).
+
 Planners speak to tools in text (ReAct ``Action Input: ...``) or JSON; ``Tool.parse_arguments``
 accepts both leniently and turns anything it cannot use into a ``ToolInputError`` whose message
 tells the model how to call the tool. ``Tool.__call__`` never raises, neither for bad input nor
@@ -37,6 +41,10 @@ class Parameter:
     description: str
     optional: bool = False
     words: bool = True
+    source: bool = False  # a source reference: an index into the question's sources (``visual[i]``)
+    accepts: tuple[str, ...] = ()  # a source reference's kinds of source (none: the tool takes no source)
+    needed: bool = False  # ``None`` parses, but the tool needs a value: the call is refused with how to write it
+    ignored: bool = False  # taken for a uniform call shape, not used (shown as ``None`` in the tool's usage)
 
 
 @dataclass(frozen=True)
@@ -66,10 +74,19 @@ class Observation:
 
 @dataclass(frozen=True)
 class Tool:
+    """``given``: keyword arguments the caller supplies, never the model (``knowledge_reason`` is
+    given the question and the results so far as ``history``)."""
+
     name: str
     description: str
     parameters: tuple[Parameter, ...]
     function: Callable[..., Observation]
+    given: tuple[str, ...] = ()
+
+    @property
+    def source_parameter(self) -> Parameter | None:
+        """The parameter that names a source (``visual[i]``), if the tool has one."""
+        return next((p for p in self.parameters if p.source), None)
 
     def signature(self) -> str:
         """``name(a: int, b: str)`` for prompts and error messages."""
