@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from vidagent.perception.base import FrameDescriber
+from vidagent.prompts import prompt
 from vidagent.tools.assist import source_refusal
 from vidagent.tools.base import Observation, Tool
 from vidagent.tools.media import Media, MediaFacts, VideoMedia, facts
+
+PROMPTS = "vidagent.agent"
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,7 @@ class Executor:
         if visual is not None and source is not None and source.accepts:
             if not 0 <= visual < len(entries):
                 last = f"visual[0] to visual[{len(entries) - 1}]" if entries else "no sources"
-                return Observation(f"Error: visual[{visual}] does not exist; there are {last}.", is_error=True)
+                return Observation(prompt(PROMPTS, "no_such_source").render(index=visual, listed=last), is_error=True)
             media, label = entries[visual].media, f"visual[{visual}]"
         refusal = source_refusal(module, query, media, label)
         if refusal:

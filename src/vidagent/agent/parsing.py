@@ -12,7 +12,10 @@ import string
 from dataclasses import dataclass
 from typing import Sequence
 
+from vidagent.prompts import load_prompt, prompt
 from vidagent.text import normalise_answer
+
+PROMPTS = "vidagent.agent"
 
 _LABEL = r"[\*_#\s]*{name}[\*_\s]*:[\*_]*"
 _THOUGHT = re.compile(_LABEL.format(name="thought"), re.IGNORECASE)
@@ -43,17 +46,13 @@ def parse_react(text: str, tool_names: Sequence[str]) -> ParsedStep:
         thought = _thought(text[: final.start()])
         answer = text[final.end():].strip()
         if not answer:
-            return ParsedStep(thought=thought, error="'Final Answer:' is empty. Write the answer after it.")
+            return ParsedStep(thought=thought, error=load_prompt(PROMPTS, "empty_final_answer"))
         return ParsedStep(thought=thought, final_answer=answer)
     if action is None:
         call = _find_call(text, tool_names)
         if call:
             return ParsedStep(thought=_thought(text), action=call[0], action_input=call[1])
-        return ParsedStep(
-            thought=_thought(text),
-            error="No 'Action:' or 'Final Answer:' found. Reply with 'Action: <tool name>' and "
-            "'Action Input: <arguments>', or with 'Final Answer: <answer>'.",
-        )
+        return ParsedStep(thought=_thought(text), error=load_prompt(PROMPTS, "no_action"))
     thought = _thought(text[: action.start()])
     rest = text[action.end():]
     input_match = _ACTION_INPUT.search(rest)
@@ -63,7 +62,8 @@ def parse_react(text: str, tool_names: Sequence[str]) -> ParsedStep:
     if name is None:
         return ParsedStep(
             thought=thought,
-            error=f"Unknown tool {(action_text.strip().splitlines() or [''])[0][:60]!r}. Use one of: {', '.join(tool_names)}.",
+            error=prompt(PROMPTS, "unknown_tool").render(written=repr((action_text.strip().splitlines() or [""])[0][:60]),
+                                                         tool_names=", ".join(tool_names)),
         )
     return ParsedStep(thought=thought, action=name, action_input=action_input or inline_input)
 

@@ -22,10 +22,11 @@ from vidagent.experience.store import ExperienceStore
 from vidagent.llm.base import Usage
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber
-from vidagent.prompts import load_prompt
+from vidagent.prompts import load_prompt, prompt
 from vidagent.tools.base import Observation, Tool
 from vidagent.tools.media import Media
 
+PROMPTS = "vidagent.agent"
 MAX_OBSERVATION_CHARS = 2400
 
 
@@ -98,7 +99,7 @@ class Toolbox:
         """The rules of ``tool_hints`` (``prompts/react.toml``) that apply to the tools present, in its
         order: a line ``a+b: text`` applies when tools a and b are both here, ``*: text`` always."""
         hints = []
-        for line in load_prompt("vidagent.agent", "tool_hints").splitlines():
+        for line in load_prompt(PROMPTS, "tool_hints").splitlines():
             names, _, text = line.partition(":")
             wanted = [n.strip() for n in names.split("+") if n.strip() != "*"]
             if text.strip() and all(n in self.tools for n in wanted):
@@ -109,7 +110,8 @@ class Toolbox:
         """Run a tool by name; a tool never raises (failures come back as error observations)."""
         tool = self.tools.get(name)
         if tool is None:
-            return Observation(f"Error: there is no tool {name!r}; use one of: {', '.join(self.tools)}.", is_error=True)
+            text = prompt(PROMPTS, "no_such_tool").render(name=repr(name), tool_names=", ".join(self.tools))
+            return Observation(text, is_error=True)
         return tool(arguments)  # type: ignore[arg-type]
 
     def parse(self, name: str, arguments: str | Mapping[str, Any]) -> dict[str, Any] | None:
