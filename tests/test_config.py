@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from vidagent.config import Settings
@@ -39,3 +40,17 @@ def test_memory_selection_is_set_by_the_environment_and_the_ask_command():
     assert _settings(argparse.Namespace()).memory_selection == Settings.from_env().memory_selection
     with pytest.raises(SystemExit):  # argparse: exit status 2 with the choices named
         build_parser().parse_args(["ask", "clip.mp4", "q?", "--memory-selection", "some"])
+
+
+def test_tool_shapes_are_settings_that_reach_the_tools_and_a_runs_identity():
+    from vidagent.config import ToolShapes
+    from vidagent.tools.frames import FrameTools
+    from vidagent.tools.temporal import TemporalTools
+
+    narrow = replace(Settings(), tools=ToolShapes(caption_lines=3, frame_tool_fps=1.0))
+    assert narrow.answer_settings()["tools"]["caption_lines"] == 3
+    assert narrow.answer_settings() != Settings().answer_settings()  # a run made with other shapes is another run
+    caption_retrieval = TemporalTools(None, None, None, None, narrow.tools).tools()[0]  # type: ignore[arg-type]
+    assert "(3 at most)" in caption_retrieval.description
+    frame_description = FrameTools(None, None, None, None, narrow.tools).tools()[0]  # type: ignore[arg-type]
+    assert "1 frames a second, 8 at most" in frame_description.description

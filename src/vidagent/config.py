@@ -7,7 +7,7 @@ variables or arguments) and passed down. Nothing reads the environment after tha
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import platformdirs
@@ -78,6 +78,27 @@ class BackendSettings:
 
 
 @dataclass(frozen=True)
+class ToolShapes:
+    """How much each tool reads and shows the model: settings, not constants, because answers depend
+    on them (they are part of an evaluation run's identity)."""
+
+    caption_lines: int = 15  # caption_retrieval: descriptions shown at once (a wider range is skimmed evenly)
+    localized_segments: int = 5  # segment_localization: the best-matching segments listed
+    snippet_words: int = 40  # segment_localization: words of each listed description
+    vqa_frames_per_second: float = 1.0  # visual_question_answering: frames looked at per second of its window
+    frame_max_side: int = 768  # the frames tools look at, resized to at most this many pixels a side
+    frame_tool_fps: float = 2.0  # frame_description, frame_question_answering (and TraveLER's windows)
+    frame_tool_max_frames: int = 8  # ... and the most frames one call looks at
+    module_lines: int = 15  # AssistGPT's modules: narration, subtitle and on-screen text lines shown at once
+    reason_chars: int = 6000  # narration or speech a reasoning module reads (evenly spread beyond it)
+    history_chars: int = 3000  # earlier results knowledge_reason reads (the latest kept)
+    sql_rows: int = 20  # rows of an SQL result shown to the model
+    candidate_objects: int = 5  # object_memory_querying: objects found by description, offered to the SQL writer
+    vision_frames: int = 8  # frames sent at once to a vision chat model
+    observation_chars: int = 2400  # a tool's output in the conversation is cut to this many characters
+
+
+@dataclass(frozen=True)
 class Settings:
     """Top-level configuration."""
 
@@ -97,6 +118,7 @@ class Settings:
     # "motion" (camera motion, scene cuts). Off by default until measured; see README.
     perception: frozenset[str] = frozenset()
     memory_selection: str = "llm"  # MEMORY_SELECTIONS: "llm" decides per question whether objects are needed; "all"
+    tools: ToolShapes = field(default_factory=ToolShapes)  # how much each tool reads and shows
     # Memory across questions (DigimonGPT): which memories are replayed and kept, "none", "semantic",
     # "procedural" or "all"; and whose they are ("" the user's; an evaluation run keeps its own).
     # Off by default: with the offline 1.5B model the validation rejected every answer on dev (nothing
@@ -133,6 +155,7 @@ class Settings:
             "segment_seconds": self.segment_seconds, "frames_per_segment": self.frames_per_segment,
             "object_fps": self.object_fps, "reuse_near_duplicates": self.reuse_near_duplicates,
             "perception": sorted(self.perception), "memory_selection": self.memory_selection,
+            "tools": asdict(self.tools),
         }
 
     def with_llm(self, **changes: object) -> "Settings":

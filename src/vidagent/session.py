@@ -91,7 +91,7 @@ class Session:
 
                 self._vqa = build_backend("vqa", self.settings.backends.vqa)
             elif self.llm.supports_images:
-                self._vqa = VisionChatVQA()
+                self._vqa = VisionChatVQA(self.settings.tools.vision_frames)
             else:
                 self._vqa = DescribedFramesVQA(self.perception.describer)
         return self._vqa

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 
 from vidagent.agent.memory_selection import MemorySelection
 from vidagent.agent.steps import ObservationStep, ToolCallStep, Trace
+from vidagent.config import ToolShapes
 from vidagent.errors import PlannerError
 from vidagent.experience.replay import Replay
 from vidagent.experience.store import ExperienceStore
@@ -27,7 +28,6 @@ from vidagent.tools.base import Observation, Tool
 from vidagent.tools.media import Media
 
 PROMPTS = "vidagent.agent"
-MAX_OBSERVATION_CHARS = 2400
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class Toolbox:
     replay: Replay | None = None  # experience chosen for this question (DigimonGPT), shown before it
     sees_frames: bool = True  # visual_question_answering looks at pixels (False: it reads frame descriptions)
     selection: MemorySelection | None = None  # which memories were built ahead of the question, and why
+    shapes: ToolShapes = field(default_factory=ToolShapes)  # how much the tools read and show (settings.tools)
     withheld: tuple[str, ...] = ()  # tools this question's memory cannot serve (a memory of captions has no objects)
 
     @property
@@ -138,7 +139,7 @@ class Toolbox:
         started = time.perf_counter()
         result = self.call(name, arguments)
         observation = trace.add(ObservationStep(
-            parent_id=call.id, tool=name, text=clip(result.text), evidence=tuple(result.evidence),
+            parent_id=call.id, tool=name, text=clip(result.text, self.shapes.observation_chars), evidence=tuple(result.evidence),
             artifacts=dict(result.artifacts), is_error=result.is_error,
             prompt_tokens=usage.prompt_tokens - before.prompt_tokens,
             completion_tokens=usage.completion_tokens - before.completion_tokens,
@@ -146,7 +147,7 @@ class Toolbox:
         return call, observation
 
 
-def clip(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
+def clip(text: str, limit: int) -> str:
     """Long tool output cut to ``limit`` characters, saying how much was cut."""
     if len(text) <= limit:
         return text

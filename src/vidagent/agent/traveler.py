@@ -41,7 +41,6 @@ from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Completion, Message
 from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence
-from vidagent.tools.frames import FRAMES_PER_SECOND
 
 PROMPTS = "vidagent.agent"
 DESCRIBE = "frame_description"
@@ -75,10 +74,9 @@ class TravelerPlanner:
     def needs(self) -> Needs:
         return Needs(tools=self.tools)
 
-    @property
-    def window_s(self) -> float:
+    def window_s(self, frames_per_second: float) -> float:
         """The span of a window of ``window_frames`` frames at the frame tools' rate."""
-        return (self.window_frames - 1) / FRAMES_PER_SECOND
+        return (self.window_frames - 1) / frames_per_second
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         missing = [name for name in TRAVELER_TOOLS if name not in toolbox.tools]
@@ -102,6 +100,7 @@ class _Traversal:
         self.llm = work.llm
         self.trace = work.trace
         self.last: Step = work.root
+        self.fps = toolbox.shapes.frame_tool_fps  # the frame tools' rate: a window's span follows it
         self.duration = toolbox.video.duration_s if toolbox.video else 0.0
         self.bank: dict[str, dict[str, Any]] = {}
         self.windows: list[float] = []  # centres of the windows viewed
@@ -179,7 +178,7 @@ class _Traversal:
         wanted = _first_number(completion.text)
         second, note = self._unvisited(wanted)
         self.windows.append(second)
-        half = self.planner.window_s / 2
+        half = self.planner.window_s(self.fps) / 2
         thought = f"(retriever) {completion.text.strip()}" + (f" -> {note}" if note else "")
         observation = self._call(DESCRIBE, {"start_s": max(0.0, second - half),
                                             "end_s": min(self.duration, second + half)},
@@ -198,7 +197,7 @@ class _Traversal:
         questions = _questions(completion.text)[: self.planner.questions]
         self._add(PlanStep(text="questions: " + ("; ".join(questions) or "(none usable)"),
                            model_output=completion.text, **model_cost(completion, started)))
-        half = self.planner.window_s / 2
+        half = self.planner.window_s(self.fps) / 2
         for question in questions:
             observation = self._call(ASK, {"question": question, "start_s": max(0.0, second - half),
                                            "end_s": min(self.duration, second + half)})
@@ -253,7 +252,7 @@ class _Traversal:
     # -- helpers -----------------------------------------------------------------------------
     def _gap(self) -> float:
         """How far apart window centres stay (the retriever's prompt says so): a window's span."""
-        return max(self.planner.window_s, 1 / FRAMES_PER_SECOND)
+        return max(self.planner.window_s(self.fps), 1 / self.fps)
 
     def _unvisited(self, wanted: float | None) -> tuple[float, str]:
         """``wanted`` when it is in the video and at least a window's span from every window viewed;

@@ -107,7 +107,7 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
             examples=resources.experience_store if needs.modules else None,  # PEIL's own example bank
             experience_scope=settings.experience_scope, examples_scope=settings.examples_scope, replay=replay,
             sees_frames=getattr(resources.vqa, "sees_frames", True) if with_tools else True,
-            selection=selection, withheld=withheld)
+            selection=selection, shapes=settings.tools, withheld=withheld)
         yield toolbox.select(needs.tools)
 
 
@@ -149,20 +149,20 @@ def _video_tools(memory: VideoMemory, resources: Resources, llm: ChatModel, quer
                  withheld: tuple[str, ...], build_objects: Callable[[], object]) -> list[Tool]:
     """Every tool over one video: VideoAgent's temporal tools, object memory and sub-task tools,
     and the tools that look at frames by time."""
-    perception = resources.perception
-    temporal = TemporalTools(memory, perception.embedder, resources.vqa, llm).tools()
+    perception, shapes = resources.perception, resources.settings.tools
+    temporal = TemporalTools(memory, perception.embedder, resources.vqa, llm, shapes).tools()
     sql = SQLTools(memory, perception.embedder, llm, queries, build_objects=build_objects,
-                   appearance=perception.appearance)
-    frames = FrameTools(memory, perception.describer, resources.vqa, llm).tools()
+                   appearance=perception.appearance, shapes=shapes)
+    frames = FrameTools(memory, perception.describer, resources.vqa, llm, shapes).tools()
     kinds = SUBTASK_KINDS if "object_memory_querying" in withheld else (OBJECT_KIND,) + SUBTASK_KINDS
     return temporal + sql.tools(kinds) + frames
 
 
-def _modules(resources: Resources, llm: ChatModel) -> list:
+def _modules(resources: Resources, llm: ChatModel) -> list[Tool]:
     """AssistGPT's modules, each taking any of the question's sources."""
     perception = resources.perception
     return AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
-                         resources.vqa, llm, grounder=perception.grounder).tools()
+                         resources.vqa, llm, grounder=perception.grounder, shapes=resources.settings.tools).tools()
 
 
 def _object_memory_ahead(builder: MemoryBuilder, video: Video | StoredVideo, llm: ChatModel, question: str,

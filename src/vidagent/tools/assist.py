@@ -14,18 +14,19 @@ is configured, ``VIDAGENT_GROUNDING``, an open-vocabulary detector such as Groun
 what the query names, as the paper's), the reasoners the chat model. ``knowledge_reason`` sees the
 question and the results of the attempt's earlier steps (the paper: "based on the question and
 results of all previous reasoning steps"); the narration and subtitle reasoners read a video's
-whole narration or speech up to ``REASON_CHARS``, spread evenly beyond that.
+whole narration or speech up to ``ToolShapes.reason_chars``, spread evenly beyond that.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 
+from vidagent.config import ToolShapes
 from vidagent.errors import ToolInputError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.perception.base import FrameDescriber, ObjectDetector, OpenVocabularyDetector, TextEmbedder, TextReader
@@ -41,14 +42,10 @@ from vidagent.video.video import SampledFrame
 PROMPTS = "vidagent.tools"
 MOVING: tuple[SourceKind, ...] = ("video", "clip")
 STILL: tuple[SourceKind, ...] = ("image", "crop")
-MAX_LINES = 15  # narration, subtitle and text lines shown to the planner at once
-REASON_CHARS = 6000  # narration or speech a reasoner reads (about 1,500 tokens: a 3-minute video whole)
-HISTORY_CHARS = 3000  # earlier results knowledge_reason reads (the latest kept)
 ABSOLUTE_PARTS = 5  # temporal_reason: beginning / middle / end of five parts
 RELATIVE_PARTS = 8  # temporal_reason: before / after over eight parts
 MIN_TEXT_MATCH = 0.6  # text_ground: similarity of the query to a piece of OCR text
 MIN_OCR_SCORE = 0.5
-FRAME_MAX_SIDE = 768
 
 
 def module(name: str, description: str, accepts: tuple[SourceKind, ...], query: str,
@@ -97,6 +94,7 @@ class AssistModules:
     vqa: VisualQA
     llm: ChatModel
     grounder: OpenVocabularyDetector | None = None  # finds what a query names (Grounding DINO), when configured
+    shapes: ToolShapes = field(default_factory=ToolShapes)  # how much each module reads and shows
 
     @property
     def _detects(self) -> str:
@@ -148,7 +146,7 @@ class AssistModules:
                            evidence=_evidence(image, result.answer))
 
     def video_narration(self, query: str, media: Media | None) -> Observation:
-        return self._narration(_moving(media), MAX_LINES)
+        return self._narration(_moving(media), self.shapes.module_lines)
 
     def _narration(self, video: VideoMedia, max_lines: int | None = None, max_chars: int | None = None) -> Observation:
         narration = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {with_text(unlabelled(s.description), s.on_screen_text)}"
@@ -189,7 +187,7 @@ class AssistModules:
             if not by_time:
                 return Observation("No on-screen text was read in this source.")
             read = [f"{t:.1f} s: {quote_all(texts)}" for t, texts in by_time.items()]
-            return Observation("\n".join(spread_evenly(read, MAX_LINES)),
+            return Observation("\n".join(spread_evenly(read, self.shapes.module_lines)),
                                evidence=(Evidence(start, end, "on-screen text", media.source.id),))
         image = _still(media)
         boxes = [box for box in self.reader.read(image.pixels) if box.score >= MIN_OCR_SCORE]
@@ -199,7 +197,7 @@ class AssistModules:
         return Observation(f"Text: {quote(text)}", evidence=_evidence(image, text))
 
     def asr(self, query: str, media: Media | None) -> Observation:
-        return self._speech(_moving(media), MAX_LINES)
+        return self._speech(_moving(media), self.shapes.module_lines)
 
     def _speech(self, video: VideoMedia, max_lines: int | None = None, max_chars: int | None = None) -> Observation:
         if not video.memory.video.info.has_audio:
@@ -249,7 +247,7 @@ class AssistModules:
         ratios = [_text_match(target, box.text.lower()) for box in boxes]
         best = int(np.argmax(ratios))
         if ratios[best] < MIN_TEXT_MATCH:
-            shown = quote_all(box.text for box in boxes[:MAX_LINES])
+            shown = quote_all(box.text for box in boxes[:self.shapes.module_lines])
             return Observation(f"No text like '{target}' was found. The texts read are: {shown}")
         note = ""
         matches = [i for i, ratio in enumerate(ratios) if ratio >= MIN_TEXT_MATCH]
@@ -328,17 +326,17 @@ class AssistModules:
             time_s = float(match.group())
             if not start <= time_s <= end:
                 raise ToolInputError(f"{time_s:g} s lies outside this source ({start:.1f}-{end:.1f} s)")
-        frame = frame_media(video, time_s, FRAME_MAX_SIDE)
+        frame = frame_media(video, time_s, self.shapes.frame_max_side)
         return Observation(f"Took the frame at {time_s:.1f} s.",
                            evidence=(Evidence(time_s, time_s, "frame", video.source.id),), media=(frame,))
 
     # -- reasoners -----------------------------------------------------------------------------
     def knowledge_reason(self, query: str, media: Media | None, history: str = "") -> Observation:
-        results = history[-HISTORY_CHARS:] if history.strip() else "(no results yet)"
+        results = history[-self.shapes.history_chars:] if history.strip() else "(no results yet)"
         return Observation(self._ask("assist_knowledge", query=query, history=results))
 
     def narration_reason(self, query: str, media: Media | None) -> Observation:
-        narration = self._narration(_moving(media), max_chars=REASON_CHARS)
+        narration = self._narration(_moving(media), max_chars=self.shapes.reason_chars)
         if narration.is_error:
             return narration
         answer = self._ask("assist_reason", what="a video", material_name="Narration",
@@ -347,7 +345,7 @@ class AssistModules:
         return Observation(f"Answer: {quote(answer)}", evidence=narration.evidence)
 
     def subtitle_reason(self, query: str, media: Media | None) -> Observation:
-        speech = self._speech(_moving(media), max_chars=REASON_CHARS)
+        speech = self._speech(_moving(media), max_chars=self.shapes.reason_chars)
         if not speech.evidence:
             return Observation(f"{speech.text} There is nothing to reason over.")
         answer = self._ask("assist_reason", what="a video", material_name="Speech",

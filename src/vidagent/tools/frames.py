@@ -1,8 +1,8 @@
 """Tools that look at a video's frames directly, by time (TraveLER's Extractor, AssistGPT's
 inspection of clips): describe the frames of a window, or ask the visual-QA backend about them.
 
-A window is ``[start_s, end_s]`` in seconds, sampled at ``FRAMES_PER_SECOND`` from its start to
-its end (one frame when start equals end; at most ``MAX_FRAMES``). Frames decoded for a window are
+A window is ``[start_s, end_s]`` in seconds, sampled at ``ToolShapes.frame_tool_fps`` from its start to
+its end (one frame when start equals end; at most ``frame_tool_max_frames``). Frames decoded for a window are
 kept for the question, so describing a window and then asking about it decodes it once.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vidagent.config import ToolShapes
 from vidagent.llm.base import ChatModel
 from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
@@ -20,9 +21,6 @@ from vidagent.tools.observed import frame_text, quote
 from vidagent.tools.vqa import VisualQA
 from vidagent.video.video import SampledFrame
 
-FRAME_MAX_SIDE = 768
-FRAMES_PER_SECOND = 2.0
-MAX_FRAMES = 8
 
 
 @dataclass
@@ -33,14 +31,15 @@ class FrameTools:
     describer: FrameDescriber
     vqa: VisualQA
     llm: ChatModel
+    shapes: ToolShapes = field(default_factory=ToolShapes)  # how much each tool reads and shows
     _frames: dict[tuple[float, float], list[SampledFrame]] = field(default_factory=dict, init=False, repr=False)
 
     def tools(self) -> list[Tool]:
         window = (Parameter("start_s", float, "window start, seconds"), Parameter("end_s", float, "window end, seconds"))
         return [
             Tool("frame_description",
-                 f"Describes what is seen in the frames between start_s and end_s (seconds; {FRAMES_PER_SECOND:g} "
-                 f"frames a second, {MAX_FRAMES} at most, one line each). Give start_s = end_s for a single frame.",
+                 f"Describes what is seen in the frames between start_s and end_s (seconds; {self.shapes.frame_tool_fps:g} "
+                 f"frames a second, {self.shapes.frame_tool_max_frames} at most, one line each). Give start_s = end_s for a single frame.",
                  window, self.frame_description),
             Tool("frame_question_answering",
                  "Answers a question about what is seen in the frames between start_s and end_s (seconds), "
@@ -102,7 +101,7 @@ class FrameTools:
         start, end = max(0.0, start), min(duration, end)
         key = (round(start, 3), round(end, 3))
         if key not in self._frames:
-            count = min(MAX_FRAMES, 1 + round((end - start) * FRAMES_PER_SECOND))
+            count = min(self.shapes.frame_tool_max_frames, 1 + round((end - start) * self.shapes.frame_tool_fps))
             times = [start] if count == 1 else [start + i * (end - start) / (count - 1) for i in range(count)]
-            self._frames[key] = list(self.memory.video.frames_at(times, max_side=FRAME_MAX_SIDE))
+            self._frames[key] = list(self.memory.video.frames_at(times, max_side=self.shapes.frame_max_side))
         return self._frames[key]

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Callable, Sequence
 
 import numpy as np
 
+from vidagent.config import ToolShapes
 from vidagent.errors import MemoryStoreError, QueryRefusedError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.memory.sql import QueryResult, ReadOnlyQueries
@@ -37,8 +38,6 @@ from vidagent.tools.observed import quote
 PROMPTS = "vidagent.tools"
 SUBTASK_KINDS = ("when", "why", "what", "how", "count", "other")
 OBJECT_KIND = "object"
-ROWS_IN_PROMPT = 20
-CANDIDATE_OBJECTS = 5
 # columns holding a detector's fixed words (class names, colours, motion); every other text cell may
 # hold words read or heard in the video and is quoted as video text
 LABEL_COLUMNS = frozenset({"category", "appearance", "motion"})
@@ -96,6 +95,7 @@ class SQLSubAgent:
     queries: ReadOnlyQueries
     # makes the object memory ready when the SQL reads it: None when it is, else why it cannot be
     object_memory: Callable[[], str | None] | None = None
+    shapes: ToolShapes = field(default_factory=ToolShapes)  # how many result rows the model is shown
 
     def __post_init__(self) -> None:
         if self.kind not in SUBTASK_KINDS + (OBJECT_KIND,):
@@ -132,7 +132,7 @@ class SQLSubAgent:
         if not result.rows:
             return Observation(f"SQL: {result.sql}\nResult: no rows. The memory has no such information; ask another "
                                f"sub-question or use another tool.", is_error=True, artifacts={"sql": result.sql})
-        rows = quoted_cells(result).to_text(max_rows=ROWS_IN_PROMPT)
+        rows = quoted_cells(result).to_text(max_rows=self.shapes.sql_rows)
         answering = prompt(PROMPTS, "sql_answer")
         request = answering.render(question=question, sql=result.sql, rows=rows)
         answer = self.llm.chat([Message("user", request)], max_tokens=answering.budget, stop=answering.stop).text.strip()
@@ -159,12 +159,13 @@ class SQLTools:
     queries: ReadOnlyQueries
     build_objects: Callable[[], object] | None = None  # builds the object memory when a tool needs it
     appearance: AppearanceModel | None = None  # the session's appearance model: CLIP text search when it can
+    shapes: ToolShapes = field(default_factory=ToolShapes)  # result rows and candidate objects shown
 
     def object_memory_querying(self, question: str) -> Observation:
         missing = self.ensure_objects()
         if missing:
             return Observation(f"No object memory: {missing}.", is_error=True)
-        return SQLSubAgent(OBJECT_KIND, self.llm, self.queries, self.ensure_objects).answer(
+        return SQLSubAgent(OBJECT_KIND, self.llm, self.queries, self.ensure_objects, self.shapes).answer(
             question, self._candidate_objects(question))
 
     def ensure_objects(self) -> str | None:
@@ -180,7 +181,7 @@ class SQLTools:
         return None
 
     def subtask(self, kind: str) -> Tool:
-        agent = SQLSubAgent(kind, self.llm, self.queries, self.ensure_objects)
+        agent = SQLSubAgent(kind, self.llm, self.queries, self.ensure_objects, self.shapes)
         return Tool(kind, tool_descriptions()[kind], (Parameter("question", str, "the sub-question"),),
                     lambda question: agent.answer(question))
 
@@ -209,7 +210,7 @@ class SQLTools:
         named = {o.object_id for o in objects if re.search(rf"\b{re.escape(o.category)}s?\b", question, re.I)}
         ranked = sorted(range(len(objects)), key=lambda i: (objects[i].object_id not in named, -scores[i]))
         lines = [f"object {objects[i].object_id}: {objects[i].category}, {objects[i].description} "
-                 f"({objects[i].first_s:.1f}-{objects[i].last_s:.1f} s)" for i in ranked[:CANDIDATE_OBJECTS]]
+                 f"({objects[i].first_s:.1f}-{objects[i].last_s:.1f} s)" for i in ranked[:self.shapes.candidate_objects]]
         return "Objects most related to the question:\n" + "\n".join(lines) + "\n"
 
     def _feature_scores(self, words: str, object_ids: Sequence[int]) -> np.ndarray | None:

@@ -4,8 +4,9 @@ cut to what a planner needs, since every step of a ReAct chain re-reads them).""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from vidagent.config import ToolShapes
 from vidagent.llm.base import ChatModel
 from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
@@ -16,11 +17,6 @@ from vidagent.tools.observed import lines, quote, segment_text
 from vidagent.tools.vqa import VisualQA
 from vidagent.video.sampling import midpoints, spread_evenly
 
-MAX_CAPTIONS = 15
-TOP_SEGMENTS = 5
-VQA_FRAMES_PER_SECOND = 1.0
-VQA_MAX_SIDE = 768
-SNIPPET_WORDS = 40
 
 
 @dataclass
@@ -31,18 +27,19 @@ class TemporalTools:
     embedder: TextEmbedder
     vqa: VisualQA
     llm: ChatModel
+    shapes: ToolShapes = field(default_factory=ToolShapes)  # how much each tool reads and shows
 
     def tools(self) -> list[Tool]:
         return [
             Tool(
                 "caption_retrieval",
-                f"the descriptions of segments start_segment to end_segment ({MAX_CAPTIONS} at most).",
+                f"the descriptions of segments start_segment to end_segment ({self.shapes.caption_lines} at most).",
                 (Parameter("start_segment", int, "first segment id"), Parameter("end_segment", int, "last segment id")),
                 self.caption_retrieval,
             ),
             Tool(
                 "segment_localization",
-                f"the {TOP_SEGMENTS} segments whose descriptions best match the description.",
+                f"the {self.shapes.localized_segments} segments whose descriptions best match the description.",
                 (Parameter("description", str, "what to look for"),),
                 self.segment_localization,
             ),
@@ -65,10 +62,11 @@ class TemporalTools:
             return Observation(f"No such segments: ids run from 0 to {count - 1}.", is_error=True)
         start, end = max(0, start), min(count - 1, end)
         ids = list(range(start, end + 1))
-        if len(ids) > MAX_CAPTIONS:  # a wide range is skimmed: MAX_CAPTIONS segments evenly spread over it
-            ids = spread_evenly(ids, MAX_CAPTIONS)
-            notes.append(f"({end - start + 1} segments in {start}-{end}: {MAX_CAPTIONS} of them, evenly spread, "
-                         f"are shown; ask a range of at most {MAX_CAPTIONS} to read every one)")
+        shown = self.shapes.caption_lines
+        if len(ids) > shown:  # a wide range is skimmed: ``shown`` segments evenly spread over it
+            ids = spread_evenly(ids, shown)
+            notes.append(f"({end - start + 1} segments in {start}-{end}: {shown} of them, evenly spread, "
+                         f"are shown; ask a range of at most {shown} to read every one)")
         segments = [self.memory.segments[i] for i in ids]
         lines = notes + _segment_runs(segments)
         return Observation("\n".join(lines), evidence=segment_evidence(segments, self.memory.video_id))
@@ -78,9 +76,9 @@ class TemporalTools:
         if count == 0:
             return Observation("The video memory holds no segments.", is_error=True)
         query = self.embedder.embed_queries([description])[0]
-        ranked = self.memory.rank_segments(query, TOP_SEGMENTS)
+        ranked = self.memory.rank_segments(query, self.shapes.localized_segments)
         lines = [f"There are {count} segments in total (ids 0-{count - 1}). Most similar to '{description}':"]
-        lines += [f"{_segment_line(r.segment, words=SNIPPET_WORDS)} [similarity {r.score:.2f}]" for r in ranked]
+        lines += [f"{_segment_line(r.segment, words=self.shapes.snippet_words)} [similarity {r.score:.2f}]" for r in ranked]
         return Observation("\n".join(lines), evidence=segment_evidence([r.segment for r in ranked], self.memory.video_id))
 
     def visual_question_answering(self, question: str, segment_id: int) -> Observation:
@@ -98,9 +96,9 @@ class TemporalTools:
                                f" read from their captions (no frames).\nAnswer: {quote(answer)}",
                                evidence=segment_evidence(read, self.memory.video_id))
         span = last.end_s - first.start_s
-        samples = max(2, round(span * VQA_FRAMES_PER_SECOND))
+        samples = max(2, round(span * self.shapes.vqa_frames_per_second))
         times = midpoints(first.start_s, last.end_s, samples)
-        frames = list(self.memory.video.frames_at(times, max_side=VQA_MAX_SIDE))
+        frames = list(self.memory.video.frames_at(times, max_side=self.shapes.frame_max_side))
         result = self.vqa.answer(question, frames, self.llm)
         text = f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s).\n" \
                f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}"

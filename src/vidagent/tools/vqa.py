@@ -25,8 +25,6 @@ from vidagent.tools.observed import frame_text
 from vidagent.video.sampling import take_every
 from vidagent.video.video import SampledFrame
 
-MAX_VISION_FRAMES = 8
-
 
 class VisualQA(Protocol):
     """``sees_frames``: whether it looks at the pixels (False: it reads the frames' descriptions, the
@@ -63,8 +61,11 @@ class VisionChatVQA:
     name = "vision-chat"
     sees_frames = True
 
+    def __init__(self, max_frames: int = 8) -> None:
+        self.max_frames = max_frames  # frames sent at once (ToolShapes.vision_frames)
+
     def answer(self, question: str, frames: Sequence[SampledFrame], llm: ChatModel) -> VQAResult:
-        chosen = take_every(frames, MAX_VISION_FRAMES)
+        chosen = take_every(frames, self.max_frames)
         times = ", ".join(f"{frame.time_s:.1f} s" for frame in chosen)
         # the prompt stays with perception/: the local HF vision models ask it too
         looking = prompt("vidagent.perception", "vqa_vision")
