@@ -33,11 +33,10 @@ from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers
 from vidagent.agent.parsing import extract_choice, parse_react
 from vidagent.agent.planning import Needs, Run
 from vidagent.agent.react import VIDEOAGENT_TOOLS
-from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
+from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format, offered_tools
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
-from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.prompts import prompt
 from vidagent.tools.sql_agent import SUBTASK_KINDS
@@ -130,10 +129,7 @@ class MCTSPlanner:
         return Needs(tools=self.tools)
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
-        if not toolbox.tools:
-            raise PlannerError("the MCTS planner needs at least one tool")
-        if not (toolbox.sees_frames or self.described_vqa) and len(toolbox.tools) > 1:
-            toolbox = toolbox.select([name for name in toolbox.names if name != "visual_question_answering"])
+        toolbox = offered_tools(toolbox, "MCTS", self.described_vqa)
         return _Search(self, Run.begin(self.name, task, toolbox, llm, trace)).run()
 
     # -- the pieces a test can check on their own -------------------------------------------

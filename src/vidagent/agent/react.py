@@ -13,11 +13,10 @@ from typing import ClassVar
 from vidagent.agent.answer import Answer
 from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.planning import Needs, Run
-from vidagent.agent.react_steps import CallKey, ReActSteps
+from vidagent.agent.react_steps import CallKey, ReActSteps, offered_tools
 from vidagent.agent.steps import Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
-from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel
 from vidagent.tools.base import Evidence
 
@@ -50,10 +49,7 @@ class ReActPlanner:
         return Needs(tools=self.tools)
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
-        if not toolbox.tools:
-            raise PlannerError("the ReAct planner needs at least one tool")
-        if not (toolbox.sees_frames or self.described_vqa) and len(toolbox.tools) > 1:
-            toolbox = toolbox.select([name for name in toolbox.names if name != "visual_question_answering"])
+        toolbox = offered_tools(toolbox, "ReAct", self.described_vqa)
         run = Run.begin(self.name, task, toolbox, llm, trace)
         steps = ReActSteps(run.llm, toolbox, run.trace)
         opening = steps.opening(task)

@@ -20,6 +20,7 @@ from vidagent.agent.parsing import extract_choice, is_bare_number, lone_option_n
 from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace, model_cost
 from vidagent.agent.task import Task, open_answer
 from vidagent.agent.toolbox import Toolbox
+from vidagent.errors import PlannerError
 from vidagent.llm.base import Completion, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import Prompt, prompt
@@ -266,6 +267,17 @@ class ReActSteps:
         step = self.trace.add(FormatErrorStep(parent_id=parent_id, model_output=output, message=message,
                                               **model_cost(completion, started)))
         return StepOutcome(output, step.id, feedback=message, call=call, is_error=True)
+
+
+def offered_tools(toolbox: Toolbox, planner: str, described_vqa: bool) -> Toolbox:
+    """The tools a ReAct-speaking planner offers its model: all it was given, less a
+    visual_question_answering that only re-reads frame descriptions (unless ``described_vqa``) when
+    another tool is left; none at all is an error."""
+    if not toolbox.tools:
+        raise PlannerError(f"the {planner} planner needs at least one tool")
+    if not (toolbox.sees_frames or described_vqa) and len(toolbox.tools) > 1:
+        return toolbox.select([name for name in toolbox.names if name != "visual_question_answering"])
+    return toolbox
 
 
 def answer_format(task: Task) -> str:
