@@ -80,7 +80,7 @@ class PEILPlanner:
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         if self.attempts < 1 or self.max_steps < 1:
             raise PlannerError("attempts and max_steps must be at least 1")
-        modules = dict(toolbox.modules)
+        modules = dict(toolbox.assist.modules)
         if self.modules is not None:
             unknown = [name for name in self.modules if name not in modules]
             if unknown:
@@ -90,9 +90,9 @@ class PEILPlanner:
             raise PlannerError("the PEIL planner needs at least one module")
         run = Run.begin(self.name, task, toolbox, llm, trace)
         model, trace = run.llm, run.trace
-        inspector = Inspector(toolbox.describer)
+        inspector = Inspector(toolbox.assist.describer)
         parent = run.root.id
-        for media in toolbox.sources:
+        for media in toolbox.assist.sources:
             entry, _ = inspector.add(media, "given by the user")
             parent = trace.add(InspectionStep(parent_id=parent, label=entry.label, source=media.source.to_dict(),
                                               origin=entry.origin, text=entry.summary)).id
@@ -188,9 +188,10 @@ class PEILPlanner:
 
     # -- learning ----------------------------------------------------------------------------------
     def _recall(self, task: Task, toolbox: Toolbox, trace: Trace, parent: int) -> list[Entry]:
-        if toolbox.examples is None or self.examples <= 0:
+        bank = toolbox.assist.examples
+        if bank is None or self.examples <= 0:
             return []
-        found = toolbox.examples.similar(task.question, EXAMPLE_KIND, planner=self.name, scope=toolbox.bank_scope,
+        found = bank.similar(task.question, EXAMPLE_KIND, planner=self.name, scope=toolbox.assist.bank_scope,
                                          limit=self.examples, min_similarity=self.min_similarity)
         if found:
             listed = "; ".join(f"{e.question!r} ({e.similarity:.2f})" for e in found)
@@ -198,10 +199,11 @@ class PEILPlanner:
         return found
 
     def _keep(self, task: Task, toolbox: Toolbox, trace: Trace, attempt: Attempt) -> None:
-        if toolbox.examples is None or attempt.verdict is None or self.examples <= 0:
+        bank = toolbox.assist.examples
+        if bank is None or attempt.verdict is None or self.examples <= 0:
             return
-        kept = toolbox.examples.add(Entry(EXAMPLE_KIND, self.name, task.question, attempt.steps, attempt.text,
-                                          attempt.verdict.mode, attempt.number, scope=toolbox.bank_scope))
+        kept = bank.add(Entry(EXAMPLE_KIND, self.name, task.question, attempt.steps, attempt.text,
+                              attempt.verdict.mode, attempt.number, scope=toolbox.assist.bank_scope))
         if kept is not None:
             trace.add(MemoryStep(parent_id=attempt.final.id, action="stored",
                                  text=f"attempt {attempt.number}'s trace kept as an example ({attempt.verdict.mode})"))

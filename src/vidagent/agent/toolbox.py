@@ -3,9 +3,10 @@
 It holds the tools (over the memory, the vision models and the chat model), a short account of
 each video (length, segments), the video memories themselves for planners that read a memory
 whole (the caption-only baseline), and a note on what the memory's descriptions are. For planners
-that take several sources (PEIL) it holds the sources' media in the question's order, the
-AssistGPT modules that take a source each, the frame describer (to summarise images) and the
-store of kept traces. The experience replayed for the question, if any, comes with it. A planner works only through its toolbox, never through the session.
+that take several sources (PEIL) its ``assist`` kit holds the sources' media in the question's
+order, the AssistGPT modules that take a source each, the frame describer (to summarise images)
+and the bank of kept traces. The experience replayed for the question, if any, comes with it. A
+planner works only through its toolbox, never through the session.
 """
 
 from __future__ import annotations
@@ -41,28 +42,32 @@ class VideoContext:
 
 
 @dataclass(frozen=True)
+class AssistKit:
+    """What AssistGPT's planner works with besides the chat model: the sources' media in the
+    question's order, the modules (each taking any source), the describer that summarises images,
+    and the bank of kept traces with whose it is (its scope)."""
+
+    sources: tuple[Media, ...] = ()
+    modules: Mapping[str, Tool] = field(default_factory=dict)
+    describer: FrameDescriber | None = None
+    examples: ExperienceStore | None = None
+    bank_scope: str = ""
+
+
+@dataclass(frozen=True)
 class Toolbox:
     tools: Mapping[str, Tool]
     videos: tuple[VideoContext, ...] = ()
     memories: Mapping[str, VideoMemory] = field(default_factory=dict)
     memory_note: str = ""
     context_tokens: int = 4096  # the chat model's context window, for planners that fill it
-    sources: tuple[Media, ...] = ()
-    modules: Mapping[str, Tool] = field(default_factory=dict)  # AssistGPT's modules, each taking any source
-    describer: FrameDescriber | None = None
-    examples: ExperienceStore | None = None  # AssistGPT's kept traces (None: experience switched off)
+    assist: AssistKit = field(default_factory=AssistKit)  # AssistGPT's sources, modules and example bank (PEIL)
     experience_scope: str = ""  # whose experience: the user's (''), or an evaluation run's own
-    examples_scope: str | None = None  # whose example bank ``examples`` is (None: experience_scope's)
     replay: Replay | None = None  # experience chosen for this question (DigimonGPT), shown before it
     sees_frames: bool = True  # visual_question_answering looks at pixels (False: it reads frame descriptions)
     selection: MemorySelection | None = None  # which memories were built ahead of the question, and why
     shapes: ToolShapes = field(default_factory=ToolShapes)  # how much the tools read and show (settings.tools)
     withheld: tuple[str, ...] = ()  # tools this question's memory cannot serve (a memory of captions has no objects)
-
-    @property
-    def bank_scope(self) -> str:
-        """The scope PEIL's kept traces are read from and written to."""
-        return self.experience_scope if self.examples_scope is None else self.examples_scope
 
     def experience(self) -> str:
         """The replayed experience as the section a planner puts before the question ('' when none)."""

@@ -14,7 +14,7 @@ from typing import Callable, Iterator, Protocol, Sequence
 
 from vidagent.agent.memory_selection import MemorySelection, select_memory
 from vidagent.agent.planning import Needs
-from vidagent.agent.toolbox import Toolbox, VideoContext
+from vidagent.agent.toolbox import AssistKit, Toolbox, VideoContext
 from vidagent.config import Settings
 from vidagent.errors import MemoryStoreError, PlannerError
 from vidagent.experience.replay import Replay
@@ -96,16 +96,12 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
             withheld = withheld_tools(memory)
             tools = _video_tools(memory, resources, llm, queries, withheld,
                                  lambda: video_memory(builder, handle, ["objects"], resources.library, progress))
-        modules = _modules(resources, llm) if needs.modules else []
         perception = resources.perception
         toolbox = Toolbox.of(
             tools, videos=tuple(_context(m, settings) for m in memories.values()), memories=memories,
             memory_note=memory_note(list(memories.values()), perception.describer.memory_note),
-            context_tokens=settings.llm.context_tokens, sources=tuple(media) if needs.modules else (),
-            modules={module.name: module for module in modules},
-            describer=perception.describer if needs.modules else None,
-            examples=resources.experience_store if needs.modules else None,  # PEIL's own example bank
-            experience_scope=settings.experience_scope, examples_scope=settings.examples_scope, replay=replay,
+            context_tokens=settings.llm.context_tokens, assist=_assist_kit(needs, media, resources, llm),
+            experience_scope=settings.experience_scope, replay=replay,
             sees_frames=getattr(resources.vqa, "sees_frames", True) if with_tools else True,
             selection=selection, shapes=settings.tools, withheld=withheld)
         yield toolbox.select(needs.tools)
@@ -158,11 +154,17 @@ def _video_tools(memory: VideoMemory, resources: Resources, llm: ChatModel, quer
     return temporal + sql.tools(kinds) + frames
 
 
-def _modules(resources: Resources, llm: ChatModel) -> list[Tool]:
-    """AssistGPT's modules, each taking any of the question's sources."""
-    perception = resources.perception
-    return AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
-                         resources.vqa, llm, grounder=perception.grounder, shapes=resources.settings.tools).tools()
+def _assist_kit(needs: Needs, media: Sequence[Media], resources: Resources, llm: ChatModel) -> AssistKit:
+    """AssistGPT's modules over the question's sources, and PEIL's own example bank (whose it is: the
+    experience's scope, or the user's for a taught evaluation run)."""
+    if not needs.modules:
+        return AssistKit()
+    perception, settings = resources.perception, resources.settings
+    modules = AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
+                            resources.vqa, llm, grounder=perception.grounder, shapes=settings.tools).tools()
+    scope = settings.experience_scope if settings.examples_scope is None else settings.examples_scope
+    return AssistKit(tuple(media), {module.name: module for module in modules}, perception.describer,
+                     resources.experience_store, scope)
 
 
 def _object_memory_ahead(builder: MemoryBuilder, video: Video | StoredVideo, llm: ChatModel, question: str,
