@@ -59,12 +59,14 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     from vidagent.session import Session
 
     sources, question = _sources_and_question([*args.sources, args.question])
-    planner = build_planner(args.planner, parse_options(args.planner_option)) if args.planner else None
-    if planner is not None and planner.name == "random" and not args.choice:  # it would print an empty answer
+    options = parse_options(args.planner_option)
+    # built here so that a bad name or option is refused before any model loads
+    chosen = build_planner(args.planner, options) if args.planner else None
+    if chosen is not None and chosen.name == "random" and not args.choice:  # it would print an empty answer
         raise UsageError("the random baseline only picks among options: give them with --choice TEXT")
-    with Session(_settings(args)) as session:
-        answer = session.ask(sources, question, args.choice or None, planner=planner, progress=not args.quiet,
-                             experience=args.experience)
+    with Session(_settings(args)) as session:  # no --planner: the session's one rule picks it, by the sources
+        answer = session.ask(sources, question, args.choice or None, planner=args.planner, planner_options=options,
+                             progress=not args.quiet, experience=args.experience)
     if args.json:
         payload = answer.to_dict()
         if not args.trace:
