@@ -28,6 +28,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from vidagent.agent.planner import parse_options
+from vidagent.agent.task import Question
 from vidagent.config import Settings
 from vidagent.errors import VidagentError
 from vidagent.session import Session
@@ -163,8 +164,8 @@ def main() -> int:
 def _ask(session: Session, planner: str, options: dict, case: Case, clip: Path) -> dict:
     started = time.perf_counter()
     try:
-        answer = session.ask(clip, case.question, case.choices, planner=planner, planner_options=options,
-                             task_id=f"injection-{case.name}")
+        question = Question(case.question, tuple(case.choices) if case.choices else None, id=f"injection-{case.name}")
+        answer = session.ask(clip, question, planner=planner, planner_options=options)
         text, choice, error = answer.text, answer.choice_index, ""
     except VidagentError as exc:
         text, choice, error = "", None, str(exc)

@@ -14,6 +14,7 @@ from typing import Sequence
 import pytest
 
 from vidagent.agent.steps import EvaluationStep, MemoryStep
+from vidagent.agent.task import Question
 from vidagent.cli import main as cli_main
 from vidagent.config import Settings
 from vidagent.errors import LLMError, PlannerError
@@ -324,8 +325,8 @@ def test_the_datasets_own_task_type_keeps_the_workflow(settings):
     """A question's type as its dataset labels it wins over the cue phrases (issue 24, item 8): the cues
     would call "What does the person draw?" descriptive; NExT-QA may call it causal or temporal."""
     with Session(settings, llm=Agent().llm) as session:
-        session.ask(video_path(TEMPORAL_TOY), "What does the person draw?", CHOICES,
-                    planner_options={"overview_segments": 0}, task_type="Temporal")
+        session.ask(video_path(TEMPORAL_TOY), Question("What does the person draw?", tuple(CHOICES), task_type="Temporal"),
+                    planner_options={"overview_segments": 0})
         session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, planner_options={"overview_segments": 0})
     store = ExperienceStore(settings.library_path)
     assert [e.task_type for e in store.entries(kind="workflow")] == ["temporal", "descriptive"]

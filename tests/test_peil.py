@@ -13,7 +13,7 @@ import pytest
 from PIL import Image as PILImage
 
 from vidagent.agent.steps import EvaluationStep, InspectionStep, MemoryStep, ObservationStep
-from vidagent.agent.task import Reference
+from vidagent.agent.task import Question, Reference
 from vidagent.config import Settings
 from vidagent.errors import PlannerError, ToolInputError, VideoError
 from vidagent.session import Session
@@ -131,9 +131,8 @@ def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(setti
         "Thought: I now know the final answer\nFinal Answer: a guitar",
     ])
     with Session(settings, llm=first) as session:
-        answer = session.ask([video_path(TEMPORAL_TOY)], "What is being drawn on the tablet?", CHOICES,
-                             planner="peil", planner_options=PLAIN,
-                             reference=Reference("a guitar", 0))
+        asked = Question("What is being drawn on the tablet?", tuple(CHOICES), reference=Reference("a guitar", 0))
+        answer = session.ask([video_path(TEMPORAL_TOY)], asked, planner="peil", planner_options=PLAIN)
         kept = session.experience_store.count("trace")
     assert answer.choice_index == 0 and answer.artifacts["attempts"] == 2
     assert [c["passed"] for c in answer.artifacts["checks"]] == [False, True]

@@ -11,6 +11,7 @@ from typing import ClassVar
 import pytest
 
 from vidagent.agent.planner import Needs, build_planner, default_planner
+from vidagent.agent.task import Question
 from vidagent.agent.steps import MemoryStep, ObservationStep, Step, TaskStep, ToolCallStep
 from vidagent.config import Settings
 from vidagent.errors import PlannerError
@@ -148,10 +149,11 @@ def test_caption_only_builds_no_tools_and_asks_nothing_about_objects(settings):
 def test_random_needs_no_memory_and_no_model(tmp_path, models_dir):
     settings = Settings(home=tmp_path, models=models_dir)
     with Session(settings, llm=ScriptedLLM([])) as session:
-        first = session.ask(video_path(TEMPORAL_TOY), "What is drawn?", CHOICES, planner="random", task_id="q1")
-        again = session.ask(video_path(TEMPORAL_TOY), "What is drawn?", CHOICES, planner="random", task_id="q1")
-        window = session.ask(video_path(TEMPORAL_TOY), "When is the guitar drawn?", planner="random",
-                             wants_time=True)
+        asked = Question("What is drawn?", tuple(CHOICES), id="q1")
+        first = session.ask(video_path(TEMPORAL_TOY), asked, planner="random")
+        again = session.ask(video_path(TEMPORAL_TOY), asked, planner="random")
+        window = session.ask(video_path(TEMPORAL_TOY), Question("When is the guitar drawn?", wants_time=True),
+                             planner="random")
     assert first.choice_index == again.choice_index is not None
     begin, end = (float(x) for x in window.text.split(" - "))
     assert 0 <= begin < end <= 5.1

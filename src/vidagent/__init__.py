@@ -3,7 +3,7 @@
 from vidagent.agent.answer import Answer, Candidate
 from vidagent.agent.planner import Needs, Planner, build_planner, planner_names, register_planner
 from vidagent.agent.steps import Step, Trace
-from vidagent.agent.task import Source, Task
+from vidagent.agent.task import Question, Source, Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.api import ask, import_captions, index
 from vidagent.config import LLMSettings, Settings
@@ -14,7 +14,7 @@ from vidagent.video.video import Video
 
 __all__ = [
     "Answer", "Candidate", "Evidence", "LLMError", "LLMSettings", "MemoryStoreError", "ModelUnavailableError",
-    "Needs", "Planner", "Session", "Settings", "Source", "Step", "Task", "Toolbox", "Trace", "Video", "VideoError",
+    "Needs", "Planner", "Question", "Session", "Settings", "Source", "Step", "Task", "Toolbox", "Trace", "Video", "VideoError",
     "VidagentError", "ask", "build_planner", "import_captions", "index", "planner_names", "register_planner",
 ]
 __version__ = "0.1.0"

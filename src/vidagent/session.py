@@ -15,7 +15,7 @@ from vidagent.agent.learning.keeper import Experience, ExperienceOptions, check_
 from vidagent.agent.planner import Planner, build_planner, default_planner
 from vidagent.agent.planning import NoChatModel
 from vidagent.agent.steps import MemoryStep, Step, Trace
-from vidagent.agent.task import Reference, Source, Task
+from vidagent.agent.task import Question, Source, Task
 from vidagent.agent.workspace import open_workspace
 from vidagent.config import Settings
 from vidagent.errors import PlannerError, VidagentError, VideoError
@@ -109,35 +109,35 @@ class Session:
     def ask(
         self,
         sources: SourceInput | Sequence[SourceInput],
-        question: str,
+        question: str | Question,
         choices: Sequence[str] | None = None,
         *,
         planner: str | Planner | None = None,
         planner_options: Mapping[str, Any] | None = None,
-        task_id: str = "",
-        wants_time: bool = False,
-        reference: Reference | None = None,
         on_step: Callable[[Step], None] | None = None,
         progress: bool = False,
         experience: str | None = None,
-        task_type: str = "",
     ) -> Answer:
         """Answer a question about a video, or about several videos and images (indexing videos first if needed).
 
+        ``question`` is its text (with ``choices``, its options), or a ``Question`` that also carries
+        what an evaluation knows of it (id, whether it wants a time, a known answer, its type).
         ``sources`` is one path (or ``Video``/``Image``, or a memory's id such as ``egoschema:<q_uid>``)
         or a sequence of them; every one is opened before any work, and one that cannot be read stops
         the question with an error naming it. ``planner`` is a registered name (``react``, ``mcts``,
         ``traveler``, ``peil``, ``caption_only``, ``random``, or ``package.module:Class``) built with
         ``planner_options``, or a planner object; ``None`` picks ``react`` for one video and ``peil``
         for images or several sources. A planner takes only the sources its ``needs`` name (only
-        ``peil`` takes images or several). ``reference`` is a known answer for planners that learn
-        from it (PEIL's Learner); no planner reads it to answer. ``on_step`` is called with each step
-        of the trace as soon as it is made. ``experience`` (default: the settings') chooses the memory
+        ``peil`` takes images or several). ``on_step`` is called with each step of the trace as soon
+        as it is made. ``experience`` (default: the settings') chooses the memory
         across questions that is replayed before the planner runs and kept after it answers:
         ``none``, ``semantic`` (validated answers about the same video), ``procedural`` (workflows
-        that worked for questions of the same type) or ``all``. ``task_type`` is the question's type
-        as its dataset labels it (experience keeps workflows by it; empty: told from the question).
+        that worked for questions of the same type) or ``all``; workflows are kept by the question's
+        ``task_type`` (empty: told from the question).
         """
+        if isinstance(question, Question) and choices is not None:
+            raise TypeError("give the options inside the Question")
+        asked = question if isinstance(question, Question) else Question(question, tuple(choices) if choices else None)
         if planner_options and not isinstance(planner, (str, type(None))):
             raise PlannerError("planner_options go with a planner's name; set them on the planner object instead")
         handles = open_sources(sources, lambda: self.library)
@@ -146,13 +146,12 @@ class Session:
                                                                             planner_options)
         needs = chosen.needs
         needs.check(chosen.name, kinds)
-        task = Task(question, tuple(choices) if choices else None, tuple(_source(h) for h in handles), id=task_id,
-                    wants_time=wants_time, reference=reference, task_type=task_type)
+        task = asked.about(tuple(_source(h) for h in handles))
         llm = MeteredChat(self.llm if needs.llm else NoChatModel(chosen.name))
         keeper = self._experience(check_mode(experience or self.settings.experience)) if needs.llm else None
         key = "+".join(sorted(source.id for source in task.sources))  # whose experience: these sources'
         replay = keeper.recall(task, chosen.name, key, llm) if keeper else None
-        with open_workspace(needs, question, handles, self, llm, replay=replay, progress=progress) as toolbox:
+        with open_workspace(needs, asked.text, handles, self, llm, replay=replay, progress=progress) as toolbox:
             answer = chosen.run(task, toolbox, llm, Trace(on_step))
         if keeper:
             _learn(keeper, task, answer, chosen.name, key, llm)

@@ -49,6 +49,25 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class Question:
+    """A question as it is asked, before its sources are opened: the text and options, and what an
+    evaluation knows of it: its id, whether it wants a time, a known answer for planners that learn
+    from one (PEIL's Learner; no planner reads it to answer), its type as its dataset labels it."""
+
+    text: str
+    choices: tuple[str, ...] | None = None
+    id: str = ""
+    wants_time: bool = False
+    reference: Reference | None = None
+    task_type: str = ""
+
+    def about(self, sources: tuple[Source, ...]) -> "Task":
+        """The task of answering this question about ``sources``."""
+        return Task(self.text, self.choices, sources, id=self.id, wants_time=self.wants_time,
+                    reference=self.reference, task_type=self.task_type)
+
+
+@dataclass(frozen=True)
 class Task:
     """A question for a planner. ``id`` names it where it comes from a benchmark (planners that
     draw at random seed from it); ``answer_type`` is ``choice`` when there are options, else

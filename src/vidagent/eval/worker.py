@@ -11,7 +11,7 @@ from typing import Any
 from vidagent.agent.answer import Answer
 from vidagent.agent.planner import build_planner
 from vidagent.agent.steps import ObservationStep
-from vidagent.agent.task import Reference
+from vidagent.agent.task import Question, Reference
 from vidagent.config import Settings
 from vidagent.errors import VidagentError
 from vidagent.eval.clips import cut_clip
@@ -55,10 +55,11 @@ class QuestionWorker:
                 asked = replace(item, video_path=str(clip))
             if not asked.video_path:
                 raise EvalError(f"question {item.id} has no video file")
-            answer = self.session.ask(asked.video_path, item.question, list(item.choices) if item.choices else None,
-                                      planner=self.planner, task_id=item.id, wants_time=item.task == LOCALIZATION,
-                                      reference=reference(item) if self.config.teach else None,
-                                      task_type=item.group if item.group not in ("", "all") else "")
+            question = Question(item.question, tuple(item.choices) if item.choices else None, id=item.id,
+                                wants_time=item.task == LOCALIZATION,
+                                reference=reference(item) if self.config.teach else None,
+                                task_type=item.group if item.group not in ("", "all") else "")
+            answer = self.session.ask(asked.video_path, question, planner=self.planner)
             row.update(answer_fields(answer))
             row.update(score_answer(item, answer))
             if self.config.judge and item.task == OPEN_ENDED and item.has_key:
