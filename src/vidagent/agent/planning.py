@@ -21,8 +21,6 @@ from vidagent.llm.base import ChatModel, Completion, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.tools.base import Evidence
 
-SOURCE_KINDS = ("video", "image")
-
 
 @dataclass(frozen=True)
 class Needs:

@@ -56,7 +56,7 @@ def module(name: str, description: str, accepts: tuple[SourceKind, ...], query: 
     or ignored (``none``). A module that ``reads_history`` is also given the question and the
     attempt's earlier results, as ``history``. Its description is its usage line, as the planner reads it."""
     parameters = (Parameter("query", str, "a text query, or None", optional=True, words=False,
-                            needed=query == "required", ignored=query == "none"),
+                            needed=query == "required"),
                   Parameter("visual", int, "visual[i], or None", optional=True, source=True, accepts=accepts))
     written = "None" if query == "none" else '"query"'
     takes = f" Takes: {', '.join(accepts)}." if accepts else ""

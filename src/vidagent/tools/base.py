@@ -44,7 +44,6 @@ class Parameter:
     source: bool = False  # a source reference: an index into the question's sources (``visual[i]``)
     accepts: tuple[str, ...] = ()  # a source reference's kinds of source (none: the tool takes no source)
     needed: bool = False  # ``None`` parses, but the tool needs a value: the call is refused with how to write it
-    ignored: bool = False  # taken for a uniform call shape, not used (shown as ``None`` in the tool's usage)
 
 
 @dataclass(frozen=True)
