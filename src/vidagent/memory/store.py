@@ -87,6 +87,19 @@ class ObjectRecord:
     embedding: np.ndarray
 
 
+@dataclass(frozen=True)
+class DetectionRecord:
+    """One sampled detection of an object (stage ``objects``): when, which track, its box in pixels of
+    the displayed video, and its run-length mask where a segmentation backend made one."""
+
+    time_s: float
+    track_id: int
+    category: str
+    score: float
+    box: tuple[float, float, float, float]
+    mask: str | None
+
+
 class Library:
     """Read and write access to the library database at ``path`` (created on first use)."""
 
@@ -292,6 +305,23 @@ class Library:
                 (video_id,),
             ).fetchall()
         return [ObjectRecord(*r[:8], np.frombuffer(r[8], dtype=np.float32)) for r in rows]
+
+    def object_detections(self, video_id: str, object_id: int) -> list[DetectionRecord]:
+        """Every sampled detection of one object, in time order (empty for an object that is not there)."""
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT time_s, track_id, category, score, x1, y1, x2, y2, mask FROM detections
+                   WHERE video_id=? AND object_id=? ORDER BY time_s, detection_id""",
+                (video_id, int(object_id)),
+            ).fetchall()
+        return [DetectionRecord(r[0], r[1], r[2], r[3], (r[4], r[5], r[6], r[7]), r[8]) for r in rows]
+
+    def detection_times(self, video_id: str) -> list[float]:
+        """The distinct times of the frames the objects stage detected anything in, in order."""
+        with self._lock:
+            rows = self._conn.execute("SELECT DISTINCT time_s FROM detections WHERE video_id=? ORDER BY time_s",
+                                      (video_id,)).fetchall()
+        return [row[0] for row in rows]
 
     def speech(self, video_id: str) -> list[tuple[float, float, str]]:
         with self._lock:

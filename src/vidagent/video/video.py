@@ -131,7 +131,7 @@ class Video:
         except VideoError:
             raise
         except (av.error.FFmpegError, OSError, UnicodeDecodeError) as error:
-            raise VideoError(f"{self.path}: cannot read as a video ({_reason(error)})") from error
+            raise VideoError(f"{self.path}: cannot read as a video ({error_reason(error)})") from error
         if info.duration_s <= 0:
             raise VideoError(f"{self.path}: the video has zero length")
         return info
@@ -188,12 +188,41 @@ class Video:
                         return
                     previous = frame
         except (av.error.FFmpegError, OSError) as error:
-            raise VideoError(f"{self.path}: corrupt video data ({_reason(error)})") from error
+            raise VideoError(f"{self.path}: corrupt video data ({error_reason(error)})") from error
         if previous is None:
             raise VideoError(f"{self.path}: no decodable frames")
         while next_target < len(targets):
             yield self._convert(previous, targets[next_target], max_side)
             next_target += 1
+
+    def frames_between(self, start_s: float, end_s: float) -> Iterator[SampledFrame]:
+        """Yield every frame, at full size, that starts in ``[start_s, end_s)`` (to the last frame when
+        ``end_s`` reaches the video's end), in time order; when none starts there, the one on screen at
+        ``start_s``. One pass from the start of the stream, without seeking (see the module's note)."""
+        start, end = max(0.0, float(start_s)), float(end_s)
+        to_the_end = end >= self.duration_s - 1e-6
+        previous = None
+        yielded = False
+        try:
+            with av.open(str(self.path)) as container:
+                stream = container.streams.video[0]
+                stream.thread_type = "AUTO"
+                for frame in container.decode(stream):
+                    if frame.time is None:
+                        continue
+                    if frame.time < start - 1e-6:
+                        previous = frame
+                        continue
+                    if not to_the_end and frame.time >= end - 1e-6:
+                        break
+                    yielded = True
+                    yield self._convert(frame, frame.time, None)
+        except (av.error.FFmpegError, OSError) as error:
+            raise VideoError(f"{self.path}: corrupt video data ({error_reason(error)})") from error
+        if not yielded:
+            if previous is None:
+                raise VideoError(f"{self.path}: no decodable frames between {start:.2f} and {end:.2f} s")
+            yield self._convert(previous, previous.time, None)
 
     def sample(self, fps: float, *, max_side: int | None = None) -> Iterator[SampledFrame]:
         """Frames at a fixed rate, starting half an interval in."""
@@ -230,7 +259,7 @@ class Video:
                 for out in resampler.resample(None):
                     chunks.append(out.to_ndarray().reshape(-1))
         except (av.error.FFmpegError, OSError) as error:
-            raise VideoError(f"{self.path}: corrupt audio data ({_reason(error)})") from error
+            raise VideoError(f"{self.path}: corrupt audio data ({error_reason(error)})") from error
         if not chunks:
             return np.zeros(0, np.float32)
         # Lossy decoders overshoot full scale a little; clip so every consumer sees [-1, 1].
@@ -276,6 +305,7 @@ def _duration_s(container: av.container.InputContainer, stream: av.video.stream.
     return 0.0
 
 
-def _reason(error: BaseException) -> str:
+def error_reason(error: BaseException) -> str:
+    """A decoder's or the file system's failure in a few words, for a one-line error."""
     text = getattr(error, "strerror", None) or str(error)
     return text.split(":")[0].strip() or error.__class__.__name__

@@ -1,0 +1,325 @@
+"""Pixel work on a video file: cut a clip, draw an object's track on it, paint an object out, and
+write its frames as images (DoraemonGPT's utility tools, appendix A.2).
+
+Every output is written under a temporary name beside its target and renamed when it is whole, so a
+failed or interrupted run never leaves a half-written file (or folder) under the name asked for.
+Videos are re-encoded (H.264, high quality; frame-accurate, unlike a keyframe-aligned stream copy)
+at the source's frame rate and size (even sides: the last row or column of an odd size is dropped),
+upright, and keep their soundtrack: the window's audio, re-encoded as AAC at its own rate and
+channels, interleaved with the picture. Frames are decoded in one pass from the start, without
+seeking (see ``vidagent.video.video``).
+
+Drawing uses supervision's annotators (box, label, and the trace of the box's centre); painting out
+uses OpenCV's inpainting (Telea) over the object's region in each frame (its mask moved with it, or
+its box, grown a little), worked on the region's neighbourhood at most ``INPAINT_SIDE`` pixels a
+side and scaled back, so that a large object costs about what a small one does.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+from fractions import Fraction
+from pathlib import Path
+from typing import Callable, Iterator
+
+import av
+import cv2
+import numpy as np
+
+from vidagent.errors import VideoError
+from vidagent.video.track import Track, grown, region
+from vidagent.video.video import SampledFrame, Video, error_reason
+
+Progress = Callable[[float, float], None]  # (seconds of the window done, seconds in all)
+
+_log = logging.getLogger(__name__)
+CRF = "18"  # x264's quality: visually lossless, so an edit changes only what it means to change
+PRESET = "veryfast"
+GROW_FRACTION = 0.1  # an object's box is grown by this much of its size on each side before painting it out
+GROW_PIXELS = 4  # ... and by this many pixels (also how far a mask is dilated)
+INPAINT_RADIUS = 3  # pixels OpenCV's inpainting looks around each painted pixel (in the scaled neighbourhood)
+INPAINT_SIDE = 240  # the neighbourhood painted out is scaled down to at most this many pixels a side
+IMAGE_FORMATS = ("jpg", "png")
+JPEG_QUALITY = 92
+
+
+def cut_clip(video: Video, start_s: float, end_s: float, target: Path, *, progress: Progress | None = None) -> Path:
+    """The ``[start_s, end_s)`` stretch of ``video`` as an mp4 at ``target``."""
+    start, end = window(video, start_s, end_s)
+    return _rewrite(video, start, end, target, lambda frame: frame.image, progress)
+
+
+def highlight_track(video: Video, track: Track, label: str, target: Path, *, start_s: float = 0.0,
+                    end_s: float | None = None, progress: Progress | None = None) -> Path:
+    """``video``'s ``[start_s, end_s)`` with the object of ``track`` drawn on every frame it is in: its
+    box, ``label`` above it, and the trace of where its centre has been."""
+    import supervision as sv
+
+    start, end = window(video, start_s, video.duration_s if end_s is None else end_s)
+    colour = sv.Color.from_hex("#ff3b30")
+    boxes = sv.BoxAnnotator(color=colour, thickness=_thickness(video), color_lookup=sv.ColorLookup.INDEX)
+    labels = sv.LabelAnnotator(color=colour, text_color=sv.Color.WHITE, text_scale=_thickness(video) / 4,
+                               text_thickness=max(1, _thickness(video) // 2), color_lookup=sv.ColorLookup.INDEX,
+                               smart_position=True)
+    trace = sv.TraceAnnotator(color=colour, thickness=_thickness(video), color_lookup=sv.ColorLookup.INDEX,
+                              trace_length=max(2, round(2 * (video.info.fps or 25))))  # the last two seconds
+
+    def draw(frame: SampledFrame) -> np.ndarray:
+        box = track.box_at(frame.time_s)
+        if box is None:
+            return frame.image
+        found = sv.Detections(xyxy=np.array([box], dtype=np.float32), class_id=np.array([0]),
+                              tracker_id=np.array([1]))
+        scene = np.ascontiguousarray(frame.image[..., ::-1])  # supervision draws in OpenCV's BGR
+        scene = trace.annotate(scene, found)
+        scene = boxes.annotate(scene, found)
+        return labels.annotate(scene, found, labels=[label])[..., ::-1]
+
+    return _rewrite(video, start, end, target, draw, progress)
+
+
+def remove_track(video: Video, track: Track, target: Path, *, start_s: float = 0.0, end_s: float | None = None,
+                 progress: Progress | None = None) -> Path:
+    """``video``'s ``[start_s, end_s)`` with the object of ``track`` painted out of every frame it is in."""
+    start, end = window(video, start_s, video.duration_s if end_s is None else end_s)
+
+    def paint(frame: SampledFrame) -> np.ndarray:
+        height, width = frame.image.shape[:2]
+        placed = track.place(frame.time_s, width, height)
+        if placed is None:
+            return frame.image
+        covered = region(placed, width, height, fraction=GROW_FRACTION, pixels=GROW_PIXELS)
+        return inpaint(frame.image, covered)
+
+    return _rewrite(video, start, end, target, paint, progress)
+
+
+def inpaint(image: np.ndarray, covered: np.ndarray) -> np.ndarray:
+    """``image`` with the ``covered`` pixels (bool mask) filled from around them (Telea's method); no
+    other pixel changes."""
+    if not covered.any():
+        return image
+    height, width = covered.shape
+    ys, xs = np.nonzero(covered)
+    y1, y2, x1, x2 = int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1
+    scale = min(1.0, INPAINT_SIDE / max(y2 - y1, x2 - x1))
+    margin = math.ceil(2 * INPAINT_RADIUS / scale)  # the surroundings the fill is taken from
+    left, top, right, bottom = grown((x1, y1, x2, y2), width, height, fraction=0.0, pixels=margin)
+    patch, hole = image[top:bottom, left:right], covered[top:bottom, left:right]
+    scale = min(1.0, INPAINT_SIDE / max(patch.shape[:2]))
+    if scale < 1.0:
+        small = (max(1, round(patch.shape[1] * scale)), max(1, round(patch.shape[0] * scale)))
+        small_hole = cv2.resize(hole.astype(np.uint8), small, interpolation=cv2.INTER_NEAREST)
+        small_hole = cv2.dilate(small_hole, np.ones((3, 3), np.uint8))  # the scaled hole still covers its edge
+        filled = cv2.inpaint(cv2.resize(patch, small, interpolation=cv2.INTER_AREA), small_hole * 255,
+                             INPAINT_RADIUS, cv2.INPAINT_TELEA)
+        filled = cv2.resize(filled, (patch.shape[1], patch.shape[0]), interpolation=cv2.INTER_LINEAR)
+    else:
+        filled = cv2.inpaint(np.ascontiguousarray(patch), hole.astype(np.uint8) * 255, INPAINT_RADIUS,
+                             cv2.INPAINT_TELEA)
+    out = image.copy()
+    out[top:bottom, left:right][hole] = filled[hole]
+    return out
+
+
+def export_frames(video: Video, start_s: float, end_s: float, fps: float, folder: Path, *,
+                  image_format: str = "jpg", progress: Progress | None = None) -> list[Path]:
+    """The frames shown at ``start_s``, ``start_s + 1/fps``, ... before ``end_s`` (one frame when they
+    are equal) as image files in the new folder ``folder``, named ``frame_00001_2.50s.jpg`` (number and
+    time); written into a temporary folder that is renamed when every image is in it."""
+    if image_format not in IMAGE_FORMATS:
+        raise VideoError(f"frames are written as {' or '.join(IMAGE_FORMATS)}, not {image_format!r}")
+    if not fps > 0:
+        raise VideoError(f"the frame rate must be positive, not {fps:g}")
+    start, end = window(video, start_s, end_s, allow_instant=True)
+    times = frame_times(start, end, fps)
+    from PIL import Image as PILImage
+
+    folder = Path(folder)
+    if folder.exists():
+        raise VideoError(f"{folder}: already exists (name a new folder)")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    temporary = folder.with_name(f".{folder.name}.{os.getpid()}.part")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir()
+    names: list[str] = []
+    try:
+        for number, frame in enumerate(video.frames_at(times), start=1):
+            name = f"frame_{number:05d}_{frame.time_s:.2f}s.{image_format}"
+            options = {"quality": JPEG_QUALITY} if image_format == "jpg" else {}
+            PILImage.fromarray(frame.image).save(temporary / name, **options)
+            names.append(name)
+            if progress is not None:
+                progress(frame.time_s - start, end - start)
+        os.replace(temporary, folder)
+    except OSError as error:
+        raise VideoError(f"{folder}: cannot write the frames ({error.strerror or error})") from error
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return [folder / name for name in names]
+
+
+def frame_times(start_s: float, end_s: float, fps: float) -> list[float]:
+    """``start_s``, ``start_s + 1/fps``, ... before ``end_s``; ``[start_s]`` when the window is an instant."""
+    count = max(1, int(np.floor((end_s - start_s) * fps + 1e-6)))
+    return [round(start_s + i / fps, 3) for i in range(count)]
+
+
+def window(video: Video, start_s: float, end_s: float, *, allow_instant: bool = False) -> tuple[float, float]:
+    """``[start_s, end_s]`` checked against ``video`` (a little past its end is its end); a ``VideoError``
+    that says why when it is no window of it."""
+    duration = video.duration_s
+    start, end = float(start_s), min(float(end_s), duration)
+    if not (np.isfinite(start) and np.isfinite(end)) or start < 0:
+        raise VideoError(f"times must be seconds from 0 to {duration:.2f}, not {start_s:g}-{end_s:g}")
+    if start >= duration:
+        raise VideoError(f"the window starts at {start:g} s, after the video ends ({duration:.2f} s)")
+    if end < start or (end == start and not allow_instant):
+        raise VideoError(f"the window must end after it starts ({start_s:g}-{end_s:g} s)")
+    return start, end
+
+
+def _thickness(video: Video) -> int:
+    """Lines about 1/360 of the frame's longer side (2 px at 720p)."""
+    return max(2, round(max(video.info.width, video.info.height) / 480))
+
+
+def _rewrite(video: Video, start: float, end: float, target: Path, change: Callable[[SampledFrame], np.ndarray],
+             progress: Progress | None) -> Path:
+    """Write ``change(frame)`` for every frame of ``[start, end)`` (and the window's audio) to ``target``."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.stem}.{os.getpid()}.part{target.suffix or '.mp4'}")
+    try:
+        _encode(video, start, end, temporary, change, progress)
+        os.replace(temporary, target)
+    except (av.error.FFmpegError, OSError) as error:
+        raise VideoError(f"{target}: cannot write the video ({error_reason(error)})") from error
+    finally:
+        temporary.unlink(missing_ok=True)
+    return target
+
+
+def _encode(video: Video, start: float, end: float, target: Path, change: Callable[[SampledFrame], np.ndarray],
+            progress: Progress | None) -> None:
+    rate = _frame_rate(video)
+    codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
+    with av.open(str(target), "w", format="mp4", options={"movflags": "+faststart"}) as sink:
+        picture: av.video.stream.VideoStream | None = None
+        sound = _AudioCopy(video, start, end, sink) if video.info.has_audio else None
+        written = 0
+        for frame in video.frames_between(start, end):
+            image = change(frame)
+            height, width = image.shape[0] // 2 * 2, image.shape[1] // 2 * 2
+            if picture is None:
+                options = {"crf": CRF, "preset": PRESET} if codec == "libx264" else {}
+                picture = sink.add_stream(codec, rate=rate, options=options)
+                picture.width, picture.height, picture.pix_fmt = width, height, "yuv420p"
+                if codec != "libx264":
+                    picture.bit_rate = 8_000_000
+            out = av.VideoFrame.from_ndarray(np.ascontiguousarray(image[:height, :width]), format="rgb24")
+            out.pts = written
+            out.time_base = Fraction(1) / rate
+            for packet in picture.encode(out):
+                sink.mux(packet)
+            written += 1
+            if sound is not None:
+                sound.mux_until(written / rate)
+            if progress is not None:
+                progress(min(end - start, written / rate), end - start)
+        if picture is None:
+            raise VideoError(f"{video.path}: the window {start:.2f}-{end:.2f} s holds no frames")
+        for packet in picture.encode():
+            sink.mux(packet)
+        if sound is not None:
+            sound.mux_until(None)
+
+
+def _frame_rate(video: Video) -> Fraction:
+    with av.open(str(video.path)) as container:
+        stream = container.streams.video[0]
+        rate = stream.average_rate or stream.guessed_rate
+    return Fraction(rate) if rate else Fraction(25)
+
+
+class _AudioCopy:
+    """The window's soundtrack, re-encoded as AAC (its own rate and channels) and muxed as the
+    picture advances, so the two are interleaved in the file."""
+
+    def __init__(self, video: Video, start: float, end: float, sink: av.container.OutputContainer) -> None:
+        with av.open(str(video.path)) as container:
+            source = container.streams.audio[0]
+            self.rate = int(source.rate or 48000)
+            self.layout = source.layout.name if source.layout and source.channels <= 2 else "stereo"
+        self.stream = sink.add_stream("aac", rate=self.rate)
+        self.stream.layout = self.layout
+        self.sink = sink
+        self.path, self.start, self.end = video.path, start, end
+        self._packets: Iterator[av.Packet] | None = None
+        self._pending: av.Packet | None = None
+
+    def mux_until(self, time_s: float | None) -> None:
+        """Mux the encoded audio up to ``time_s`` seconds into the clip (None: all the rest)."""
+        if self._packets is None:
+            self._packets = self._encoded()
+        while True:
+            if self._pending is None:
+                self._pending = next(self._packets, None)
+                if self._pending is None:
+                    return
+            packet = self._pending
+            if time_s is not None and packet.pts is not None and packet.time_base is not None \
+                    and float(packet.pts * packet.time_base) > time_s:
+                return
+            self.sink.mux(packet)
+            self._pending = None
+
+    def _encoded(self) -> Iterator[av.Packet]:
+        size = self.stream.codec_context.frame_size or 1024
+        first, last = round(self.start * self.rate), round(self.end * self.rate)
+        pending: list[np.ndarray] = []
+        held = 0
+        written = 0
+        for chunk in self._samples(first, last):
+            pending.append(chunk)
+            held += chunk.shape[1]
+            while held >= size:
+                block = np.concatenate(pending, axis=1)
+                yield from self._encode(block[:, :size], written)
+                written += size
+                rest = block[:, size:]
+                pending, held = [rest], rest.shape[1]
+        if held:
+            yield from self._encode(np.concatenate(pending, axis=1), written)
+        yield from self.stream.encode(None)
+
+    def _encode(self, block: np.ndarray, pts: int) -> Iterator[av.Packet]:
+        frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(block, dtype=np.float32), format="fltp",
+                                           layout=self.layout)
+        frame.sample_rate, frame.pts = self.rate, pts
+        frame.time_base = Fraction(1, self.rate)
+        yield from self.stream.encode(frame)
+
+    def _samples(self, first: int, last: int) -> Iterator[np.ndarray]:
+        """The soundtrack's samples ``first`` to ``last`` (counted from time 0) as planar float32 chunks."""
+        resampler = av.AudioResampler(format="fltp", layout=self.layout, rate=self.rate)
+        position: int | None = None
+        try:
+            with av.open(str(self.path)) as container:
+                source = container.streams.audio[0]
+                for decoded in container.decode(source):
+                    if position is None:
+                        position = max(0, round((decoded.time or 0.0) * self.rate))
+                    for frame in resampler.resample(decoded):
+                        samples = frame.to_ndarray().reshape(len(frame.layout.channels), -1)
+                        begin, position = position, position + samples.shape[1]
+                        if position <= first:
+                            continue
+                        if begin >= last:
+                            return
+                        yield samples[:, max(0, first - begin): last - begin]
+        except (av.error.FFmpegError, OSError) as error:  # a damaged soundtrack costs the sound, not the clip
+            _log.warning("%s: audio left out of the clip (%s)", self.path, error_reason(error))
