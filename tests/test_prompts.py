@@ -62,6 +62,7 @@ PLACEHOLDERS: dict[tuple[str, str], tuple[str, ...]] = {
     **{("tools", f"sql_examples_{kind}"): () for kind in ("when", "why", "what", "how", "count", "other", "object")},
     ("tools", "subtask_descriptions"): (), ("tools", "object_query_stopwords"): (),
     ("tools", "vqa_from_descriptions"): ("descriptions", "question"), ("tools", "vqa_from_captions"): ("captions", "question"),
+    ("tools", "utility_descriptions"): (),
 }
 
 

@@ -143,6 +143,12 @@ class Settings:
     def llm_cache_path(self) -> Path:
         return self.home / "llm-cache.sqlite"
 
+    @property
+    def artifacts_dir(self) -> Path:
+        """Where the utility tools, commands and server write the clips, edited videos and frames they
+        make (named by content): beside the library, in its folder's ``artifacts``."""
+        return self.library_path.parent / "artifacts"
+
     def answer_settings(self) -> dict[str, object]:
         """The settings that can change an answer, as plain JSON values (an evaluation run's identity):
         the chat model and its sampling and context, how the memory is cut and perceived, and which

@@ -32,6 +32,7 @@ from vidagent.tools.frames import FrameTools
 from vidagent.tools.media import Media, image_media, video_media
 from vidagent.tools.sql_agent import OBJECT_KIND, SUBTASK_KINDS, SQLTools
 from vidagent.tools.temporal import TemporalTools
+from vidagent.tools.utility import UtilityTools
 from vidagent.tools.vqa import VisualQA
 from vidagent.video.image import Image
 from vidagent.video.video import Video
@@ -144,14 +145,16 @@ def withheld_tools(memory: VideoMemory) -> tuple[str, ...]:
 def _video_tools(memory: VideoMemory, resources: Resources, llm: ChatModel, queries: ReadOnlyQueries,
                  withheld: tuple[str, ...], build_objects: Callable[[], object]) -> list[Tool]:
     """Every tool over one video: VideoAgent's temporal tools, object memory and sub-task tools,
-    and the tools that look at frames by time."""
+    the tools that look at frames by time, and DoraemonGPT's utility tools (no planner offers them by
+    default: its ``tools`` option names them)."""
     perception, shapes = resources.perception, resources.settings.tools
     temporal = TemporalTools(memory, perception.embedder, resources.vqa, llm, shapes).tools()
     sql = SQLTools(memory, perception.embedder, llm, queries, build_objects=build_objects,
                    appearance=perception.appearance, shapes=shapes)
     frames = FrameTools(memory, perception.describer, resources.vqa, llm, shapes).tools()
     kinds = SUBTASK_KINDS if "object_memory_querying" in withheld else (OBJECT_KIND,) + SUBTASK_KINDS
-    return temporal + sql.tools(kinds) + frames
+    utility = UtilityTools(memory, resources.settings.artifacts_dir, sql.ensure_objects).tools()  # named only
+    return temporal + sql.tools(kinds) + frames + utility
 
 
 def _assist_kit(needs: Needs, media: Sequence[Media], resources: Resources, llm: ChatModel) -> AssistKit:
