@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import secrets
 import shutil
 from fractions import Fraction
 from pathlib import Path
@@ -128,7 +129,7 @@ def inpaint(image: np.ndarray, covered: np.ndarray) -> np.ndarray:
 def export_frames(video: Video, start_s: float, end_s: float, fps: float, folder: Path, *,
                   image_format: str = "jpg", progress: Progress | None = None) -> list[Path]:
     """The frames shown at ``start_s``, ``start_s + 1/fps``, ... before ``end_s`` (one frame when they
-    are equal) as image files in the new folder ``folder``, named ``frame_00001_2.50s.jpg`` (number and
+    are equal) as image files in ``folder`` (new, or empty), named ``frame_00001_2.50s.jpg`` (number and
     time); written into a temporary folder that is renamed when every image is in it."""
     if image_format not in IMAGE_FORMATS:
         raise VideoError(f"frames are written as {' or '.join(IMAGE_FORMATS)}, not {image_format!r}")
@@ -139,10 +140,10 @@ def export_frames(video: Video, start_s: float, end_s: float, fps: float, folder
     from PIL import Image as PILImage
 
     folder = Path(folder)
-    if folder.exists():
-        raise VideoError(f"{folder}: already exists (name a new folder)")
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise VideoError(f"{folder}: already exists and is not an empty folder (name a new or empty folder)")
     folder.parent.mkdir(parents=True, exist_ok=True)
-    temporary = folder.with_name(f".{folder.name}.{os.getpid()}.part")
+    temporary = folder.with_name(f".{folder.name}.{_unique()}.part")
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir()
     names: list[str] = []
@@ -182,6 +183,11 @@ def window(video: Video, start_s: float, end_s: float, *, allow_instant: bool = 
     return start, end
 
 
+def _unique() -> str:
+    """A temporary name's own part: no two writers (processes or threads) share one."""
+    return f"{os.getpid()}-{secrets.token_hex(4)}"
+
+
 def _thickness(video: Video) -> int:
     """Lines about 1/360 of the frame's longer side (2 px at 720p)."""
     return max(2, round(max(video.info.width, video.info.height) / 480))
@@ -192,7 +198,7 @@ def _rewrite(video: Video, start: float, end: float, target: Path, change: Calla
     """Write ``change(frame)`` for every frame of ``[start, end)`` (and the window's audio) to ``target``."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.stem}.{os.getpid()}.part{target.suffix or '.mp4'}")
+    temporary = target.with_name(f".{target.stem}.{_unique()}.part{target.suffix or '.mp4'}")
     try:
         _encode(video, start, end, temporary, change, progress)
         os.replace(temporary, target)

@@ -1,10 +1,11 @@
 """Where a tracked object is in any frame: its sampled boxes (and masks), filled in between.
 
 The object memory detects objects in frames sampled a few times a second (``step_s`` apart); drawing
-an object or removing it needs where it is in every frame. Around each sampled detection its box
-holds for half a step (the stretch that sample stands for); between two samples at most
-``max_gap_s`` apart the box moves linearly from one to the other; across a longer gap the object was
-not seen, and has no box. Several detections of the object at one sampled time (two of its tracks
+an object or removing it needs where it is in every frame. Between two samples at most ``max_gap_s``
+apart the box moves linearly from one to the other; before the first sample, after the last, and on
+each side of a longer gap (where the object was not seen) the box goes on for one step, moving as it
+moved from its neighbouring sample (held still when it has none): the object may have been there until
+the next sample missed it, and an object left half-removed is worse than a box kept a moment too long. Several detections of the object at one sampled time (two of its tracks
 overlapping) count as one box around them all.
 
 A mask, where a segmentation backend made one, is a COCO run-length encoding over the displayed
@@ -66,13 +67,13 @@ class Track:
 
     @property
     def first_s(self) -> float:
-        """When the object is first shown (half a step before its first sample)."""
-        return max(0.0, self.samples[0].time_s - self.step_s / 2) if self.samples else 0.0
+        """When the object is first placed (a step before its first sample)."""
+        return max(0.0, self.samples[0].time_s - self.step_s) if self.samples else 0.0
 
     @property
     def last_s(self) -> float:
-        """When it is last shown (half a step after its last sample)."""
-        return self.samples[-1].time_s + self.step_s / 2 if self.samples else 0.0
+        """When it is last placed (a step after its last sample)."""
+        return self.samples[-1].time_s + self.step_s if self.samples else 0.0
 
     def box_at(self, time_s: float) -> Box | None:
         """The object's box in the frame shown at ``time_s``, or None when it is not there."""
@@ -105,18 +106,29 @@ class Track:
         before = after - 1
         if after < len(self.samples) and abs(self._times[after] - t) < 1e-6:
             return self.samples[after].box, self.samples[after]
-        half = self.step_s / 2 + 1e-6
+        hold = self.step_s + 1e-6
         left = self.samples[before] if before >= 0 else None
         right = self.samples[after] if after < len(self.samples) else None
         if left is not None and right is not None and right.time_s - left.time_s <= self.max_gap_s + 1e-6:
             weight = (t - left.time_s) / (right.time_s - left.time_s)
             box = tuple(a + (b - a) * weight for a, b in zip(left.box, right.box))
             return box, (left if weight <= 0.5 else right)  # type: ignore[return-value]
-        if left is not None and t - left.time_s <= half:
-            return left.box, left
-        if right is not None and right.time_s - t <= half:
-            return right.box, right
+        if left is not None and t - left.time_s <= hold:
+            return self._beyond(before, -1, t), left
+        if right is not None and right.time_s - t <= hold:
+            return self._beyond(after, 1, t), right
         return None
+
+    def _beyond(self, index: int, inward: int, time_s: float) -> Box:
+        """The box of sample ``index`` carried on to ``time_s``, outside the samples' joined stretch, at the
+        speed it moved from its neighbour ``index + inward`` (when that one is near enough to be joined)."""
+        sample = self.samples[index]
+        other = index + inward
+        if not 0 <= other < len(self.samples) or abs(self.samples[other].time_s - sample.time_s) > self.max_gap_s + 1e-6:
+            return sample.box
+        neighbour = self.samples[other]
+        rate = (time_s - sample.time_s) / (sample.time_s - neighbour.time_s)
+        return tuple(a + (a - b) * rate for a, b in zip(sample.box, neighbour.box))  # type: ignore[return-value]
 
 
 def grown(box: Box, width: int, height: int, *, fraction: float, pixels: int) -> tuple[int, int, int, int]:

@@ -1,0 +1,328 @@
+"""DoraemonGPT's utility tools (issue 24): an object placed in every frame from its sampled boxes (pure),
+the pixel work on clips made here with PyAV (cut, drawn on, painted out, frames), and the tools over
+the real object memory of a real clip built with the real offline perception, each output decoded back
+with PyAV and checked. The commands, routes and page are in test_utility_faces.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+import supervision as sv
+
+from vidagent.config import Settings
+from vidagent.errors import VideoError
+from vidagent.memory.builder import MemoryBuilder
+from vidagent.memory.store import Library
+from vidagent.memory.stored_video import StoredVideo
+from vidagent.memory.video_memory import VideoMemory
+from vidagent.tools.edits import object_track
+from vidagent.tools.media import ImageMedia, VideoMedia
+from vidagent.tools.utility import UTILITY_TOOLS, UtilityTools
+from vidagent.video import editing
+from vidagent.video.track import Placement, Track, TrackBox, decode_mask, region
+from vidagent.video.video import Video
+
+from conftest import video_path, write_test_video
+
+BOAT = "github_Video-LLaMA/boat.mp4"  # 6 s, 592x336, AAC sound: one tour boat, detected throughout
+RED = (230, 30, 30)
+
+
+def decoded(path: Path) -> list[av.VideoFrame]:
+    with av.open(str(path)) as container:
+        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+
+
+def stream_facts(path: Path) -> dict:
+    with av.open(str(path)) as container:
+        video = container.streams.video[0]
+        audio = container.streams.audio[0] if container.streams.audio else None
+        samples = sum(frame.samples for frame in container.decode(audio)) if audio else 0
+        return {"frames": video.frames, "duration_s": float(video.duration * video.time_base),
+                "width": video.width, "height": video.height,
+                "audio_s": samples / audio.rate if audio else None, "audio_channels": audio.channels if audio else 0}
+
+
+def grown_union(track: Track, times: list[float], width: int, height: int, pixels: int) -> np.ndarray:
+    """Where the object was at any of ``times``, every box grown by ``pixels``."""
+    out = np.zeros((height, width), bool)
+    for t in times:
+        placed = track.place(t, width, height)
+        if placed is not None:
+            out |= region(placed, width, height, fraction=0.0, pixels=pixels)
+    return out
+
+
+# -- an object in every frame -----------------------------------------------------------------------------------------------
+def test_a_track_holds_each_sample_half_a_step_moves_between_near_samples_and_leaves_gaps():
+    track = Track([TrackBox(1.0, (0, 0, 10, 10)), TrackBox(1.5, (10, 0, 20, 10)), TrackBox(4.0, (50, 50, 60, 60)),
+                   TrackBox(4.0, (70, 50, 80, 60))], step_s=0.5)
+    assert track.box_at(1.25) == pytest.approx((5, 0, 15, 10))  # half-way between two samples a step apart
+    assert track.box_at(0.5) == pytest.approx((-10, 0, 0, 10)) and track.box_at(0.45) is None  # on a step before
+    assert track.box_at(2.0) == pytest.approx((20, 0, 30, 10)) and track.box_at(2.5) is None  # a gap, not a move
+    assert track.box_at(3.5) == track.box_at(4.0) == (50, 50, 80, 60)  # two boxes at one time: one around both
+    assert (track.first_s, track.last_s) == (0.5, 4.5) and len(track) == 3
+    with pytest.raises(ValueError):
+        Track([], step_s=0)
+
+
+def test_a_mask_is_used_at_its_sample_moved_with_the_box_between_samples_and_dilated():
+    mask = np.zeros((40, 60), bool)
+    mask[10:20, 10:15] = True
+    rle = sv.mask_to_rle(mask, compressed=True)
+    track = Track([TrackBox(0.0, (10, 10, 15, 20), rle), TrackBox(0.5, (20, 10, 25, 20))], step_s=0.5)
+    at_sample = track.place(0.0, 60, 40)
+    assert np.array_equal(at_sample.mask, mask)
+    moved = track.place(0.2, 60, 40)  # nearer the first sample: its mask, moved 4 px right with the box
+    assert moved.box == pytest.approx((14, 10, 19, 20)) and moved.mask[10:20, 14:19].all() and moved.mask.sum() == 50
+    grown = region(at_sample, 60, 40, fraction=0.1, pixels=2)
+    assert grown[mask].all() and grown.sum() > mask.sum() and not grown[:, 30:].any()  # dilated, not the box
+    assert decode_mask(rle, 61, 40) is None and decode_mask("[1, 2", 60, 40) is None  # wrong size, not a mask
+    assert np.array_equal(decode_mask(str([int(v) for v in sv.mask_to_rle(mask)]), 60, 40), mask)
+    boxed = region(Placement((10, 10, 20, 20)), 60, 40, fraction=0.1, pixels=2)
+    assert boxed.sum() == 16 * 16 and boxed[7:23, 7:23].all()
+
+
+def test_inpainting_fills_the_covered_pixels_and_changes_no_other():
+    y, x = np.mgrid[0:120, 0:160]
+    image = np.stack([x * 1.5, y * 2, (x + y) % 256], axis=-1).astype(np.uint8)
+    image[40:80, 60:100] = RED
+    covered = np.zeros((120, 160), bool)
+    covered[36:84, 56:104] = True
+    out = editing.inpaint(image, covered)
+    assert np.array_equal(out[~covered], image[~covered])
+    assert not _red(out).any() and _red(image).sum() == 1600
+    assert editing.inpaint(image, np.zeros_like(covered)) is image
+
+
+def test_frame_times_cover_the_window_at_the_rate():
+    assert editing.frame_times(1.0, 3.0, 2) == [1.0, 1.5, 2.0, 2.5]
+    assert editing.frame_times(2.0, 2.0, 1) == [2.0] and editing.frame_times(0, 0.4, 1) == [0.0]
+
+
+# -- the pixel work, on a clip made here ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def moving_square(tmp_path_factory) -> tuple[Video, Track]:
+    """3 s at 10 fps, 320x240, with a tone: a red 30 px square moving right 30 px a second over a smooth
+    background; its track sampled twice a second, as the objects stage samples."""
+    y, x = np.mgrid[0:240, 0:320]
+    background = np.stack([60 + x * 0.4, 80 + y * 0.5, 140 + 40 * np.sin(x / 25.0)], axis=-1).astype(np.uint8)
+    frames = []
+    for i in range(30):
+        image = background.copy()
+        left = 40 + 3 * i
+        image[100:130, left:left + 30] = RED
+        frames.append(image)
+    path = write_test_video(tmp_path_factory.mktemp("square") / "square.mp4", frames, fps=10, audio=True)
+    track = Track([TrackBox(t, (40 + 30 * t, 100, 70 + 30 * t, 130)) for t in np.arange(0, 3, 0.5)], step_s=0.5)
+    return Video(path), track
+
+
+def test_a_clip_keeps_its_window_frame_rate_and_sound(moving_square, tmp_path):
+    video, _ = moving_square
+    out = editing.cut_clip(video, 1.0, 2.5, tmp_path / "clip.mp4")
+    facts = stream_facts(out)
+    assert facts["frames"] == 15 and len(decoded(out)) == 15
+    assert facts["duration_s"] == pytest.approx(1.5, abs=0.01) and (facts["width"], facts["height"]) == (320, 240)
+    assert facts["audio_s"] == pytest.approx(1.5, abs=0.1) and facts["audio_channels"] == 2  # as the source
+    assert [p.name for p in tmp_path.iterdir()] == ["clip.mp4"]  # no temporary file left
+    first = decoded(out)[0]
+    assert _red(first)[100:130, 70:100].mean() > 0.9  # the frame at 1.0 s: the square at x 70-100
+    for start, end, why in ((3.5, 4, "after the video ends"), (2, 1, "must end after it starts"), (-1, 1, "from 0")):
+        with pytest.raises(VideoError, match=why):
+            editing.cut_clip(video, start, end, tmp_path / "bad.mp4")
+    assert not (tmp_path / "bad.mp4").exists()
+
+
+def test_a_write_stopped_midway_leaves_no_file_behind(moving_square, tmp_path):
+    video, track = moving_square
+    calls = []
+
+    def stop(done: float, total: float) -> None:
+        calls.append(done)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        editing.remove_track(video, track, tmp_path / "removed.mp4", progress=stop)
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        editing.export_frames(video, 0, 3, 10, tmp_path / "frames", progress=stop)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_removing_the_square_paints_it_out_and_changes_nothing_else(moving_square, tmp_path):
+    video, track = moving_square
+    plain = decoded(editing.cut_clip(video, 0, 3, tmp_path / "plain.mp4"))
+    removed = decoded(editing.remove_track(video, track, tmp_path / "removed.mp4"))
+    assert len(plain) == len(removed) == 30
+    for i, (before, after) in enumerate(zip(plain, removed)):
+        covered = region(track.place(i / 10, 320, 240), 320, 240, fraction=editing.GROW_FRACTION,
+                         pixels=editing.GROW_PIXELS)
+        assert _red(before).sum() > 800 and _red(after).sum() == 0, i
+        difference = np.abs(before.astype(int) - after.astype(int)).max(axis=2)
+        assert difference[~covered].mean() < 1.5 and np.percentile(difference[~covered], 99.9) < 24, i
+        assert difference[covered].mean() > 20, i
+
+
+def test_highlighting_the_square_draws_only_near_its_boxes(moving_square, tmp_path):
+    video, track = moving_square
+    plain = decoded(editing.cut_clip(video, 0, 3, tmp_path / "plain.mp4"))
+    drawn = decoded(editing.highlight_track(video, track, "square 0", tmp_path / "drawn.mp4"))
+    assert len(drawn) == 30
+    for i in (0, 12, 29):
+        box = [round(v) for v in track.box_at(i / 10)]
+        near = grown_union(track, [t / 10 for t in range(max(0, i - 20), i + 1)], 320, 240, pixels=8)
+        near[max(0, box[1] - 40):box[1] + 4, max(0, box[0] - 8):box[0] + 110] = True  # the label, on the box
+        changed = np.abs(plain[i].astype(int) - drawn[i].astype(int)).max(axis=2) > 60
+        assert changed.sum() > 150 and changed[~near].sum() <= 0.01 * changed.sum(), i
+        edge = changed[box[1] - 2:box[3] + 3, box[0] - 2:box[0] + 3]  # the box's left side is drawn
+        assert edge.any(axis=1).mean() > 0.8, i
+
+
+def test_frames_are_written_at_the_rate_into_a_new_or_empty_folder(moving_square, tmp_path):
+    video, _ = moving_square
+    paths = editing.export_frames(video, 0.5, 2.5, 2, tmp_path / "frames")
+    assert [p.name for p in paths] == ["frame_00001_0.50s.jpg", "frame_00002_1.00s.jpg", "frame_00003_1.50s.jpg",
+                                       "frame_00004_2.00s.jpg"]
+    from PIL import Image
+
+    assert Image.open(paths[0]).size == (320, 240)
+    (tmp_path / "empty").mkdir()
+    assert len(editing.export_frames(video, 1, 1, 1, tmp_path / "empty", image_format="png")) == 1
+    with pytest.raises(VideoError, match="not an empty folder"):
+        editing.export_frames(video, 0, 1, 1, tmp_path / "frames")
+    with pytest.raises(VideoError, match="jpg or png"):
+        editing.export_frames(video, 0, 1, 1, tmp_path / "other", image_format="gif")
+
+
+# -- the tools over a real object memory -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def boat(tmp_path_factory, perception, models_dir):
+    """The boat clip's object memory, built with the real offline perception, and its utility tools."""
+    settings = replace(Settings.from_env(), home=tmp_path_factory.mktemp("utility-home"), models=models_dir)
+    library = Library(settings.library_path)
+    memory = MemoryBuilder(library, perception, settings).build(Video(video_path(BOAT)), ["objects"], progress=False)
+    tools = {tool.name: tool for tool in UtilityTools(memory, settings.artifacts_dir).tools()}
+    yield memory, tools, settings
+    library.close()
+
+
+def test_the_boat_is_one_object_seen_throughout(boat):
+    memory, _, _ = boat
+    found = object_track(memory, 0)
+    assert found.category == "boat" and found.label == "boat 0" and len(found.track) >= 10
+    assert found.track.step_s == pytest.approx(0.5)
+
+
+def test_export_clip_writes_the_window_with_its_sound_once(boat):
+    memory, tools, settings = boat
+    observation = tools["export_clip"]("1, 3")
+    assert not observation.is_error, observation.text
+    path = Path(observation.artifacts["file"])
+    assert path.parent == settings.artifacts_dir and path.name.startswith("clip-") and str(path) in observation.text
+    facts = stream_facts(path)
+    assert facts["frames"] == 60 and facts["duration_s"] == pytest.approx(2.0, abs=0.04)
+    assert facts["audio_s"] == pytest.approx(2.0, abs=0.1) and facts["audio_channels"] == 2
+    (clip,) = observation.media
+    assert isinstance(clip, VideoMedia) and clip.source.kind == "clip" and clip.window == (1.0, 3.0)
+    assert clip.source.parent == memory.video_id and observation.evidence[0].start_s == 1.0
+    stamp = path.stat().st_mtime_ns
+    again = tools["export_clip"]({"start_s": 1, "end_s": 3})
+    assert again.artifacts["file"] == str(path) and "(made before)" in again.text and path.stat().st_mtime_ns == stamp
+    assert tools["export_clip"]("5, 2").is_error and "must end after it starts" in tools["export_clip"]("5, 2").text
+
+
+def test_remove_object_changes_the_boats_pixels_only_inside_its_boxes(boat, tmp_path):
+    memory, tools, _ = boat
+    observation = tools["remove_object"]("0")
+    assert not observation.is_error, observation.text
+    removed_path = Path(observation.artifacts["file"])
+    (made,) = observation.media
+    assert made.source.kind == "video" and made.source.path == str(removed_path) and made.source.parent == memory.video_id
+    video = Video(video_path(BOAT))
+    plain = decoded(editing.cut_clip(video, 0, video.duration_s, tmp_path / "plain.mp4"))
+    removed = decoded(removed_path)
+    assert len(plain) == len(removed) == stream_facts(removed_path)["frames"] == observation.artifacts["count"]
+    track = object_track(memory, 0).track
+    height, width = plain[0].shape[:2]
+    rate = float(av.open(str(removed_path)).streams.video[0].average_rate)
+    for i in range(0, len(plain), 15):
+        placed = track.place(i / rate, width, height)
+        covered = region(placed, width, height, fraction=editing.GROW_FRACTION, pixels=editing.GROW_PIXELS)
+        difference = np.abs(plain[i].astype(int) - removed[i].astype(int)).max(axis=2)
+        # outside: the noise of two encodings (about 2 levels); inside: painted over (about 37)
+        assert difference[~covered].mean() < 3.0 and np.percentile(difference[~covered], 99.5) < 24, i
+        assert difference[covered].mean() > 20, i
+
+
+def test_highlight_object_draws_near_the_boats_boxes(boat, tmp_path):
+    memory, tools, _ = boat
+    observation = tools["highlight_object"]("0")
+    assert not observation.is_error and "boat" in observation.text
+    start, end = observation.artifacts["start_s"], observation.artifacts["end_s"]
+    video = Video(video_path(BOAT))
+    assert start == 0.0 and end == pytest.approx(video.duration_s, abs=0.001)  # seen throughout: the whole clip
+    plain = decoded(editing.cut_clip(video, start, end, tmp_path / "plain.mp4"))
+    drawn = decoded(Path(observation.artifacts["file"]))
+    assert len(drawn) == len(plain)
+    track = object_track(memory, 0).track
+    height, width = plain[0].shape[:2]
+    for i in (10, 90, 170):
+        box = [round(v) for v in track.box_at(i / 29.97)]
+        near = grown_union(track, [t / 29.97 for t in range(max(0, i - 60), i + 1)], width, height, pixels=8)
+        near[max(0, box[1] - 40):box[3], max(0, box[0] - 8):box[0] + 110] = True  # the label, above or inside
+        changed = np.abs(plain[i].astype(int) - drawn[i].astype(int)).max(axis=2) > 60
+        assert changed.sum() > 300 and changed[~near].sum() <= 0.01 * changed.sum(), i
+
+
+def test_export_frames_saves_one_a_second_as_new_image_sources(boat):
+    _, tools, _ = boat
+    observation = tools["export_frames"]("0, 4")
+    folder = Path(observation.artifacts["file"])
+    assert observation.artifacts["count"] == 4 and sorted(observation.artifacts["files"]) == sorted(
+        p.name for p in folder.iterdir())
+    assert all(isinstance(m, ImageMedia) and m.pixels.shape == (336, 592, 3) for m in observation.media)
+    assert len(observation.media) == 4
+
+
+def test_bad_calls_and_memories_without_video_files_get_one_line_errors(boat):
+    memory, tools, settings = boat
+    unknown = tools["remove_object"]("7")
+    assert unknown.is_error and "no object 7" in unknown.text and "0 (boat, 0.0-6.0 s)" in unknown.text
+    assert tools["highlight_object"]("a dog").is_error
+    assert "\n" not in tools["export_frames"]("20, 30").text and tools["export_frames"]("20, 30").is_error
+    row = {"video_id": "egoschema:abc", "path": "captions.json", "duration_s": 30.0, "fps": 0.0, "width": 0,
+           "height": 0, "codec": "none"}
+    captions = VideoMemory(StoredVideo(row), memory.library)
+    for name, arguments in zip(UTILITY_TOOLS, ("0, 2", "0", "0", "0, 2")):
+        observation = UtilityTools(captions, settings.artifacts_dir).tools()[UTILITY_TOOLS.index(name)](arguments)
+        assert observation.is_error and "imported from captions and has no video file" in observation.text
+
+
+def test_the_object_memory_is_built_on_first_use(tmp_path, perception, models_dir):
+    settings = replace(Settings.from_env(), home=tmp_path, models=models_dir)
+    with Library(settings.library_path) as library:
+        builder = MemoryBuilder(library, perception, settings)
+        video = Video(video_path(BOAT))
+        memory = VideoMemory(video, library)
+        built = []
+
+        def ensure() -> str | None:
+            built.append(builder.build(video, ["objects"], progress=False))
+            return None
+
+        without = UtilityTools(memory, settings.artifacts_dir).tools()[2]("0")
+        assert without.is_error and "object memory is not built" in without.text
+        frames = UtilityTools(memory, settings.artifacts_dir, ensure).tools()[3]("0, 1")
+        assert not frames.is_error and not built  # frames need no object memory
+        found = object_track(memory, 0, ensure)
+        assert built and found.category == "boat"
+
+
+def _red(image: np.ndarray) -> np.ndarray:
+    return (image[..., 0] > 150) & (image[..., 1] < 90) & (image[..., 2] < 90)
