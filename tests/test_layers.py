@@ -1,6 +1,7 @@
 """Each layer imports only the layers below it (DESIGN.md, "Layers and what each may know").
 
 video < perception < memory < tools < agent < eval / cli / server; llm beside perception, below tools;
+knowledge (the files a user attaches to a question, read and embedded) beside memory, below tools;
 experience (what is learnt across questions, model-free) above tools and below agent. config, errors,
 prompts, parallel, sqlite and text are ground every layer may stand on, and stand on nothing but
 ground; models/ (the installer) is stood on like ground but reaches into perception for assets, so it
@@ -17,11 +18,13 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "vidagent"
 ABOVE = {  # layer -> the layers it must not import
-    "ground": {"video", "llm", "perception", "memory", "tools", "experience", "agent", "eval", "server", "cli"},
-    "video": {"llm", "perception", "memory", "tools", "experience", "agent", "eval", "server", "cli"},
-    "llm": {"video", "perception", "memory", "tools", "experience", "agent", "eval", "server", "cli"},
-    "perception": {"llm", "memory", "tools", "experience", "agent", "eval", "server", "cli"},
-    "memory": {"llm", "tools", "experience", "agent", "eval", "server", "cli"},
+    "ground": {"video", "llm", "perception", "memory", "knowledge", "tools", "experience", "agent", "eval", "server",
+               "cli"},
+    "video": {"llm", "perception", "memory", "knowledge", "tools", "experience", "agent", "eval", "server", "cli"},
+    "llm": {"video", "perception", "memory", "knowledge", "tools", "experience", "agent", "eval", "server", "cli"},
+    "perception": {"llm", "memory", "knowledge", "tools", "experience", "agent", "eval", "server", "cli"},
+    "memory": {"llm", "knowledge", "tools", "experience", "agent", "eval", "server", "cli"},
+    "knowledge": {"llm", "memory", "tools", "experience", "agent", "eval", "server", "cli"},
     "tools": {"experience", "agent", "eval", "server", "cli"},
     "experience": {"agent", "eval", "server", "cli"},
     "agent": {"eval", "server", "cli"},

@@ -7,13 +7,15 @@ from vidagent.agent.task import Question, Source, Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.api import ask, import_captions, index
 from vidagent.config import LLMSettings, Settings
-from vidagent.errors import LLMError, MemoryStoreError, ModelUnavailableError, VideoError, VidagentError
+from vidagent.errors import (KnowledgeError, LLMError, MemoryStoreError, ModelUnavailableError, VideoError,
+                             VidagentError)
+from vidagent.knowledge.spec import KnowledgeSpec
 from vidagent.session import Session
 from vidagent.tools.base import Evidence
 from vidagent.video.video import Video
 
 __all__ = [
-    "Answer", "Candidate", "Evidence", "LLMError", "LLMSettings", "MemoryStoreError", "ModelUnavailableError",
+    "Answer", "Candidate", "Evidence", "KnowledgeError", "KnowledgeSpec", "LLMError", "LLMSettings", "MemoryStoreError", "ModelUnavailableError",
     "Needs", "Planner", "Question", "Session", "Settings", "Source", "Step", "Task", "Toolbox", "Trace", "Video", "VideoError",
     "VidagentError", "ask", "build_planner", "import_captions", "index", "planner_names", "register_planner",
 ]

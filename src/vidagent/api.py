@@ -14,17 +14,20 @@ from vidagent.session import Session
 
 def ask(sources: str | Path | Sequence[str | Path], question: str, choices: Sequence[str] | None = None,
         *, planner: str | None = None, planner_options: Mapping[str, Any] | None = None,
-        settings: Settings | None = None) -> Answer:
+        knowledge: Sequence[str | Path] = (), settings: Settings | None = None) -> Answer:
     """Answer ``question`` about a video (or, with ``planner="peil"``, several videos and images);
     with ``choices``, pick one of them. ``planner`` names the planner (``react``, ``mcts``,
     ``traveler``, ``peil``, ``caption_only``, ``random``; default: ``react`` for one video, ``peil``
-    for images or several sources) and ``planner_options`` its settings.
+    for images or several sources) and ``planner_options`` its settings. ``knowledge`` attaches tables,
+    documents, URLs of them or ``web`` (see ``Session.ask``).
 
     Raises ``VideoError`` (unreadable video), ``LLMError`` (chat model failed),
-    ``ModelUnavailableError`` (models not installed) — all subclasses of ``VidagentError``.
+    ``ModelUnavailableError`` (models not installed), ``KnowledgeError`` (a knowledge source cannot be
+    read) — all subclasses of ``VidagentError``.
     """
     with Session(settings) as session:
-        return session.ask(sources, question, choices, planner=planner, planner_options=planner_options)
+        return session.ask(sources, question, choices, planner=planner, planner_options=planner_options,
+                           knowledge=knowledge)
 
 
 def index(video: str | Path, *, settings: Settings | None = None, progress: bool = True) -> int:

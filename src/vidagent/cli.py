@@ -2,7 +2,7 @@
 
 vidagent ask SOURCE [SOURCE ...] QUESTION [--choice TEXT ...] [--planner NAME] [--planner-option K=V ...]
              [--json] [--trace] [--experience none|semantic|procedural|all] [--memory-selection llm|all]
-             (sources: videos or images; the last argument is the question)
+             [--knowledge FILE|URL|web ...]   (sources: videos or images; the last argument is the question)
 vidagent index PATH [PATH ...] [--stage NAME ...] [--workers N] [--ray [ADDRESS]]   (videos or folders)
 vidagent import CAPTIONS|PACK [--format F] [--namespace NAME] [--only FILE]   (memories without video files)
 vidagent sql VIDEO QUERY [--json]
@@ -66,7 +66,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         raise UsageError("the random baseline only picks among options: give them with --choice TEXT")
     with Session(_settings(args)) as session:  # no --planner: the session's one rule picks it, by the sources
         answer = session.ask(sources, question, args.choice or None, planner=args.planner, planner_options=options,
-                             progress=not args.quiet, experience=args.experience)
+                             progress=not args.quiet, experience=args.experience, knowledge=args.knowledge or ())
     if args.json:
         payload = answer.to_dict()
         if not args.trace:
@@ -108,7 +108,10 @@ def _print_answer(answer: Answer, *, trace: bool) -> None:
         for item in answer.evidence[:8]:
             text = item.text if len(item.text) <= 160 else item.text[:157] + "..."
             where = f"{names.get(item.source.split('@')[0].split('[')[0], '')}  " if len(names) > 1 else ""
-            print(f"  {where}{item.start_s:6.1f}-{item.end_s:.1f} s  {text}")
+            if item.where:  # a knowledge source's page, section, address or SQL: no time span
+                print(f"  {item.where}  {text}")
+            else:
+                print(f"  {where}{item.start_s:6.1f}-{item.end_s:.1f} s  {text}")
     usage = answer.usage
     print(f"\n{usage.llm_calls} LLM calls ({usage.cached_calls} cached), "
           f"{usage.prompt_tokens}+{usage.completion_tokens} tokens, {usage.seconds:.1f} s in the LLM")
@@ -185,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--memory-selection", choices=MEMORY_SELECTIONS, default=None,
                      help="build the object memory ahead when the model says the question needs it (llm), or "
                           "always (all) (default: llm, or $VIDAGENT_MEMORY_SELECTION)")
+    ask.add_argument("--knowledge", action="append", metavar="FILE|URL|web",
+                     help="knowledge the planner may consult (repeat for each): a table (csv, tsv, xlsx, parquet, "
+                          "sqlite), a document (pdf, md, html, txt), an http(s) URL of one, or 'web' (the search at "
+                          "$VIDAGENT_WEB_SEARCH); FILE#TEXT describes it to the planner")
     add_llm_options(ask)
     ask.set_defaults(run=_cmd_ask)
 

@@ -130,6 +130,10 @@ class Settings:
     examples_scope: str | None = None
     models: Path | None = None  # default: <home>/models
     library: Path | None = None  # default: <home>/library.sqlite
+    # Knowledge a question may be given (DoraemonGPT's knowledge tools): the largest file read into
+    # tables or passages, and the SearxNG-style JSON search endpoint of the web search ("": none).
+    knowledge_max_mib: int = 256
+    web_search: str = ""
 
     @property
     def models_dir(self) -> Path:
@@ -138,6 +142,11 @@ class Settings:
     @property
     def library_path(self) -> Path:
         return self.library or self.home / "library.sqlite"
+
+    @property
+    def knowledge_dir(self) -> Path:
+        """Where knowledge files become tables and passages (cached by content)."""
+        return self.home / "knowledge"
 
     @property
     def llm_cache_path(self) -> Path:
@@ -207,6 +216,8 @@ class Settings:
         built ahead) or ``all`` (always, for planners whose tools read it).
         ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``,
         ``VIDAGENT_GROUNDING`` (an open-vocabulary detector, e.g. ``hf`` = Grounding DINO): backend specs.
+        ``VIDAGENT_WEB_SEARCH``: a SearxNG-style JSON search endpoint (``--knowledge web`` searches it);
+        ``VIDAGENT_KNOWLEDGE_MAX_MIB``: the largest knowledge file read (default 256).
         """
         env = os.environ if environ is None else environ
         settings = cls()
@@ -226,6 +237,10 @@ class Settings:
             settings = replace(settings, detector_workers=max(0, int(env["VIDAGENT_DETECTOR_WORKERS"])))
         if env.get("VIDAGENT_REUSE_FRAMES") == "0":
             settings = replace(settings, reuse_near_duplicates=False)
+        if env.get("VIDAGENT_WEB_SEARCH"):
+            settings = replace(settings, web_search=env["VIDAGENT_WEB_SEARCH"].strip())
+        if env.get("VIDAGENT_KNOWLEDGE_MAX_MIB"):
+            settings = replace(settings, knowledge_max_mib=max(1, int(env["VIDAGENT_KNOWLEDGE_MAX_MIB"])))
         llm = settings.llm
         base_url = env.get("VIDAGENT_LLM_BASE_URL")
         if base_url:

@@ -55,3 +55,11 @@ class PlannerError(VidagentError):
 
 class PromptError(VidagentError):
     """A prompt file is malformed, or a template was rendered with a missing or an unused value."""
+
+
+class KnowledgeError(VidagentError):
+    """A knowledge source attached to a question cannot be read: a missing or unreadable file, a
+    format vidagent does not read, a table without a header, a protected PDF, a file over the size
+    limit, or a web search that is not configured or does not answer."""
+
+    exit_code = 2

@@ -20,6 +20,8 @@ from vidagent.agent.workspace import open_workspace
 from vidagent.config import Settings
 from vidagent.errors import PlannerError, VidagentError, VideoError
 from vidagent.experience.store import ExperienceStore
+from vidagent.knowledge.sources import Knowledge, KnowledgeLimits, open_knowledge
+from vidagent.knowledge.spec import KnowledgeSpec, as_spec
 from vidagent.llm.base import ChatModel
 from vidagent.llm.metered import MeteredChat
 from vidagent.memory.builder import ALL_STAGES, MemoryBuilder
@@ -45,8 +47,11 @@ class Session:
         llm: ChatModel | None = None,
         perception: Perception | None = None,
         vqa: VisualQA | None = None,
+        knowledge: Sequence[str | Path | KnowledgeSpec] = (),
     ) -> None:
+        """``knowledge``: sources (files, URLs, ``web``) attached to every question of the session."""
         self.settings = settings or Settings.from_env()
+        self.knowledge = tuple(as_spec(item) for item in knowledge)
         self._llm = llm
         self._owns_llm = llm is None
         self._perception = perception
@@ -117,6 +122,7 @@ class Session:
         on_step: Callable[[Step], None] | None = None,
         progress: bool = False,
         experience: str | None = None,
+        knowledge: Sequence[str | Path | KnowledgeSpec] = (),
     ) -> Answer:
         """Answer a question about a video, or about several videos and images (indexing videos first if needed).
 
@@ -133,7 +139,11 @@ class Session:
         across questions that is replayed before the planner runs and kept after it answers:
         ``none``, ``semantic`` (validated answers about the same video), ``procedural`` (workflows
         that worked for questions of the same type) or ``all``; workflows are kept by the question's
-        ``task_type`` (empty: told from the question).
+        ``task_type`` (empty: told from the question). ``knowledge`` attaches knowledge sources to this
+        question, after the session's (DoraemonGPT's knowledge tools): a table (CSV, TSV, XLSX, Parquet,
+        SQLite), a document (PDF, Markdown, HTML, text), an http(s) URL of one, or ``web`` (the
+        configured web search); ``PATH#description`` gives the line the planner reads about it. Each
+        is read before the question starts; react, mcts and peil offer it to their model.
         """
         if isinstance(question, Question) and choices is not None:
             raise TypeError("give the options inside the Question")
@@ -145,17 +155,29 @@ class Session:
         chosen = planner if isinstance(planner, Planner) else build_planner(planner or default_planner(kinds),
                                                                             planner_options)
         needs = chosen.needs
-        needs.check(chosen.name, kinds)
+        attached = [*self.knowledge, *(as_spec(item) for item in knowledge)]
+        needs.check(chosen.name, kinds, knowledge=len(attached))
+        sources = self.open_knowledge(attached)
         task = asked.about(tuple(_source(h) for h in handles))
         llm = MeteredChat(self.llm if needs.llm else NoChatModel(chosen.name))
         keeper = self._experience(check_mode(experience or self.settings.experience)) if needs.llm else None
         key = "+".join(sorted(source.id for source in task.sources))  # whose experience: these sources'
         replay = keeper.recall(task, chosen.name, key, llm) if keeper else None
-        with open_workspace(needs, asked.text, handles, self, llm, replay=replay, progress=progress) as toolbox:
+        with open_workspace(needs, asked.text, handles, self, llm, knowledge=sources, replay=replay,
+                            progress=progress) as toolbox:
             answer = chosen.run(task, toolbox, llm, Trace(on_step))
         if keeper:
             _learn(keeper, task, answer, chosen.name, key, llm)
         return answer
+
+    def open_knowledge(self, items: Sequence[str | Path | KnowledgeSpec]) -> list[Knowledge]:
+        """Knowledge sources read and checked (tables loaded, documents embedded, both cached by content);
+        the first that cannot be read raises a ``KnowledgeError`` naming it."""
+        if not items:
+            return []
+        limits = KnowledgeLimits(self.settings.knowledge_dir, self.settings.knowledge_max_mib << 20,
+                                 self.settings.web_search)
+        return open_knowledge(items, self.perception.embedder, limits)
 
     def _experience(self, mode: str) -> Experience | None:
         if mode == "none":

@@ -97,11 +97,11 @@ class Answer:
 
 
 def dedupe_evidence(evidence: list[Evidence]) -> list[Evidence]:
-    """One item per (source, span), in time order."""
-    seen: dict[tuple[str, float, float], Evidence] = {}
+    """One item per (source, span or place), in time order."""
+    seen: dict[tuple[str, float, float, str], Evidence] = {}
     for item in evidence:
-        seen.setdefault((item.source, item.start_s, item.end_s), item)
-    return sorted(seen.values(), key=lambda e: (e.source, e.start_s, e.end_s))
+        seen.setdefault((item.source, item.start_s, item.end_s, item.where), item)
+    return sorted(seen.values(), key=lambda e: (e.source, e.start_s, e.end_s, e.where))
 
 
 def answer_key(text: str, choice_index: int | None = None) -> tuple[Any, ...]:

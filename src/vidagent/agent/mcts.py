@@ -126,7 +126,7 @@ class MCTSPlanner:
 
     @property
     def needs(self) -> Needs:
-        return Needs(tools=self.tools)
+        return Needs(tools=self.tools, knowledge=True)
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         toolbox = offered_tools(toolbox, "MCTS", self.described_vqa)

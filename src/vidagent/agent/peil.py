@@ -72,7 +72,7 @@ class PEILPlanner:
     choose_by: str = "text"
     look_first: bool = True
     name: ClassVar[str] = "peil"
-    needs: ClassVar[Needs] = Needs(modules=True, max_sources=None, images=True)
+    needs: ClassVar[Needs] = Needs(modules=True, max_sources=None, images=True, knowledge=True)
 
     def __post_init__(self) -> None:
         check_choose_by(self.choose_by)
@@ -85,7 +85,8 @@ class PEILPlanner:
             unknown = [name for name in self.modules if name not in modules]
             if unknown:
                 raise PlannerError(f"no module named {', '.join(unknown)}; the modules are: {', '.join(modules)}")
-            modules = {name: modules[name] for name in self.modules}
+            chosen = [*self.modules, *(name for name in toolbox.attached if name not in self.modules)]
+            modules = {name: modules[name] for name in chosen}  # the user's knowledge comes whatever is chosen
         if not modules:
             raise PlannerError("the PEIL planner needs at least one module")
         run = Run.begin(self.name, task, toolbox, llm, trace)

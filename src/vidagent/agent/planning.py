@@ -40,9 +40,14 @@ class Needs:
     max_sources: int | None = 1
     images: bool = False
     llm: bool = True
+    knowledge: bool = False
 
-    def check(self, planner: str, kinds: Sequence[str]) -> None:
-        """Refuse sources the planner cannot take (``kinds``: each source's kind, in order)."""
+    def check(self, planner: str, kinds: Sequence[str], knowledge: int = 0) -> None:
+        """Refuse sources the planner cannot take (``kinds``: each source's kind, in order; ``knowledge``:
+        how many knowledge sources come with the question)."""
+        if knowledge and not self.knowledge:
+            raise PlannerError(f"the {planner} planner offers its model no tools, so it cannot use knowledge "
+                               f"sources; use react, mcts or peil")
         several = self.max_sources is None or self.max_sources > 1
         if (self.max_sources is not None and len(kinds) > self.max_sources) or ("image" in kinds and not self.images):
             given = f"{len(kinds)} sources" if len(kinds) != 1 else "an image"

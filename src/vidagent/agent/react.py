@@ -46,7 +46,7 @@ class ReActPlanner:
 
     @property
     def needs(self) -> Needs:
-        return Needs(tools=self.tools)
+        return Needs(tools=self.tools, knowledge=True)
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         toolbox = offered_tools(toolbox, "ReAct", self.described_vqa)

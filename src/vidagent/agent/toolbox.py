@@ -68,6 +68,7 @@ class Toolbox:
     selection: MemorySelection | None = None  # which memories were built ahead of the question, and why
     shapes: ToolShapes = field(default_factory=ToolShapes)  # how much the tools read and show (settings.tools)
     withheld: tuple[str, ...] = ()  # tools this question's memory cannot serve (a memory of captions has no objects)
+    attached: tuple[str, ...] = ()  # the knowledge tools (and modules) the user attached: offered by every planner
 
     def experience(self) -> str:
         """The replayed experience as the section a planner puts before the question ('' when none)."""
@@ -87,11 +88,12 @@ class Toolbox:
         return self.videos[0] if self.videos else None
 
     def select(self, names: Iterable[str] | None) -> "Toolbox":
-        """The same toolbox with only the named tools, in that order (``None``: all of them); a name the
-        memory withholds is left out, not an error."""
+        """The same toolbox with only the named tools, in that order (``None``: all of them), and the
+        user's knowledge tools after them; a name the memory withholds is left out, not an error."""
         if names is None:
             return self
         names = [name for name in names if name not in self.withheld]
+        names += [name for name in self.attached if name not in names]
         unknown = [name for name in names if name not in self.tools]
         if unknown:
             raise PlannerError(f"no tool named {', '.join(unknown)}; the tools are: {', '.join(self.tools)}")
@@ -103,12 +105,14 @@ class Toolbox:
 
     def hints(self) -> list[str]:
         """The rules of ``tool_hints`` (``prompts/react.toml``) that apply to the tools present, in its
-        order: a line ``a+b: text`` applies when tools a and b are both here, ``*: text`` always."""
+        order: a line ``a+b: text`` applies when tools a and b are both here, ``knowledge: text`` when
+        the user attached knowledge, ``*: text`` always."""
         hints = []
         for line in load_prompt(PROMPTS, "tool_hints").splitlines():
             names, _, text = line.partition(":")
             wanted = [n.strip() for n in names.split("+") if n.strip() != "*"]
-            if text.strip() and all(n in self.tools for n in wanted):
+            present = [n in self.tools or (n == "knowledge" and bool(self.attached)) for n in wanted]
+            if text.strip() and all(present):
                 hints.append(text.strip())
         return hints
 

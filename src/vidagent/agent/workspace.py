@@ -26,9 +26,11 @@ from vidagent.memory.store import Library
 from vidagent.memory.stored_video import StoredVideo
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
-from vidagent.tools.assist import AssistModules
+from vidagent.knowledge.sources import Knowledge
+from vidagent.tools.assist import AssistModules, knowledge_module
 from vidagent.tools.base import Tool
 from vidagent.tools.frames import FrameTools
+from vidagent.tools.knowledge import KnowledgeTools
 from vidagent.tools.media import Media, image_media, video_media
 from vidagent.tools.sql_agent import OBJECT_KIND, SUBTASK_KINDS, SQLTools
 from vidagent.tools.temporal import TemporalTools
@@ -63,8 +65,10 @@ class Resources(Protocol):
 
 @contextmanager
 def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resources: Resources, llm: ChatModel,
-                   *, replay: Replay | None = None, progress: bool = False) -> Iterator[Toolbox]:
-    """The toolbox for one question with sources ``handles``, holding what ``needs`` asks for."""
+                   *, knowledge: Sequence[Knowledge] = (), replay: Replay | None = None,
+                   progress: bool = False) -> Iterator[Toolbox]:
+    """The toolbox for one question with sources ``handles``, holding what ``needs`` asks for, and a
+    tool (or, for AssistGPT's planner, a module) over each of the user's ``knowledge`` sources."""
     settings = resources.settings
     if not needs.memory:
         yield Toolbox({}, videos=tuple(VideoContext(h.content_hash, h.duration_s, 0, settings.segment_seconds)
@@ -98,10 +102,12 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
             tools = _video_tools(memory, resources, llm, queries, withheld,
                                  lambda: video_memory(builder, handle, ["objects"], resources.library, progress))
         perception = resources.perception
+        attached = KnowledgeTools(llm, perception.embedder, settings.tools).tools(knowledge)
         toolbox = Toolbox.of(
-            tools, videos=tuple(_context(m, settings) for m in memories.values()), memories=memories,
+            tools + attached, videos=tuple(_context(m, settings) for m in memories.values()), memories=memories,
             memory_note=memory_note(list(memories.values()), perception.describer.memory_note),
-            context_tokens=settings.llm.context_tokens, assist=_assist_kit(needs, media, resources, llm),
+            context_tokens=settings.llm.context_tokens, assist=_assist_kit(needs, media, resources, llm, attached),
+            attached=tuple(tool.name for tool in attached),
             experience_scope=settings.experience_scope, replay=replay,
             sees_frames=getattr(resources.vqa, "sees_frames", True) if with_tools else True,
             selection=selection, shapes=settings.tools, withheld=withheld)
@@ -157,14 +163,17 @@ def _video_tools(memory: VideoMemory, resources: Resources, llm: ChatModel, quer
     return temporal + sql.tools(kinds) + frames + utility
 
 
-def _assist_kit(needs: Needs, media: Sequence[Media], resources: Resources, llm: ChatModel) -> AssistKit:
-    """AssistGPT's modules over the question's sources, and PEIL's own example bank (whose it is: the
-    experience's scope, or the user's for a taught evaluation run)."""
+def _assist_kit(needs: Needs, media: Sequence[Media], resources: Resources, llm: ChatModel,
+                knowledge: Sequence[Tool]) -> AssistKit:
+    """AssistGPT's modules over the question's sources (and one taking no source over each knowledge
+    tool), and PEIL's own example bank (whose it is: the experience's scope, or the user's for a taught
+    evaluation run)."""
     if not needs.modules:
         return AssistKit()
     perception, settings = resources.perception, resources.settings
     modules = AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
                             resources.vqa, llm, grounder=perception.grounder, shapes=settings.tools).tools()
+    modules += [knowledge_module(tool) for tool in knowledge]
     scope = settings.experience_scope if settings.examples_scope is None else settings.examples_scope
     return AssistKit(tuple(media), {module.name: module for module in modules}, perception.describer,
                      resources.experience_store, scope)

@@ -20,7 +20,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from vidagent.errors import MemoryStoreError, QueryRefusedError
 from vidagent.memory.store import ALL_TABLES
@@ -79,36 +79,35 @@ class QueryResult:
         return "\n".join(lines)
 
 
-class ReadOnlyQueries:
-    """Runs read-only SQL against one video's memory in the library at ``path``."""
+class ReadOnlyDatabase:
+    """Runs read-only SQL against the SQLite database at ``path`` (the guards above); ``source``
+    names what it holds, for the evidence a query's result becomes."""
 
-    def __init__(self, library_path: str | Path, video_id: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+    def __init__(self, path: str | Path, *, source: str = "", timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_rows: int = DEFAULT_MAX_ROWS) -> None:
-        if not (_VIDEO_ID.match(video_id) or is_memory_id(video_id)):
-            raise ValueError(f"not a video id: {video_id!r}")
-        path = Path(library_path)
+        path = Path(path)
         if not path.is_file():
-            raise MemoryStoreError(f"no library database at {path}: index a video first")
-        self.video_id = video_id
+            raise MemoryStoreError(f"no database at {path}")
+        self.source = source
         self.timeout_s = timeout_s
         self.max_rows = max_rows
         self._refusal: str | None = None
         self._deadline = float("inf")
         try:
             self._conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
-            for table in ALL_TABLES + ("videos", "stages"):
-                self._conn.execute(
-                    f"CREATE TEMP VIEW {table} AS SELECT * FROM main.{table} WHERE video_id = '{video_id}'"
-                )
+            self._prepare(self._conn)
         except sqlite3.DatabaseError as error:
             raise MemoryStoreError(f"cannot open {path} for reading: {error}") from error
         self._conn.set_authorizer(self._authorize)
         self._conn.set_progress_handler(self._check_deadline, _PROGRESS_STEPS)
 
+    def _prepare(self, connection: sqlite3.Connection) -> None:
+        """Set the connection up before the guards go on (a subclass's temporary views)."""
+
     def close(self) -> None:
         self._conn.close()
 
-    def __enter__(self) -> "ReadOnlyQueries":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -161,6 +160,25 @@ class ReadOnlyQueries:
         if "readonly" in message or "read-only" in message or "cannot modify" in message:
             return QueryRefusedError("SQL refused: the memory is read-only")
         return MemoryStoreError(f"SQL error: {message}")
+
+
+class ReadOnlyQueries(ReadOnlyDatabase):
+    """Runs read-only SQL against one video's memory in the library at ``path``."""
+
+    def __init__(self, library_path: str | Path, video_id: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 max_rows: int = DEFAULT_MAX_ROWS) -> None:
+        if not (_VIDEO_ID.match(video_id) or is_memory_id(video_id)):
+            raise ValueError(f"not a video id: {video_id!r}")
+        if not Path(library_path).is_file():
+            raise MemoryStoreError(f"no library database at {library_path}: index a video first")
+        self.video_id = video_id
+        super().__init__(library_path, source=video_id, timeout_s=timeout_s, max_rows=max_rows)
+
+    def _prepare(self, connection: sqlite3.Connection) -> None:
+        for table in ALL_TABLES + ("videos", "stages"):
+            connection.execute(
+                f"CREATE TEMP VIEW {table} AS SELECT * FROM main.{table} WHERE video_id = '{self.video_id}'"
+            )
 
 
 def _text_value(value: Any) -> str:

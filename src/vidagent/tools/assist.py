@@ -64,6 +64,11 @@ def module(name: str, description: str, accepts: tuple[SourceKind, ...], query: 
     return Tool(name, usage, parameters, function, given=("history",) if reads_history else ())
 
 
+def knowledge_module(tool: Tool) -> Tool:
+    """A knowledge tool (one parameter, the question) as a module taking no source: ``name("query", None)``."""
+    return module(tool.name, tool.description, (), "required", lambda query, media: tool.function(query))
+
+
 def source_refusal(tool: Tool, query: str, media: Media | None, label: str) -> str | None:
     """Why a call of a module ``tool`` on ``media`` (``label``: how the planner named it) cannot run,
     as the message for the planner, or None when it fits."""

@@ -48,15 +48,19 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Evidence:
-    """A stretch of a video that supports an observation; ``source`` names the video (its id)."""
+    """What supports an observation: a stretch of a video (``source`` names the video, by its id), or a
+    place in a knowledge source that is no time span (``where``: a document's page or section, a web
+    address, the SQL that read a table; its ``source`` is the tool's name, ``<file>_knowledge`` or ``web_search``)."""
 
     start_s: float
     end_s: float
     text: str
     source: str = ""
+    where: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"start_s": self.start_s, "end_s": self.end_s, "text": self.text, "source": self.source}
+        spans = {"start_s": self.start_s, "end_s": self.end_s, "text": self.text, "source": self.source}
+        return spans | {"where": self.where} if self.where else spans
 
 
 @dataclass(frozen=True)

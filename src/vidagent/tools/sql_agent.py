@@ -28,7 +28,7 @@ import numpy as np
 from vidagent.config import ToolShapes
 from vidagent.errors import MemoryStoreError, QueryRefusedError
 from vidagent.llm.base import ChatModel, Message
-from vidagent.memory.sql import QueryResult, ReadOnlyQueries
+from vidagent.memory.sql import QueryResult, ReadOnlyDatabase, ReadOnlyQueries
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import AppearanceModel, TextEmbedder, TextSearchableAppearance
 from vidagent.prompts import load_prompt, prompt
@@ -38,6 +38,7 @@ from vidagent.tools.observed import quote
 PROMPTS = "vidagent.tools"
 SUBTASK_KINDS = ("when", "why", "what", "how", "count", "other")
 OBJECT_KIND = "object"
+KNOWLEDGE_KIND = "knowledge"  # a user's tables (DoraemonGPT's symbolic knowledge), not a video's memory
 # columns holding a detector's fixed words (class names, colours, motion); every other text cell may
 # hold words read or heard in the video and is quoted as video text
 LABEL_COLUMNS = frozenset({"category", "appearance", "motion"})
@@ -88,22 +89,30 @@ def extract_sql(reply: str) -> str | None:
 
 @dataclass
 class SQLSubAgent:
-    """Answers a sub-question by writing SQL over one video's memory."""
+    """Answers a sub-question by writing SQL over one video's memory, or (kind ``knowledge``) over the
+    tables of a user's file, described by ``schema``."""
 
     kind: str
     llm: ChatModel
-    queries: ReadOnlyQueries
+    queries: ReadOnlyDatabase
     # makes the object memory ready when the SQL reads it: None when it is, else why it cannot be
     object_memory: Callable[[], str | None] | None = None
     shapes: ToolShapes = field(default_factory=ToolShapes)  # how many result rows the model is shown
+    schema: str = ""  # kind ``knowledge``: the user's tables, one line each (a video memory's are ``sql_schema``)
 
     def __post_init__(self) -> None:
-        if self.kind not in SUBTASK_KINDS + (OBJECT_KIND,):
+        if self.kind not in SUBTASK_KINDS + (OBJECT_KIND, KNOWLEDGE_KIND):
             raise ValueError(f"unknown sub-agent kind {self.kind!r}")
+        if self.kind == KNOWLEDGE_KIND and not self.schema:
+            raise ValueError("a knowledge sub-agent needs the schema of its tables")
 
     def answer(self, question: str, hints: str = "") -> Observation:
         contract = prompt(PROMPTS, "sql_request")  # the last prompt's: sql_retry's after a retry
-        request = contract.render(schema=load_prompt(PROMPTS, "sql_schema").strip(),
+        if self.kind == KNOWLEDGE_KIND:
+            schema = prompt(PROMPTS, "sql_schema_knowledge").render(tables=self.schema)
+        else:
+            schema = load_prompt(PROMPTS, "sql_schema").strip()
+        request = contract.render(schema=schema,
                                   examples=load_prompt(PROMPTS, f"sql_examples_{self.kind}").strip(),
                                   hints=f"{hints}\n" if hints else "", question=question)
         messages = [Message("user", request)]
@@ -128,19 +137,32 @@ class SQLSubAgent:
             contract = prompt(PROMPTS, "sql_retry")
             messages += [Message("assistant", reply), Message("user", contract.render(error=failure))]
         if result is None:
-            return Observation(f"Could not query the memory: {failure}. Try another tool or rephrase.", is_error=True)
+            return Observation(f"Could not query {self._held}: {failure}. Try another tool or rephrase.", is_error=True)
         if not result.rows:
-            return Observation(f"SQL: {result.sql}\nResult: no rows. The memory has no such information; ask another "
-                               f"sub-question or use another tool.", is_error=True, artifacts={"sql": result.sql})
-        rows = quoted_cells(result).to_text(max_rows=self.shapes.sql_rows)
+            return Observation(f"SQL: {result.sql}\nResult: no rows. {self._held.capitalize()} has no such "
+                               f"information; ask another sub-question or use another tool.", is_error=True,
+                               artifacts={"sql": result.sql})
+        # a video's text cells are quoted as video text; a user's own tables are theirs, not the video's
+        shown = result if self.kind == KNOWLEDGE_KIND else quoted_cells(result)
+        rows = shown.to_text(max_rows=self.shapes.sql_rows)
         answering = prompt(PROMPTS, "sql_answer")
         request = answering.render(question=question, sql=result.sql, rows=rows)
         answer = self.llm.chat([Message("user", request)], max_tokens=answering.budget, stop=answering.stop).text.strip()
         text = f"SQL: {result.sql}\nResult:\n{rows}\nAnswer: {quote(answer)}"
         if NO_INFORMATION.match(answer):
-            return Observation(text + "\nThe memory has no such information; ask another sub-question or use another "
-                               "tool.", is_error=True, artifacts={"sql": result.sql})
-        return Observation(text, evidence=_evidence(result, answer, self.queries.video_id), artifacts={"sql": result.sql})
+            return Observation(text + f"\n{self._held.capitalize()} has no such information; ask another "
+                               "sub-question or use another tool.", is_error=True, artifacts={"sql": result.sql})
+        if self.kind == KNOWLEDGE_KIND:
+            evidence: tuple[Evidence, ...] = (Evidence(0.0, 0.0, answer, self.queries.source,
+                                                       where=f"SQL: {result.sql}"),)
+        else:
+            evidence = _evidence(result, answer, self.queries.source)
+        return Observation(text, evidence=evidence, artifacts={"sql": result.sql})
+
+    @property
+    def _held(self) -> str:
+        """What the SQL reads, as the observations name it."""
+        return "the tables" if self.kind == KNOWLEDGE_KIND else "the memory"
 
     def _objects_for(self, sql: str) -> str | None:
         """Why the object memory ``sql`` reads cannot be had (None: it is there, or is not read)."""

@@ -1,0 +1,238 @@
+"""Symbolic knowledge: CSV, TSV, XLSX and Parquet files loaded into SQLite, and SQLite files as they are.
+
+SQLite, not DuckDB: the library already is SQLite, and its read-only sandbox (an authorizer that
+refuses every write, a statement deadline, a row limit; ``memory.sql.ReadOnlyDatabase``) is built and
+tested; DuckDB would add a second engine whose sandbox would have to be written again. A loaded file
+becomes ``<folder>/<content digest>.sqlite``, built under a temporary name and renamed when complete,
+so the same file is loaded once and never half. Column names become identifiers a model can write
+(``Cooking time (min)`` -> ``cooking_time_min``); a column whose every value is a number is stored as
+numbers. A sheet or file whose first row is not a header (an empty cell, a number, a repeated name) is
+refused: its first row would become column names nobody can ask about.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from vidagent.errors import KnowledgeError
+from vidagent.knowledge.spec import identifier
+
+TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm", ".parquet", ".sqlite", ".sqlite3", ".db")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_BATCH_ROWS = 5000
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """One table as the planner is told of it."""
+
+    name: str
+    columns: tuple[str, ...]
+    rows: int
+
+    def line(self) -> str:
+        return f"{self.name}({', '.join(self.columns)}) -- {self.rows} rows"
+
+
+@dataclass(frozen=True)
+class TableSource:
+    """A file of tables, queryable as the SQLite database ``database``."""
+
+    name: str
+    origin: str  # the file's name, as the user gave it
+    description: str
+    database: Path
+    tables: tuple[TableInfo, ...]
+
+    def schema(self) -> str:
+        """One line per table, for the SQL writer."""
+        return "\n".join(table.line() for table in self.tables)
+
+
+def load_tables(path: Path, digest: str, folder: Path) -> tuple[Path, tuple[TableInfo, ...]]:
+    """The SQLite database holding ``path``'s tables (built into ``folder`` once per content), and its tables."""
+    suffix = path.suffix.lower()
+    if suffix in (".sqlite", ".sqlite3", ".db"):
+        return path, _sqlite_tables(path)
+    database = folder / f"{digest}.sqlite"
+    if not database.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = database.with_name(f"{database.name}.{os.getpid()}.partial")
+        partial.unlink(missing_ok=True)
+        try:
+            with sqlite3.connect(partial) as connection:
+                for sheet, rows in _sheets(path, suffix):
+                    _write_table(connection, identifier(sheet, "data"), rows, path, sheet)
+            os.replace(partial, database)
+        finally:
+            partial.unlink(missing_ok=True)
+    return database, _sqlite_tables(database)
+
+
+def _sheets(path: Path, suffix: str) -> Iterator[tuple[str, Iterator[Sequence[Any]]]]:
+    """(table name, rows with the header first) for each table the file holds."""
+    if suffix in (".csv", ".tsv"):
+        yield path.stem, _delimited(path, "\t" if suffix == ".tsv" else ",")
+    elif suffix in (".xlsx", ".xlsm"):
+        yield from _workbook(path)
+    elif suffix == ".parquet":
+        yield path.stem, _parquet(path)
+    else:
+        raise KnowledgeError(f"{path.name}: not a table file ({', '.join(TABLE_SUFFIXES)})")
+
+
+def _delimited(path: Path, delimiter: str) -> Iterator[Sequence[Any]]:
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            yield from csv.reader(handle, delimiter=delimiter)
+    except UnicodeDecodeError as error:
+        raise KnowledgeError(f"{path.name}: not UTF-8 text ({error.reason} at byte {error.start})") from error
+    except csv.Error as error:
+        raise KnowledgeError(f"{path.name}: not a readable {'TSV' if delimiter == chr(9) else 'CSV'} file: {error}") \
+            from error
+
+
+def _workbook(path: Path) -> Iterator[tuple[str, Iterator[Sequence[Any]]]]:
+    from openpyxl import load_workbook  # a core dependency; imported here to keep start-up light
+
+    try:
+        book = load_workbook(path, read_only=True, data_only=True)
+    except Exception as error:  # openpyxl raises zipfile, KeyError and its own errors for a bad file
+        raise KnowledgeError(f"{path.name}: not a readable Excel workbook ({type(error).__name__}: {error})") \
+            from error
+    try:
+        sheets = [(sheet.title, list(sheet.iter_rows(values_only=True))) for sheet in book.worksheets]
+    finally:
+        book.close()
+    filled = [(title, rows) for title, rows in sheets if any(_filled(row) for row in rows)]
+    if not filled:
+        raise KnowledgeError(f"{path.name}: every sheet is empty")
+    single = len(filled) == 1
+    for title, rows in filled:
+        yield (path.stem if single else title), iter(rows)
+
+
+def _parquet(path: Path) -> Iterator[Sequence[Any]]:
+    try:
+        import pyarrow.parquet as parquet
+    except ImportError as error:
+        raise KnowledgeError(f"{path.name}: reading Parquet needs pyarrow (pip install 'vidagent[knowledge]')") \
+            from error
+    try:
+        table = parquet.read_table(path)
+    except Exception as error:  # pyarrow raises ArrowInvalid/OSError for a damaged file
+        raise KnowledgeError(f"{path.name}: not a readable Parquet file ({error})") from error
+    yield table.column_names
+    for batch in table.to_batches(_BATCH_ROWS):
+        columns = batch.to_pydict()
+        yield from zip(*columns.values())
+
+
+def _filled(row: Sequence[Any]) -> bool:
+    return any(value not in (None, "") for value in row)
+
+
+def _write_table(connection: sqlite3.Connection, table: str, rows: Iterator[Sequence[Any]], path: Path,
+                 sheet: str) -> None:
+    where = path.name if sheet == path.stem else f"{path.name}, sheet {sheet!r}"
+    header = next((row for row in rows if _filled(row)), None)
+    if header is None:
+        raise KnowledgeError(f"{where}: holds no rows")
+    columns = _columns(header, where)
+    body = [tuple(_cell(value) for value in row[: len(columns)]) + (None,) * (len(columns) - len(row))
+            for row in rows if _filled(row)]
+    if not body:
+        raise KnowledgeError(f"{where}: has a header but no rows under it")
+    kinds = [_kind(row[i] for row in body) for i in range(len(columns))]
+    definition = ", ".join(f'"{name}" {kind}' for name, kind in zip(columns, kinds))
+    connection.execute(f'CREATE TABLE "{table}" ({definition})')
+    placeholders = ", ".join("?" for _ in columns)
+    converted = ([_as(kind, value) for kind, value in zip(kinds, row)] for row in body)
+    connection.executemany(f'INSERT INTO "{table}" VALUES ({placeholders})', converted)
+
+
+def _columns(header: Sequence[Any], where: str) -> list[str]:
+    """The header's names as identifiers; a first row that is no header is an error saying so."""
+    while header and header[-1] in (None, ""):
+        header = header[:-1]
+    values = [str(value).strip() if value is not None else "" for value in header]
+    if any(not value for value in values) or any(_number(value) is not None for value in values):
+        raise KnowledgeError(f"{where}: has no header row (its first row {values[:6]} holds empty cells or "
+                             f"numbers); add a first row naming the columns")
+    names: list[str] = []
+    for value in values:
+        name = identifier(value, "column")
+        if name in names:
+            raise KnowledgeError(f"{where}: two columns are named {value!r}; name each column once")
+        names.append(name)
+    return names
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, str):
+        value = value.strip()
+        return value if value else None
+    if value is None or isinstance(value, (int, float)):
+        return value
+    return str(value)  # dates, times, decimals: as their text
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.replace(",", "")) if text.strip() else None
+    except ValueError:
+        return None
+
+
+def _kind(values: Iterable[Any]) -> str:
+    """INTEGER, REAL or TEXT: the narrowest type every non-empty value of a column fits."""
+    kind = "INTEGER"
+    seen = False
+    for value in values:
+        if value is None:
+            continue
+        seen = True
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else \
+            _number(value) if isinstance(value, str) else None
+        if number is None:
+            return "TEXT"
+        if kind == "INTEGER" and not float(number).is_integer():
+            kind = "REAL"
+    return kind if seen else "TEXT"
+
+
+def _as(kind: str, value: Any) -> Any:
+    if value is None or kind == "TEXT":
+        return value
+    number = _number(value) if isinstance(value, str) else float(value)
+    return int(number) if kind == "INTEGER" and number is not None else number
+
+
+def _sqlite_tables(database: Path) -> tuple[TableInfo, ...]:
+    with database.open("rb") as handle:
+        if handle.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
+            raise KnowledgeError(f"{database.name}: not an SQLite database")
+    try:
+        connection = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = [row[0] for row in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' "
+                "ORDER BY name")]
+            tables = []
+            for name in names:
+                quoted = name.replace('"', '""')
+                columns = tuple(row[1] for row in connection.execute(f'PRAGMA table_info("{quoted}")'))
+                count = connection.execute(f'SELECT COUNT(*) FROM "{quoted}"').fetchone()[0]
+                tables.append(TableInfo(name, columns, int(count)))
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError as error:
+        raise KnowledgeError(f"{database.name}: cannot read its tables ({error})") from error
+    if not tables:
+        raise KnowledgeError(f"{database.name}: holds no tables")
+    return tuple(tables)
