@@ -34,7 +34,8 @@ FACES = {"server", "cli"}  # the top: they may import every layer
 TOP_LEVEL_MODULES = {"config": "ground", "errors": "ground", "prompts": "ground", "parallel": "ground",
                      "sqlite": "ground", "text": "ground",
                      "models": "installer", "__init__": "agent", "session": "agent", "api": "agent", "cli": "cli",
-                     "index_cli": "cli", "import_cli": "cli", "pack_cli": "cli", "experience_cli": "cli"}
+                     "index_cli": "cli", "import_cli": "cli", "pack_cli": "cli", "experience_cli": "cli",
+                     "utility_cli": "cli"}
 
 
 def _layer(module: str) -> str | None:

@@ -9,6 +9,7 @@ vidagent sql VIDEO QUERY [--json]
 vidagent models install [NAME ...] | vidagent models list
 vidagent eval DATASET_FILE [--videos DIR] [--planner NAME] ... | vidagent eval --compare RUN_DIR ...
 vidagent export VIDEO [-o PACK]   (a video's memory as a portable pack; `vidagent import PACK` reads it)
+vidagent clip VIDEO START END | highlight VIDEO OBJECT_ID | remove VIDEO OBJECT_ID | frames VIDEO START END [-o OUT]
 vidagent experience list [VIDEO] | show ID | clear [VIDEO] [--kind KIND]   (`vidagent memory`: deprecated)
 vidagent serve [--host 127.0.0.1] [--port 8000] [--videos DIR ...] [--token TOKEN]
 vidagent mcp [--transport stdio|http] [--videos DIR ...]
@@ -219,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vidagent.pack_cli import add_export_parser
 
     add_export_parser(sub, _settings)
+    from vidagent.utility_cli import add_utility_parsers
+
+    add_utility_parsers(sub, _settings)
     from vidagent.server.cli import add_serve_parsers
 
     add_serve_parsers(sub, add_llm_options, _settings)

@@ -19,6 +19,7 @@ from vidagent import __version__
 from vidagent.errors import VidagentError
 from vidagent.server.auth import LoopbackHostGuard, SameOriginGuard, TokenGuard
 from vidagent.server.config import is_loopback
+from vidagent.server.edits import edits_router
 from vidagent.server.errors import error_body, status_of
 from vidagent.server.mcp_server import mcp_http_app
 from vidagent.server.routes import api_router
@@ -48,6 +49,7 @@ def create_app(service: VideoService, *, with_mcp: bool = True) -> FastAPI:
                   description="Answer questions about videos: register or upload videos, build their memory, "
                               "ask with any planner and watch the steps arrive, query the memory with SQL.")
     app.include_router(api_router(service))
+    app.include_router(edits_router(service.edits))
     if mcp_app is not None:
         app.router.routes.extend(mcp_app.routes)
     _add_error_handlers(app)

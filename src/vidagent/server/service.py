@@ -23,6 +23,7 @@ from vidagent.memory.stored_video import StoredVideo, is_memory_id
 from vidagent.server.asks import AskRun, AskRunner, AskSpec
 from vidagent.server.catalog import Catalog, VideoEntry
 from vidagent.server.config import ServeConfig
+from vidagent.server.edits import ServerEdits
 from vidagent.server.errors import NoVideoFileError, NotFoundError, RequestError, UploadError
 from vidagent.server.imports import JOB_PREFIX, ImportJob, ImportJobs
 from vidagent.server.jobs import IndexJob, IndexJobs
@@ -49,6 +50,8 @@ class VideoService:
         self.catalog = Catalog(self._library, lambda path: self.folders.contains(path) or upload_folder.contains(path))
         self.lane = ModelLane()
         self.media = MediaCutter(config.clips_dir, config.max_clip_seconds)
+        self.edits = ServerEdits(config.settings.artifacts_dir, self.lane, self.handle, self.session.builder,
+                                 config.max_queued)
         self.jobs = IndexJobs(self.lane, self.session.builder)
         self.asks = AskRunner(self.lane, self.session.ask, config.max_queued)
         self.imports = ImportJobs(self.lane, self._library, lambda: self.session.perception.embedder, config.max_queued)

@@ -127,7 +127,7 @@ function forgetVideoState() {
   stopClock("");
   state.memory = null; state.shownSegment = null; state.band = null; state.position = 0;
   state.steps = new Map(); state.open = new Set(); state.answer = null;
-  $("#trace").replaceChildren(); $("#answer").hidden = true; $("#ask-button").textContent = "Ask";
+  $("#trace").replaceChildren(); $("#answer").hidden = true; $("#files").replaceChildren(); $("#ask-button").textContent = "Ask";
   $("#segment-detail").replaceChildren("The memory's segments, speech, on-screen text and objects appear here; click any of them to seek.");
   $("#segment-detail").classList.add("muted");
   $("#sql-result").replaceChildren(); $("#index-progress").hidden = true;
@@ -296,7 +296,8 @@ function letterChoices() { [...$("#choices").children].forEach((row, i) => { row
 
 function parseOptions(text) {
   const options = {};
-  for (const pair of text.split(/[\s,]+/).filter(Boolean)) {
+  // pairs part at spaces, or at a comma before the next KEY=: "n=2, tools=export_clip,caption_retrieval"
+  for (const pair of text.split(/\s+|,(?=\s*[\w-]+=)/).filter(Boolean)) {
     const [key, ...rest] = pair.split("=");
     if (!rest.length) throw new Error(`a planner option is KEY=VALUE, got “${pair}”`);
     options[key.replace(/-/g, "_")] = rest.join("=");
@@ -431,6 +432,7 @@ function stepNode(step, freshId) {
       el("span", { class: `kind ${step.type}${error}` }, label),
       step.type === "evaluation" && step.score !== null && step.score !== undefined ? el("span", { class: "score" }, (step.score >= 0 ? "+" : "") + Number(step.score).toFixed(2)) : null,
       el("span", { class: "text" }, text),
+      step.type === "observation" && madeFile(step) ? fileLink(madeFile(step)) : null,
       cost ? el("span", { class: "cost" }, cost) : null));
   node.addEventListener("click", () => {
     if (state.open.has(step.id)) state.open.delete(step.id); else state.open.add(step.id);
@@ -469,8 +471,28 @@ function renderAnswer(answer) {
       image, el("div", { class: "when" }, `${seconds(item.start_s)} – ${seconds(item.end_s)}`), el("div", { class: "what" }, item.text));
   });
   $("#evidence").replaceChildren(...items);
+  const made = [...new Map(answer.trace.filter((step) => step.type === "observation" && madeFile(step))
+    .map((step) => [madeFile(step).name, madeFile(step)])).values()];
+  $("#files").replaceChildren(...(made.length ? [el("h3", {}, "Files made"), el("ul", {}, made.map((file) =>
+    el("li", {}, fileLink(file), el("span", { class: "muted" }, ` ${file.what}`))))] : []));
+  $("#files").hidden = !made.length;
   const usage = answer.usage;
   $("#usage").textContent = `${answer.planner} · ${usage.llm_calls} LLM calls${usage.cached_calls ? ` + ${usage.cached_calls} from the cache` : ""} · ${usage.prompt_tokens}+${usage.completion_tokens} tokens · ${usage.seconds.toFixed(1)} s in the LLM`;
+}
+
+// -- files a tool made (a clip, an edited video, frames): links that download them --------------------------------------------
+function madeFile(step) {
+  const file = step.artifacts?.file;
+  if (!file) return null;
+  const name = file.split(/[\\/]/).pop();
+  const what = step.artifacts.kind === "frames" ? `${step.artifacts.count} frames (zip)`
+    : `${step.artifacts.kind}, ${seconds(step.artifacts.start_s)} – ${seconds(step.artifacts.end_s)}`;
+  return { name, path: file, what };
+}
+
+function fileLink(file) {
+  return el("a", { class: "file-link", href: `/api/artifacts/${encodeURIComponent(file.name)}`, download: file.name,
+                   title: file.path, onclick: (event) => event.stopPropagation() }, file.name);
 }
 
 async function showEvidence(videoId, item) {

@@ -1,0 +1,161 @@
+"""``vidagent clip | highlight | remove | frames``: DoraemonGPT's utility tools as commands, for people
+who want the result without asking a question.
+
+vidagent clip VIDEO START END [-o OUT]          the START-END stretch (seconds) as an mp4, with its sound
+vidagent highlight VIDEO OBJECT_ID [-o OUT]     the object's box, label and path drawn where it is seen
+vidagent remove VIDEO OBJECT_ID [-o OUT]        the video with the object painted out
+vidagent frames VIDEO START END [-o DIR] [--fps N] [--format jpg|png]   the frames as images
+
+VIDEO is a video file, or the id of an indexed video (or the start of one). OUT is the mp4 to write (or a
+folder to write it into); without ``-o`` the output goes under the library's artifacts folder, named by
+what made it, and the same request is answered with the file made before. Object ids are the object
+memory's (``vidagent sql VIDEO "SELECT object_id, category, description FROM objects"`` lists them);
+the object memory is built first when it is missing. The output's path is printed when it is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from tqdm import tqdm
+
+from vidagent.config import Settings
+from vidagent.errors import VideoError
+from vidagent.memory.packs import resolve_video_id
+from vidagent.memory.store import Library
+from vidagent.tools.edits import Edit, VideoEdits, object_track
+from vidagent.video.editing import IMAGE_FORMATS, Progress
+from vidagent.video.video import Video
+
+VIDEO_HELP = "a video file, or an indexed video's id (or the start of one)"
+
+
+def add_utility_parsers(sub: Any, settings_of: Callable[[argparse.Namespace], Settings]) -> None:
+    def command(name: str, help: str, run: Callable[[argparse.Namespace, Settings], Edit]) -> argparse.ArgumentParser:
+        parser = sub.add_parser(name, help=help, description=f"{help[0].upper()}{help[1:]}. Without -o the output "
+                                "goes under the library's artifacts folder, named by content (made once).")
+        parser.add_argument("video", metavar="VIDEO", help=VIDEO_HELP)
+        parser.set_defaults(run=lambda args: _report(run(args, settings_of(args))))
+        return parser
+
+    def window(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("start", type=float, metavar="START", help="seconds from the start")
+        parser.add_argument("end", type=float, metavar="END", help="seconds from the start")
+
+    def output(parser: argparse.ArgumentParser, metavar: str, help: str) -> None:
+        parser.add_argument("-o", "--output", metavar=metavar, default=None,
+                            help=f"{help} (default: the library's artifacts folder)")
+        parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+    clip = command("clip", "cut the START-END stretch of a video into an mp4 (with its sound)", _clip)
+    window(clip)
+    output(clip, "OUT", "the mp4 file to write, or a folder to write it into")
+
+    for name, help, run in (("highlight", "draw an object's box, label and path on the stretch it is seen in",
+                             _highlight),
+                            ("remove", "paint an object out of a video (OpenCV's inpainting over its boxes)", _remove)):
+        parser = command(name, help, run)
+        parser.add_argument("object_id", type=int, metavar="OBJECT_ID",
+                            help="an object_id of the video's object memory (built first when missing)")
+        output(parser, "OUT", "the mp4 file to write, or a folder to write it into")
+
+    frames = command("frames", "save the frames of the START-END stretch as images", _frames)
+    window(frames)
+    output(frames, "DIR", "the folder to write the images into (new, or empty)")
+    frames.add_argument("--fps", type=float, default=1.0, help="images a second (default 1)")
+    frames.add_argument("--format", choices=IMAGE_FORMATS, default="jpg", help="image format (default jpg)")
+
+
+def open_video(given: str, settings: Settings) -> Video:
+    """The video ``given`` names: a file, or an indexed video's id (its file as the library last saw it)."""
+    path = Path(given).expanduser()
+    if path.exists() or not settings.library_path.is_file():
+        return Video(path)
+    with Library(settings.library_path) as library:
+        video_id = resolve_video_id(library, given)
+        row = library.video_row(video_id)
+        stored = library.stored_video(video_id)
+    if stored is not None:
+        raise VideoError(f"{video_id} is a memory imported from captions: it has no video file to cut, draw on "
+                         "or save frames of")
+    assert row is not None
+    if not Path(row["path"]).is_file():
+        raise VideoError(f"{video_id}: its file {row['path']} is gone")
+    return Video(row["path"])
+
+
+def _clip(args: argparse.Namespace, settings: Settings) -> Edit:
+    edits, target = _edits(open_video(args.video, settings), args.output, settings)
+    with _bar(args, "cutting") as progress:
+        return edits.clip(args.start, args.end, target=target, progress=progress)
+
+
+def _highlight(args: argparse.Namespace, settings: Settings) -> Edit:
+    return _object_edit(args, settings, "drawing", "highlight")
+
+
+def _remove(args: argparse.Namespace, settings: Settings) -> Edit:
+    return _object_edit(args, settings, "painting out", "remove")
+
+
+def _object_edit(args: argparse.Namespace, settings: Settings, doing: str, kind: str) -> Edit:
+    from vidagent.session import Session
+
+    video = open_video(args.video, settings)
+    edits, target = _edits(video, args.output, settings)
+    with Session(settings) as session:
+        memory = session.index(video, ["objects"], progress=not args.quiet)
+        found = object_track(memory, args.object_id)
+    with _bar(args, f"{doing} {found.label}") as progress:
+        make = edits.highlight if kind == "highlight" else edits.remove
+        return make(found, target=target, progress=progress)
+
+
+def _frames(args: argparse.Namespace, settings: Settings) -> Edit:
+    edits = VideoEdits(open_video(args.video, settings), settings.artifacts_dir)
+    target = Path(args.output).expanduser() if args.output else None
+    with _bar(args, "saving frames") as progress:
+        return edits.frames(args.start, args.end, args.fps, image_format=args.format, target=target,
+                            progress=progress)
+
+
+def _edits(video: Video, output: str | None, settings: Settings) -> tuple[VideoEdits, Path | None]:
+    """Where ``-o`` sends an edited video: the file it names, or (a folder) its content name in that folder;
+    without ``-o``, its content name in the library's artifacts folder."""
+    if not output:
+        return VideoEdits(video, settings.artifacts_dir), None
+    path = Path(output).expanduser()
+    if path.is_dir():
+        return VideoEdits(video, path), None
+    if path.suffix.lower() not in (".mp4", ".m4v", ".mov"):
+        raise VideoError(f"{output}: the output is an mp4 video: name it .mp4 (or give a folder)")
+    return VideoEdits(video, settings.artifacts_dir), path
+
+
+def _report(edit: Edit) -> int:
+    start, end = edit.window
+    what = f"{edit.count} images" if edit.kind == "frames" else f"{edit.count} frames"
+    made = "made before" if edit.reused else f"in {edit.seconds:.1f} s"
+    print(f"{edit.path}: {edit.kind} of {start:.2f}-{end:.2f} s, {what}, {made}")
+    return 0
+
+
+class _bar:
+    """A progress bar over the stretch's seconds (on stderr; none with -q or when stderr is no terminal)."""
+
+    def __init__(self, args: argparse.Namespace, label: str) -> None:
+        self.bar = tqdm(total=None, desc=label, unit="s", disable=args.quiet or not sys.stderr.isatty(),
+                        bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} video s [{elapsed}<{remaining}]")
+
+    def __enter__(self) -> Progress:
+        def progress(done: float, total: float) -> None:
+            if self.bar.total is None:
+                self.bar.total = round(total, 1)
+            self.bar.update(round(done, 1) - self.bar.n)
+        return progress
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
