@@ -326,3 +326,40 @@ def test_the_real_model_answers_from_a_users_table_and_document(settings, tmp_pa
     assert priced.evidence[0].where.startswith("SQL: SELECT")
     assert not read.is_error and "12" in read.text.split("Answer:")[-1]
     assert read.evidence[0].where == "guide.pdf, page 2"
+
+
+# -- the server and MCP: files inside the served folders, never a URL a client names ----------------------
+def test_the_server_takes_knowledge_inside_its_folders_and_refuses_urls_and_bad_files(temporal_library, models_dir,
+                                                                                       tmp_path):
+    import httpx
+
+    from serve_helpers import copy_home, running_server, tagged_llm
+
+    home = copy_home(temporal_library, tmp_path / "home")
+    folder = tmp_path / "served"
+    folder.mkdir()
+    write_csv(folder / "fares.csv", FARES)
+    write_csv(folder / "numbers.csv", [("1", "2"), ("3", "4")])
+    write_csv(tmp_path / "outside.csv", FARES)
+    llm = tagged_llm()
+    with running_server(home, models_dir, [video_path(TEMPORAL_TOY).parent, folder], llm) as (server, _):
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            toy = client.post("/api/videos", json={"path": str(video_path(TEMPORAL_TOY))}).json()["video_id"]
+            ask = {"videos": [toy], "question": "[q1] How much is a cruise?"}
+            answered = client.post("/api/ask", json={**ask, "knowledge": ["fares.csv#boat trip prices"]})
+            assert answered.status_code == 200 and answered.json()["answer"] == "answer to q1"
+            system = llm.requests[-1][0].content
+            assert "- fares_knowledge(question: str): answers a question from the user's tables fares(" in system
+            assert "(boat trip prices)" in system
+            refusals = {
+                "https://example.org/fares.csv": (400, "fetches no URLs"),
+                str(tmp_path / "outside.csv"): (403, "outside the folders"),
+                "missing.csv": (404, "no such file"),
+                "numbers.csv": (422, "numbers.csv: has no header row"),
+            }
+            for given, (status, message) in refusals.items():
+                response = client.post("/api/ask", json={**ask, "knowledge": [given]})
+                assert response.status_code == status and message in response.json()["message"], given
+            only = client.post("/api/ask", json={**ask, "planner": "caption_only", "knowledge": ["fares.csv"]})
+            assert only.status_code == 400 and "cannot use knowledge" in only.json()["message"]
+            assert client.get("/api/health").json()["status"] == "ok"

@@ -99,7 +99,8 @@ CREATE TABLE IF NOT EXISTS detections (
     cx REAL NOT NULL, cy REAL NOT NULL, area REAL NOT NULL,
     track_id     INTEGER,              -- NULL: the tracker did not confirm it
     object_id    INTEGER,              -- NULL when track_id is NULL
-    mask         TEXT,                 -- run-length mask where a segmentation backend ran, else NULL
+    mask         TEXT,                 -- where a segmentation backend ran: COCO run-length mask over the displayed
+                                       -- frame (pycocotools' compressed string, or a JSON list of counts); else NULL
     PRIMARY KEY (video_id, detection_id)
 );
 

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 MAX_QUESTION_CHARS = 4000
 MAX_CHOICES = 26
 MAX_SOURCES = 8
+MAX_KNOWLEDGE = 8  # knowledge sources per question
 
 AskFunction = Callable[..., Answer]  # Session.ask
 CANCELLED = {"error": "Cancelled", "message": "the question was stopped: its client went away", "status": 499}
@@ -44,6 +45,7 @@ class AskSpec:
     choices: tuple[str, ...] | None = None
     planner: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    knowledge: tuple[str, ...] = ()  # files inside the server's folders (resolved), or ``web``
 
     @property
     def planner_name(self) -> str:
@@ -68,7 +70,11 @@ class AskSpec:
                 raise RequestError("a choice is empty")
         if self.planner_name not in planner_names():  # never ``module:Class`` from a client: that imports code
             raise RequestError(f"unknown planner {self.planner_name!r}: use one of {', '.join(planner_names())}")
-        return build_planner(self.planner_name, dict(self.options))
+        planner = build_planner(self.planner_name, dict(self.options))
+        if self.knowledge and not planner.needs.knowledge:
+            raise RequestError(f"the {planner.name} planner offers its model no tools, so it cannot use knowledge; "
+                               f"use react, mcts or peil")
+        return planner
 
 
 @dataclass
@@ -148,7 +154,7 @@ class AskRunner:
             spec = run.spec
             started = time.perf_counter()
             answer = self._ask(list(videos), spec.question, list(spec.choices) if spec.choices else None,
-                               planner=planner, on_step=on_step)
+                               planner=planner, on_step=on_step, knowledge=spec.knowledge)
         except AskCancelledError:
             log.info("%s cancelled: its client disconnected", run.id)
             run.events.publish("error", CANCELLED)

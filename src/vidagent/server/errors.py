@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from vidagent.errors import (LLMError, MemoryStoreError, ModelUnavailableError, PlannerError, QueryRefusedError,
-                             VidagentError, VideoError)
+from vidagent.errors import (KnowledgeError, LLMError, MemoryStoreError, ModelUnavailableError, PlannerError,
+                             QueryRefusedError, VidagentError, VideoError)
 from vidagent.memory.caption_formats import CaptionFormatError
 
 
@@ -59,6 +59,7 @@ class AskCancelledError(Exception):
 _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (RequestError, 400),  # its own status wins (see status_of)
     (CaptionFormatError, 422),
+    (KnowledgeError, 422),  # a knowledge file the server cannot read: a table without a header, a locked PDF
     (QueryRefusedError, 403),
     (PlannerError, 400),
     (VideoError, 422),

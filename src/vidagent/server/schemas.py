@@ -6,7 +6,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vidagent.server.asks import MAX_CHOICES, MAX_QUESTION_CHARS, MAX_SOURCES, AskSpec
+from vidagent.server.asks import MAX_CHOICES, MAX_KNOWLEDGE, MAX_QUESTION_CHARS, MAX_SOURCES, AskSpec
 
 Stage = Literal["frames", "speech", "segments", "objects"]
 OptionValue = Union[bool, int, float, str]
@@ -30,10 +30,13 @@ class AskBody(_Body):
     choices: list[str] | None = Field(None, max_length=MAX_CHOICES, description="answer options, or none")
     planner: str | None = Field(None, description="react (default for one video), mcts, traveler, peil, ...")
     options: dict[str, OptionValue] = Field(default_factory=dict, description="the planner's options, e.g. {'n': 2}")
+    knowledge: list[str] = Field(default_factory=list, max_length=MAX_KNOWLEDGE,
+                                 description="knowledge the planner may consult: tables or documents inside the "
+                                             "--videos folders (PATH#description to describe one), or 'web'")
 
     def spec(self) -> AskSpec:
         return AskSpec(tuple(self.videos), self.question, tuple(self.choices) if self.choices is not None else None,
-                       self.planner or None, dict(self.options))
+                       self.planner or None, dict(self.options), tuple(self.knowledge))
 
 
 class SqlBody(_Body):

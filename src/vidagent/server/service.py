@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from vidagent.errors import MemoryStoreError, VideoError
+from vidagent.knowledge.spec import KnowledgeSpec
 from vidagent.memory.builder import ALL_STAGES
 from vidagent.memory.caption_import import ImportOptions, prepare_import
 from vidagent.memory.sql import QueryResult, ReadOnlyQueries
@@ -189,7 +190,21 @@ class VideoService:
         """Queue a question; its steps and answer arrive on ``run.events``. A video is named by its id or a
         path; a memory imported from captions by its id, and answered from its captions."""
         handles = [self._source(self.find(reference)) for reference in spec.videos]
-        return self.asks.start(spec, handles)
+        return self.asks.start(replace(spec, knowledge=tuple(self._knowledge(item) for item in spec.knowledge)),
+                               handles)
+
+    def _knowledge(self, given: str) -> str:
+        """A knowledge source a client named: ``web``, or a file inside the server's folders (its real path,
+        with the client's ``#description``). A URL is refused: fetching what clients name would let them
+        reach whatever this server can."""
+        knowledge = KnowledgeSpec.parse(given)
+        if knowledge.is_web:
+            return given
+        if knowledge.is_url:
+            raise RequestError("this server fetches no URLs for clients: put the file in a --videos folder and "
+                               "name its path")
+        path = self.folders.resolve(knowledge.location, what="knowledge file")
+        return f"{path}#{knowledge.description}" if knowledge.description else str(path)
 
     def _source(self, entry: VideoEntry) -> Video | StoredVideo:
         if entry.imported is None:

@@ -461,6 +461,10 @@ function renderAnswer(answer) {
       `${c.choice_index !== null && c.choice_index !== undefined ? `${LETTERS[c.choice_index]}. ` : ""}${c.text} · ${c.votes} vote${c.votes === 1 ? "" : "s"}${c.reward !== null ? ` · reward ${c.reward.toFixed(2)}` : ""}`)) : []));
   const withFile = new Set(state.videos.filter((v) => v.has_file !== false).map((v) => v.video_id));
   const items = answer.evidence.slice(0, 12).map((item) => {
+    if (item.where) {  // a knowledge source's page, section, address or SQL: no time span to seek to
+      return el("div", { class: "evidence-item caption knowledge", title: item.text },
+        el("div", { class: "when" }, item.where), el("div", { class: "what" }, item.text));
+    }
     // a clip or crop's source is its video's id with "@..." or "[...]" after it; a memory id may hold "@" itself
     const videoId = state.videos.some((v) => v.video_id === item.source) ? item.source
       : item.source.split("@")[0].split("[")[0] || answer.video_id;
@@ -487,11 +491,11 @@ function madeFile(step) {
   const name = file.split(/[\\/]/).pop();
   const what = step.artifacts.kind === "frames" ? `${step.artifacts.count} frames (zip)`
     : `${step.artifacts.kind}, ${seconds(step.artifacts.start_s)} – ${seconds(step.artifacts.end_s)}`;
-  return { name, path: file, what };
+  return { name, path: file, what, saved: step.artifacts.kind === "frames" ? `${name}.zip` : name };  // frames: a zip
 }
 
 function fileLink(file) {
-  return el("a", { class: "file-link", href: `/api/artifacts/${encodeURIComponent(file.name)}`, download: file.name,
+  return el("a", { class: "file-link", href: `/api/artifacts/${encodeURIComponent(file.name)}`, download: file.saved,
                    title: file.path, onclick: (event) => event.stopPropagation() }, file.name);
 }
 
