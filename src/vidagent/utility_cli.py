@@ -89,7 +89,7 @@ def open_video(given: str, settings: Settings) -> Video:
 
 def _clip(args: argparse.Namespace, settings: Settings) -> Edit:
     edits, target = _edits(open_video(args.video, settings), args.output, settings)
-    with _bar(args, "cutting") as progress:
+    with _ProgressBar(args, "cutting") as progress:
         return edits.clip(args.start, args.end, target=target, progress=progress)
 
 
@@ -109,7 +109,7 @@ def _object_edit(args: argparse.Namespace, settings: Settings, doing: str, kind:
     with Session(settings) as session:
         memory = session.index(video, ["objects"], progress=not args.quiet)
         found = object_track(memory, args.object_id)
-    with _bar(args, f"{doing} {found.label}") as progress:
+    with _ProgressBar(args, f"{doing} {found.label}") as progress:
         make = edits.highlight if kind == "highlight" else edits.remove
         return make(found, target=target, progress=progress)
 
@@ -117,7 +117,7 @@ def _object_edit(args: argparse.Namespace, settings: Settings, doing: str, kind:
 def _frames(args: argparse.Namespace, settings: Settings) -> Edit:
     edits = VideoEdits(open_video(args.video, settings), settings.artifacts_dir)
     target = Path(args.output).expanduser() if args.output else None
-    with _bar(args, "saving frames") as progress:
+    with _ProgressBar(args, "saving frames") as progress:
         return edits.frames(args.start, args.end, args.fps, image_format=args.format, target=target,
                             progress=progress)
 
@@ -143,7 +143,7 @@ def _report(edit: Edit) -> int:
     return 0
 
 
-class _bar:
+class _ProgressBar:
     """A progress bar over the stretch's seconds (on stderr; none with -q or when stderr is no terminal)."""
 
     def __init__(self, args: argparse.Namespace, label: str) -> None:

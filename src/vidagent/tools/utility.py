@@ -28,7 +28,8 @@ from vidagent.video.video import Video
 
 PROMPTS = "vidagent.tools"
 UTILITY_TOOLS = ("export_clip", "highlight_object", "remove_object", "export_frames")
-FRAMES_PER_SECOND = 1.0  # export_frames' rate
+FRAMES_PER_SECOND = 1.0  # export_frames' rate ...
+MAX_FRAMES = 600  # ... lowered so that one call writes at most this many images
 FRAME_SOURCES = 8  # export_frames: at most this many of the images become new sources
 
 
@@ -90,11 +91,12 @@ class UtilityTools:
         edits = self._edits()
         if isinstance(edits, Observation):
             return edits
-        edit = edits.frames(start_s, end_s, FRAMES_PER_SECOND)
+        rate = min(FRAMES_PER_SECOND, MAX_FRAMES / max(abs(end_s - start_s), 1e-6))
+        edit = edits.frames(start_s, end_s, rate)
         start, end = edit.window
         images = sorted(p for p in edit.path.iterdir() if p.is_file())
         media = tuple(self._frame(path) for path in spread_evenly(images, FRAME_SOURCES))
-        return self._made(edit, f"{edit.count} frames of {start:.1f}-{end:.1f} s, {FRAMES_PER_SECOND:g} a second,",
+        return self._made(edit, f"{edit.count} frames of {start:.1f}-{end:.1f} s, {rate:.3g} a second,",
                           media, files=[p.name for p in images])
 
     def _edits(self) -> VideoEdits | Observation:
