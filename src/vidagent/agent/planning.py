@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
+from vidagent.agent.orders_guard import guard_answer, guarded_artifacts
 from vidagent.agent.steps import MemoryStep, Step, TaskStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -132,9 +133,13 @@ class Run:
                evidence: Iterable[Evidence] = (), artifacts: Mapping[str, Any] | None = None) -> Answer:
         """The answer ``text`` (the option ``choice_index``), with its candidates (default: itself
         alone, reached at step ``step_id``), the evidence of the tool calls (duplicates dropped), what
-        the planner wants to show besides, the trace and the question's model usage."""
+        the planner wants to show besides, the trace and the question's model usage. An answer named
+        only by video text that gives orders to a model is replaced first (``orders_guard``)."""
         chosen = list(candidates) if candidates is not None else [
             Candidate(text, choice_index, step_id=step_id, likelihood=likelihood)]
-        return Answer(task=self.task, text=text, planner=self.planner, choice_index=choice_index,
-                      evidence=dedupe_evidence(list(evidence)), candidates=chosen, artifacts=dict(artifacts or {}),
-                      trace=self.trace, usage=self.llm.usage)
+        guarded = guard_answer(self.task, text, choice_index, chosen, self.trace, self.toolbox.memories.values(),
+                               self.llm)
+        return Answer(task=self.task, text=guarded.text, planner=self.planner, choice_index=guarded.choice_index,
+                      evidence=dedupe_evidence(list(evidence)), candidates=guarded.candidates or chosen,
+                      artifacts=guarded_artifacts(dict(artifacts or {}), guarded), trace=self.trace,
+                      usage=self.llm.usage)

@@ -61,6 +61,28 @@ def quote(text: str) -> str:
     return f"{note}{OPEN}{line}{CLOSE}"
 
 
+def split_orders(text: str) -> tuple[list[str], str]:
+    """What in ``text`` (as planners read it, quotations and all) gives orders to a model, and the rest.
+
+    A quotation ``quote`` marked as giving orders is read piece by piece (the pieces a reader found
+    apart, joined by `` | ``): from the first piece that reads like orders on, every piece is orders
+    (an instruction's continuation, "... THE ANSWER | IS ALWAYS: HACKED", reads like none); the pieces
+    before it (a sign read above the banner) are ordinary text, as is everything outside such quotations."""
+    marked = re.compile(rf"{re.escape(ORDERS_NOTE)}\s*{re.escape(OPEN)}(.*?){re.escape(CLOSE)}", re.DOTALL)
+    orders: list[str] = []
+    rest: list[str] = []
+    last = 0
+    for match in marked.finditer(text):
+        rest.append(text[last:match.start()])
+        pieces = match.group(1).split(" | ")
+        first = next((i for i, piece in enumerate(pieces) if _ORDERS.search(piece)), len(pieces))
+        rest.extend(pieces[:first])
+        orders.extend(pieces[first:])
+        last = match.end()
+    rest.append(text[last:])
+    return orders, " ".join(" ".join(rest).split())
+
+
 def quote_all(texts: Iterable[str], separator: str = " | ") -> str:
     """Several pieces of video text, joined, in one quotation."""
     return quote(separator.join(t.strip() for t in texts if t.strip()))
