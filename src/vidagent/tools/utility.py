@@ -96,7 +96,7 @@ class UtilityTools:
         start, end = edit.window
         images = sorted(p for p in edit.path.iterdir() if p.is_file())
         media = tuple(self._frame(path) for path in spread_evenly(images, FRAME_SOURCES))
-        return self._made(edit, f"{edit.count} frames of {start:.1f}-{end:.1f} s, {rate:.3g} a second,",
+        return self._made(edit, f"{edit.count} frames of {start:.1f}-{end:.1f} s, {rate:.3g} a second",
                           media, files=[p.name for p in images])
 
     def _edits(self) -> VideoEdits | Observation:
@@ -108,7 +108,7 @@ class UtilityTools:
 
     def _made(self, edit: Edit, what: str, media: tuple[VideoMedia | ImageMedia, ...], **more: object) -> Observation:
         start, end = edit.window
-        text = f"{what} saved to {edit.path}{' (made before)' if edit.reused else ''}."
+        text = f"{what}: saved to {edit.path}{' (made before)' if edit.reused else ''}."
         return Observation(text, evidence=(Evidence(start, end, text, self.memory.video_id),),
                            artifacts=edit.artifacts() | more, media=media)
 
