@@ -31,7 +31,7 @@ from vidagent.agent.task import Task
 from vidagent.errors import PlannerError
 from vidagent.eval.report import write_comparison
 from vidagent.eval.loaders import load_dataset
-from vidagent.eval.runner import RunConfig, _check_folder, _identity, run_eval, settings_digest
+from vidagent.eval.runner import RunConfig, _check_folder, _identity, default_out, run_eval, settings_digest
 from vidagent.prompts import prompts_digest
 from vidagent.session import Session
 
@@ -191,6 +191,19 @@ def test_a_folder_holding_another_planner_is_refused(tmp_path, settings):
     run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False), settings)
     with pytest.raises(EvalError, match="holds a run with planner 'random'"):
         run_eval(RunConfig(dataset=qa, planner="caption_only", out=tmp_path / "run", progress=False), settings)
+
+
+def test_a_budget_is_part_of_a_runs_identity_and_name(tmp_path, settings):
+    qa = write_questions(tmp_path / "qa.jsonl")
+    first = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False,
+                               budget="calls=2"), settings)
+    assert json.loads((first.out / "run.json").read_text())["budget"] == "calls=2"
+    with pytest.raises(EvalError, match="budget"):
+        run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False, budget="calls=4"),
+                 settings)
+    with pytest.raises(EvalError, match="calls must be a number"):
+        run_eval(RunConfig(dataset=qa, planner="random", progress=False, budget="calls=many"), settings)
+    assert default_out(load_dataset(qa), "react", (), budget="calls=4").name == "qa-react-budget_calls_4"
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 vidagent ask SOURCE [SOURCE ...] QUESTION [--choice TEXT ...] [--planner NAME] [--planner-option K=V ...]
              [--json] [--trace] [--experience none|semantic|procedural|all] [--memory-selection llm|all]
-             [--knowledge FILE|URL|web ...]   (sources: videos or images; the last argument is the question)
+             [--knowledge FILE|URL|web ...] [--budget calls=N,tokens=T,seconds=S]
+             (sources: videos or images; the last argument is the question)
 vidagent index PATH [PATH ...] [--stage NAME ...] [--workers N] [--ray [ADDRESS]]   (videos or folders)
 vidagent import CAPTIONS|PACK [--format F] [--namespace NAME] [--only FILE]   (memories without video files)
 vidagent sql VIDEO QUERY [--json]
@@ -34,6 +35,7 @@ from vidagent.config import MEMORY_SELECTIONS, Settings
 from vidagent.errors import MemoryStoreError, VidagentError
 from vidagent.import_cli import add_import_parser
 from vidagent.index_cli import add_index_parser
+from vidagent.llm.budget import Budget
 from vidagent.experience_cli import add_experience_parser
 from vidagent.video.image import IMAGE_SUFFIXES
 from vidagent.video.video import VIDEO_SUFFIXES
@@ -67,7 +69,8 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         raise UsageError("the random baseline only picks among options: give them with --choice TEXT")
     with Session(_settings(args)) as session:  # no --planner: the session's one rule picks it, by the sources
         answer = session.ask(sources, question, args.choice or None, planner=args.planner, planner_options=options,
-                             progress=not args.quiet, experience=args.experience, knowledge=args.knowledge or ())
+                             progress=not args.quiet, experience=args.experience, knowledge=args.knowledge or (),
+                             budget=_budget(args.budget))
     if args.json:
         payload = answer.to_dict()
         if not args.trace:
@@ -77,6 +80,15 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     else:
         _print_answer(answer, trace=args.trace)
     return 0
+
+
+def _budget(text: str | None) -> Budget | None:
+    if not text:
+        return None
+    try:
+        return Budget.parse(text)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def _sources_and_question(inputs: Sequence[str]) -> tuple[list[str], str]:
@@ -189,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--memory-selection", choices=MEMORY_SELECTIONS, default=None,
                      help="build the object memory ahead when the model says the question needs it (llm), or "
                           "always (all) (default: llm, or $VIDAGENT_MEMORY_SELECTION)")
+    ask.add_argument("--budget", metavar="calls=N,tokens=T,seconds=S",
+                     help="bound the question's model work (every call counted); once spent, the planner answers "
+                          "with what it has")
     ask.add_argument("--knowledge", action="append", metavar="FILE|URL|web",
                      help="knowledge the planner may consult (repeat for each): a table (csv, tsv, xlsx, parquet, "
                           "sqlite), a document (pdf, md, html, txt), an http(s) URL of one, or 'web' (the search at "

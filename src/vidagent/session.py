@@ -13,8 +13,8 @@ from typing import Any, Callable, Mapping, Sequence, Union
 from vidagent.agent.answer import Answer
 from vidagent.agent.learning.keeper import Experience, ExperienceOptions, check_mode
 from vidagent.agent.planner import Planner, build_planner, default_planner
-from vidagent.agent.planning import NoChatModel
-from vidagent.agent.steps import MemoryStep, Step, Trace
+from vidagent.agent.planning import NoChatModel, anytime_answer
+from vidagent.agent.steps import FinalAnswerStep, MemoryStep, Step, Trace
 from vidagent.agent.task import Question, Source, Task
 from vidagent.agent.workspace import open_workspace
 from vidagent.config import Settings
@@ -23,6 +23,7 @@ from vidagent.experience.store import ExperienceStore
 from vidagent.knowledge.sources import Knowledge, KnowledgeLimits, open_knowledge
 from vidagent.knowledge.spec import KnowledgeSpec, as_spec
 from vidagent.llm.base import ChatModel
+from vidagent.llm.budget import Budget, BudgetSpentError
 from vidagent.llm.metered import MeteredChat
 from vidagent.memory.builder import ALL_STAGES, MemoryBuilder
 from vidagent.memory.store import Library
@@ -123,6 +124,7 @@ class Session:
         progress: bool = False,
         experience: str | None = None,
         knowledge: Sequence[str | Path | KnowledgeSpec] = (),
+        budget: Budget | str | None = None,
     ) -> Answer:
         """Answer a question about a video, or about several videos and images (indexing videos first if needed).
 
@@ -143,7 +145,10 @@ class Session:
         question, after the session's (DoraemonGPT's knowledge tools): a table (CSV, TSV, XLSX, Parquet,
         SQLite), a document (PDF, Markdown, HTML, text), an http(s) URL of one, or ``web`` (the
         configured web search); ``PATH#description`` gives the line the planner reads about it. Each
-        is read before the question starts; react, mcts and peil offer it to their model.
+        is read before the question starts; react, mcts and peil offer it to their model. ``budget``
+        (a ``Budget`` or ``"calls=N,tokens=T,seconds=S"``) bounds the question's model work, every call
+        counted (memory selection, tools and planner alike): once it is spent the planner stops and the
+        answer is the last one it reached (``artifacts["budget"]`` says what was spent and whether it stopped).
         """
         if isinstance(question, Question) and choices is not None:
             raise TypeError("give the options inside the Question")
@@ -159,13 +164,21 @@ class Session:
         needs.check(chosen.name, kinds, knowledge=len(attached))
         sources = self.open_knowledge(attached)
         task = asked.about(tuple(_source(h) for h in handles))
-        llm = MeteredChat(self.llm if needs.llm else NoChatModel(chosen.name))
+        limit = Budget.parse(budget) if isinstance(budget, str) else budget
+        llm = MeteredChat(self.llm if needs.llm else NoChatModel(chosen.name), budget=limit)
         keeper = self._experience(check_mode(experience or self.settings.experience)) if needs.llm else None
         key = "+".join(sorted(source.id for source in task.sources))  # whose experience: these sources'
         replay = keeper.recall(task, chosen.name, key, llm) if keeper else None
         with open_workspace(needs, asked.text, handles, self, llm, knowledge=sources, replay=replay,
                             progress=progress) as toolbox:
-            answer = chosen.run(task, toolbox, llm, Trace(on_step))
+            trace = Trace(on_step)
+            try:
+                answer = chosen.run(task, toolbox, llm, trace)
+            except BudgetSpentError as spent:
+                answer = anytime_answer(chosen.name, task, trace, llm, str(spent))
+        if llm.meter is not None:
+            answer.artifacts["budget"] = llm.meter.to_dict() | {"stopped": any(
+                s.how == "budget" for s in answer.trace.of_type(FinalAnswerStep))}
         if keeper:
             _learn(keeper, task, answer, chosen.name, key, llm)
         return answer

@@ -14,7 +14,8 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
 from vidagent.agent.orders_guard import guard_answer, guarded_artifacts
-from vidagent.agent.steps import MemoryStep, Step, TaskStep, Trace
+from vidagent.agent.parsing import extract_choice
+from vidagent.agent.steps import FinalAnswerStep, MemoryStep, ObservationStep, Step, TaskStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
@@ -143,3 +144,19 @@ class Run:
                       evidence=dedupe_evidence(list(evidence)), candidates=guarded.candidates or chosen,
                       artifacts=guarded_artifacts(dict(artifacts or {}), guarded), trace=self.trace,
                       usage=self.llm.usage)
+
+
+def anytime_answer(planner: str, task: Task, trace: Trace, llm: MeteredChat, why: str) -> Answer:
+    """The answer of a planner its budget stopped (``why``): the last answer in its trace, mapped to an
+    option where it names one, else none; recorded as a final answer reached ``how="budget"``."""
+    finals = trace.of_type(FinalAnswerStep)
+    text = finals[-1].answer if finals else ""
+    choice = extract_choice(text, task.choices) if task.choices and text else None
+    text = task.answer_text(text, choice)
+    last = trace.last
+    step = trace.add(FinalAnswerStep(parent_id=last.id if last else None, answer=text or "(none)", how="budget",
+                                     thought=f"({why})"))
+    evidence = [item for observation in trace.of_type(ObservationStep) for item in observation.evidence]
+    return Answer(task=task, text=text, planner=planner, choice_index=choice, evidence=dedupe_evidence(evidence),
+                  candidates=[Candidate(text, choice, step_id=step.id)] if text else [], trace=trace,
+                  usage=llm.usage)

@@ -178,6 +178,8 @@ class ReActSteps:
         final: FinalAnswerStep | None = None
         parent, format_errors = parent_id, 0
         for _ in range(max_steps):
+            if self.last_call_left():  # a budget's last call is kept for the answer
+                break
             outcome = self.step(self.conversation(opening, parent), parent, seen=seen, temperature=temperature,
                                 seed=seed)
             parent = outcome.step_id
@@ -197,7 +199,7 @@ class ReActSteps:
         messages = self.conversation(opening, final.parent_id if final is not None else parent)  # type: ignore[arg-type]
         if final is None:
             final = self.force_final(messages, parent, task)
-        if choose_by == "likelihood" and task.choices:
+        if choose_by == "likelihood" and task.choices and self.llm.calls_left() != 0:
             ended = [*messages, Message("assistant", final.model_output or f"Final Answer: {final.answer}")]
             scores = score_options(self.llm, ended, task, self.trace, final.id)
             if scores is not None:
@@ -239,7 +241,7 @@ class ReActSteps:
         index = extract_choice(answer, task.choices, bare_numbers=False)
         if index is None:
             index = lone_option_number(answer, len(task.choices))
-        if index is not None:
+        if index is not None or self.llm.calls_left() == 0:  # no call left to ask with: no option
             return index
         started = time.perf_counter()
         which = "which_option_or_none" if allow_none else "which_option"
@@ -251,6 +253,11 @@ class ReActSteps:
                                        answer=completion.text.strip(), how="option", model_output=completion.text,
                                        **model_cost(completion, started)))
         return index
+
+    def last_call_left(self) -> bool:
+        """Whether the question's budget allows one more model call at most (keep it for the answer)."""
+        left = self.llm.calls_left()
+        return left is not None and left <= 1
 
     # -- helpers -----------------------------------------------------------------------------
     def _run_tool(self, parent_id: int, thought: str, tool: str, raw_arguments: str, output: str,

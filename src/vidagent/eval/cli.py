@@ -51,6 +51,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                                                         "map_vid_vidorID.json; found automatically beside the data)")
     add_planner_options(parser, planner_names())
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
+    parser.add_argument("--budget", metavar="calls=N,tokens=T,seconds=S",
+                        help="bound each question's model work; a planner that spends it answers with what it has")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="parallel workers, each with its own models (default 1; with --ray, one per CPU)")
     parser.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
@@ -103,7 +105,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         workers=args.workers, ray=args.ray is not None, ray_address=args.ray or None,
         out=Path(args.out) if args.out else None, judge=args.judge, cut_clips=not args.no_clips,
         progress=not args.quiet, teach=args.teach, experience=args.experience,
-        keep_experience=args.keep_experience, memories=args.memories,
+        keep_experience=args.keep_experience, memories=args.memories, budget=args.budget,
     )
     settings = Settings.from_env().with_overrides(
         home=getattr(args, "home", None), base_url=args.base_url, model=args.model, api_key=args.api_key,

@@ -27,6 +27,7 @@ from vidagent.eval.loaders import load_dataset
 from vidagent.agent.learning.keeper import check_mode
 from vidagent.agent.planner import build_planner
 from vidagent.experience.store import ExperienceStore
+from vidagent.llm.budget import Budget
 from vidagent.eval.report import RESULTS, RUN_FILE, write_run_report
 from vidagent.eval.results import ResultsFile
 from vidagent.eval.worker import WorkerConfig
@@ -37,10 +38,10 @@ from vidagent.prompts import prompts_digest
 # every shipped prompt file (templates, budgets, stop strings) and of the settings that change answers; a
 # folder written before they existed is refused, since its rows may have been made with other ones.
 IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm", "teach", "experience", "memories",
-                 "prompts", "settings")
+                 "budget", "prompts", "settings")
 DIGEST_MEANINGS = {"prompts": "other prompts (templates, token budgets or stop strings) or none recorded",
                    "settings": "other settings that change answers (see answer_settings in its run.json) or none recorded"}
-OPTIONAL_IDENTITY = {"planner_options": {}, "teach": False, "experience": "none", "memories": None}  # what a run folder written before a key existed means by it
+OPTIONAL_IDENTITY = {"planner_options": {}, "teach": False, "experience": "none", "memories": None, "budget": None}  # what a run folder written before a key existed means by it
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class RunConfig:
     experience: str | None = None  # memory across questions: none, semantic, procedural, all (None: the settings')
     keep_experience: bool = False  # use (and add to) the user's experience instead of the run's own, reset per run
     memories: str | None = None  # answer from memories imported under this namespace (``egoschema``), not video files
+    budget: str | None = None  # each question's budget, ``calls=N,tokens=T,seconds=S`` (None: none)
 
 
 @dataclass
@@ -76,8 +78,10 @@ class RunResult:
     answered_now: int = 0
 
 
-def default_out(dataset: Dataset, planner: str, options: Sequence[tuple[str, str]] = (), teach: bool = False) -> Path:
-    label = planner + "".join(f"-{key}_{value}" for key, value in options) + ("-taught" if teach else "")
+def default_out(dataset: Dataset, planner: str, options: Sequence[tuple[str, str]] = (), teach: bool = False,
+                budget: str | None = None) -> Path:
+    label = planner + "".join(f"-{key}_{value}" for key, value in options) + ("-taught" if teach else "") + \
+        (f"-budget_{Budget.parse(budget)}" if budget else "")
     safe = re.sub(r"[^\w.-]+", "_", label)
     return Path("eval-runs") / f"{dataset.name}-{safe}"
 
@@ -158,6 +162,7 @@ def _identity(dataset: Dataset, config: RunConfig, settings: Settings) -> dict[s
         "planner_options": dict(config.planner_options), "judge": config.judge, "teach": config.teach,
         "llm": None if model_free and not config.judge else f"{settings.llm.backend}:{settings.llm.model}",
         "experience": "none" if model_free else settings.experience, "memories": config.memories,
+        "budget": str(Budget.parse(config.budget)) if config.budget else None,
         "prompts": None if model_free and not config.judge else prompts_digest(),
         "settings": settings_digest(settings),
     }
@@ -224,6 +229,11 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
     """Run (or resume) an evaluation; returns every row of the selected questions and the report paths."""
     say = log or (lambda message: print(message, file=sys.stderr))
     build_planner(config.planner, dict(config.planner_options))  # an unknown planner or option fails before any work
+    if config.budget:
+        try:
+            Budget.parse(config.budget)
+        except ValueError as error:
+            raise EvalError(str(error)) from None
     if config.limit is not None and config.limit < 1:
         raise EvalError("--limit must be at least 1")
     dataset = load_dataset(config.dataset, config.format)
@@ -231,7 +241,8 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
     namespace = memory_namespace(dataset, config, settings)
     config = replace(config, memories=namespace)
     runnable, missing = resolve_memories(selected, namespace, settings) if namespace else resolve_videos(selected, config)
-    out = Path(config.out) if config.out else default_out(dataset, config.planner, config.planner_options, config.teach)
+    out = Path(config.out) if config.out else default_out(dataset, config.planner, config.planner_options, config.teach,
+                                                          config.budget)
     if not runnable and namespace:
         raise EvalError(f"none of the videos of {dataset.source.name} has a memory {namespace}:<video> in "
                         f"{settings.library_path} (import its captions with `vidagent import`)")
@@ -263,7 +274,7 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
         _reset_experience(settings, set(done))
     rows = {qid: row for qid, row in done.items() if qid in selected_ids}
     worker = WorkerConfig(settings=settings, planner=config.planner, planner_options=config.planner_options,
-                          judge=config.judge, teach=config.teach,
+                          judge=config.judge, teach=config.teach, budget=config.budget,
                           clips_dir=str(settings.home / "eval-clips") if config.cut_clips else None)
     scored = [r["correct"] for r in rows.values() if r.get("correct") is not None]
     bar = tqdm(total=len(runnable), initial=len(rows), desc=f"{config.planner} on {dataset.name}", unit="q",

@@ -35,6 +35,7 @@ class WorkerConfig:
     judge: bool = False
     teach: bool = False  # pass each question's known answer as the task's reference (learning planners check with it)
     clips_dir: str | None = None  # where the parts of videos that questions are about are cut to
+    budget: str | None = None  # each question's budget (``calls=N,tokens=T,seconds=S``)
 
 
 class QuestionWorker:
@@ -59,7 +60,7 @@ class QuestionWorker:
                                 wants_time=item.task == LOCALIZATION,
                                 reference=reference(item) if self.config.teach else None,
                                 task_type=item.group if item.group not in ("", "all") else "")
-            answer = self.session.ask(asked.video_path, question, planner=self.planner)
+            answer = self.session.ask(asked.video_path, question, planner=self.planner, budget=self.config.budget)
             row.update(answer_fields(answer))
             row.update(score_answer(item, answer))
             if self.config.judge and item.task == OPEN_ENDED and item.has_key:

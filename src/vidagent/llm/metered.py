@@ -5,16 +5,23 @@ from __future__ import annotations
 from typing import Sequence
 
 from vidagent.llm.base import ChatModel, Completion, Message, Usage
+from vidagent.llm.budget import Budget, BudgetMeter, BudgetSpentError
 
 
 class MeteredChat:
-    """Wraps a chat model and adds each call's cost to ``usage``."""
+    """Wraps a chat model and adds each call's cost to ``usage``; with a ``budget``, a call once it is
+    spent raises ``BudgetSpentError`` (``meter`` says what was spent)."""
 
-    def __init__(self, model: ChatModel, usage: Usage | None = None) -> None:
+    def __init__(self, model: ChatModel, usage: Usage | None = None, budget: Budget | None = None) -> None:
         self.model = model
         self.usage = usage if usage is not None else Usage()
         self.name = model.name
         self.supports_images = model.supports_images
+        self.meter = BudgetMeter(budget) if budget is not None else None
+
+    def calls_left(self) -> int | None:
+        """Calls the budget still allows (None: no limit on calls)."""
+        return self.meter.calls_left() if self.meter is not None else None
 
     def chat(
         self,
@@ -27,7 +34,12 @@ class MeteredChat:
         n: int = 1,
         top_logprobs: int = 0,
     ) -> Completion:
+        spent = self.meter.spent() if self.meter is not None else None
+        if spent is not None:
+            raise BudgetSpentError(f"the question's budget is spent ({spent})")
         completion = self.model.chat(messages, stop=stop, max_tokens=max_tokens, temperature=temperature,
                                      seed=seed, n=n, top_logprobs=top_logprobs)
         self.usage.add(completion)
+        if self.meter is not None:
+            self.meter.charge(completion)
         return completion

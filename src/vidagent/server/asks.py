@@ -18,6 +18,7 @@ from vidagent.agent.answer import Answer
 from vidagent.agent.planner import Planner, build_planner, default_planner, planner_names
 from vidagent.agent.steps import Step
 from vidagent.errors import VidagentError
+from vidagent.llm.budget import Budget
 from vidagent.memory.stored_video import StoredVideo
 from vidagent.server.display import shown_answer_data, shown_step
 from vidagent.server.errors import AskCancelledError, BusyError, RequestError, error_body
@@ -46,6 +47,7 @@ class AskSpec:
     planner: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     knowledge: tuple[str, ...] = ()  # files inside the server's folders (resolved), or ``web``
+    budget: str | None = None  # ``calls=N,tokens=T,seconds=S``: bounds the question's model work
 
     @property
     def planner_name(self) -> str:
@@ -70,6 +72,11 @@ class AskSpec:
                 raise RequestError("a choice is empty")
         if self.planner_name not in planner_names():  # never ``module:Class`` from a client: that imports code
             raise RequestError(f"unknown planner {self.planner_name!r}: use one of {', '.join(planner_names())}")
+        if self.budget:
+            try:
+                Budget.parse(self.budget)
+            except ValueError as error:
+                raise RequestError(str(error)) from None
         planner = build_planner(self.planner_name, dict(self.options))
         if self.knowledge and not planner.needs.knowledge:
             raise RequestError(f"the {planner.name} planner offers its model no tools, so it cannot use knowledge; "
@@ -154,7 +161,7 @@ class AskRunner:
             spec = run.spec
             started = time.perf_counter()
             answer = self._ask(list(videos), spec.question, list(spec.choices) if spec.choices else None,
-                               planner=planner, on_step=on_step, knowledge=spec.knowledge)
+                               planner=planner, on_step=on_step, knowledge=spec.knowledge, budget=spec.budget)
         except AskCancelledError:
             log.info("%s cancelled: its client disconnected", run.id)
             run.events.publish("error", CANCELLED)

@@ -63,21 +63,23 @@ def build_mcp(service: VideoService) -> MCPServer:
     @server.tool()
     async def ask_video(video: str, question: str, ctx: Context, choices: list[str] | None = None,
                         planner: str | None = None, options: dict[str, str | int | float | bool] | None = None,
-                        more_videos: list[str] | None = None, knowledge: list[str] | None = None) -> dict[str, Any]:
+                        more_videos: list[str] | None = None, knowledge: list[str] | None = None,
+                        budget: str | None = None) -> dict[str, Any]:
         """Answer a question about a video (a path inside the server's folders, a video id, or the id of a memory
         imported from captions such as egoschema:<id>), building its memory first if needed. choices: answer
         options to pick from (named A, B, C... in the result).
         planner: react (default), mcts, traveler, caption_only, random, or peil (for several videos: list
         the others in more_videos). knowledge: tables (csv, tsv, xlsx, parquet, sqlite) or documents (pdf, md,
         html, txt) inside the server's folders, or "web", that the planner may consult (PATH#description
-        describes one). Each reasoning step is reported as progress while it is made. Returns
+        describes one). budget: "calls=N,tokens=T,seconds=S" bounds the question's model work (the planner
+        then answers with what it has). Each reasoning step is reported as progress while it is made. Returns
         the answer, the chosen option (its letter and text), evidence time spans, candidates, cost and
         every step on one line."""
         with _reported():
             ids = [(await asyncio.to_thread(service.find, reference)).video_id
                    for reference in [video, *(more_videos or [])]]
             spec = AskSpec(tuple(ids), question, tuple(choices) if choices else None, planner, dict(options or {}),
-                           tuple(knowledge or ()))
+                           tuple(knowledge or ()), budget or None)
             run = await asyncio.to_thread(service.start_ask, spec)
             steps: list[str] = []
             async for event in run.events.follow():

@@ -33,10 +33,12 @@ class AskBody(_Body):
     knowledge: list[str] = Field(default_factory=list, max_length=MAX_KNOWLEDGE,
                                  description="knowledge the planner may consult: tables or documents inside the "
                                              "--videos folders (PATH#description to describe one), or 'web'")
+    budget: str | None = Field(None, max_length=200, description="bounds the question's model work, e.g. "
+                                                                  "'calls=4,tokens=6000,seconds=60'")
 
     def spec(self) -> AskSpec:
         return AskSpec(tuple(self.videos), self.question, tuple(self.choices) if self.choices is not None else None,
-                       self.planner or None, dict(self.options), tuple(self.knowledge))
+                       self.planner or None, dict(self.options), tuple(self.knowledge), self.budget or None)
 
 
 class SqlBody(_Body):

@@ -1,0 +1,100 @@
+"""A question's budget: how many model calls, tokens and seconds it may spend (issue 23, item 4).
+
+``Budget.parse("calls=4,tokens=6000,seconds=60")`` reads the form the CLI, the server and eval take.
+A ``BudgetMeter`` counts what one question spent against it: every call (a call served from the response
+cache counts too, so that the cache never changes which path a planner takes), the prompt and completion
+tokens each call carried, and the seconds since the question began. ``MeteredChat`` refuses a call once
+the budget is spent (``BudgetSpentError``); planners look at ``calls_left`` to keep the last call for
+their answer.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from vidagent.errors import LLMError
+from vidagent.llm.base import Completion
+
+_KEYS = ("calls", "tokens", "seconds")
+
+
+class BudgetSpentError(LLMError):
+    """The question's budget is spent: no more model calls."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits of one question (``None``: no limit on that)."""
+
+    calls: int | None = None
+    tokens: int | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        for key in _KEYS:
+            value = getattr(self, key)
+            if value is not None and value <= 0:
+                raise ValueError(f"a budget's {key} must be above 0, got {value}")
+
+    @classmethod
+    def parse(cls, text: str) -> "Budget":
+        """``calls=N,tokens=T,seconds=S`` (any of them, in any order)."""
+        values: dict[str, Any] = {}
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            key, sep, value = part.partition("=")
+            key = key.strip().lower()
+            if not sep or key not in _KEYS:
+                raise ValueError(f"budget {text!r}: write calls=N, tokens=T or seconds=S, comma-separated")
+            if key in values:
+                raise ValueError(f"budget {text!r}: {key} is given twice")
+            try:
+                values[key] = float(value) if key == "seconds" else int(value)
+            except ValueError:
+                raise ValueError(f"budget {text!r}: {key} must be a number, got {value.strip()!r}") from None
+        if not values:
+            raise ValueError("an empty budget: write calls=N, tokens=T or seconds=S")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in _KEYS if getattr(self, key) is not None}
+
+    def __str__(self) -> str:
+        return ",".join(f"{key}={value:g}" for key, value in self.to_dict().items())
+
+
+@dataclass
+class BudgetMeter:
+    """What one question spent against ``budget``."""
+
+    budget: Budget
+    calls: int = 0
+    tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def charge(self, completion: Completion) -> None:
+        self.calls += 1
+        self.tokens += completion.prompt_tokens + completion.completion_tokens
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+    def calls_left(self) -> int | None:
+        return None if self.budget.calls is None else max(0, self.budget.calls - self.calls)
+
+    def spent(self) -> str | None:
+        """What is spent (``calls 4 of 4``), or None while every limit holds."""
+        budget = self.budget
+        if budget.calls is not None and self.calls >= budget.calls:
+            return f"calls {self.calls} of {budget.calls}"
+        if budget.tokens is not None and self.tokens >= budget.tokens:
+            return f"tokens {self.tokens} of {budget.tokens}"
+        if budget.seconds is not None and self.seconds >= budget.seconds:
+            return f"seconds {self.seconds:.0f} of {budget.seconds:g}"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"limit": self.budget.to_dict(), "spent": {"calls": self.calls, "tokens": self.tokens,
+                                                          "seconds": round(self.seconds, 3)}}

@@ -1,0 +1,96 @@
+"""A question's budget (calls, tokens, seconds): every planner stops when it is spent and answers with
+what it has; react keeps its last call for the answer. A scripted model over a real stored memory, so
+the call counts are exact."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vidagent.agent.steps import FinalAnswerStep
+from vidagent.config import Settings
+from vidagent.llm.base import Completion, Message
+from vidagent.llm.budget import Budget, BudgetSpentError
+from vidagent.llm.metered import MeteredChat
+from vidagent.session import Session
+
+from conftest import TEMPORAL_TOY, video_path
+from scripted_llm import ScriptedLLM
+
+CHOICES = ["a guitar", "a car", "a house"]
+TOOLS = {"tools": "caption_retrieval,segment_localization"}  # no object tool: no memory-selection call
+
+
+@pytest.fixture()
+def settings(temporal_library: Path, models_dir: Path) -> Settings:
+    return replace(Settings.from_env(), home=temporal_library, models=models_dir)
+
+
+def test_a_budget_is_read_from_its_text_and_bad_ones_are_refused():
+    assert Budget.parse("calls=4, tokens=6000,seconds=1.5") == Budget(4, 6000, 1.5)
+    assert str(Budget.parse("seconds=60,calls=2")) == "calls=2,seconds=60"
+    for bad, message in [("calls=0", "above 0"), ("calls=two", "must be a number"), ("frames=3", "write calls=N"),
+                         ("calls=1,calls=2", "given twice"), ("", "an empty budget")]:
+        with pytest.raises(ValueError, match=message):
+            Budget.parse(bad)
+
+
+def test_the_metered_model_refuses_a_call_once_calls_or_tokens_are_spent():
+    llm = MeteredChat(ScriptedLLM(["one two three", "four"]), budget=Budget(tokens=5))
+    llm.chat([Message("user", "a b c")])  # 3 prompt + 3 completion words: 6 tokens, over 5
+    with pytest.raises(BudgetSpentError, match=r"tokens 6 of 5"):
+        llm.chat([Message("user", "again")])
+    counted = MeteredChat(ScriptedLLM([Completion("x", 1, 1, 0.0, cached=True), "y"]), budget=Budget(calls=1))
+    counted.chat([Message("user", "q")])  # a cached reply is a call too: the cache never changes the path
+    assert counted.calls_left() == 0
+    with pytest.raises(BudgetSpentError):
+        counted.chat([Message("user", "q")])
+
+
+def test_react_keeps_its_last_call_for_the_answer(settings):
+    llm = ScriptedLLM(["Thought: look\nAction: segment_localization\nAction Input: a drawing",
+                       "Final Answer: a guitar"])
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, planner="react",
+                             planner_options=TOOLS, budget="calls=2")
+    assert len(llm.requests) == 2 and answer.choice_index == 0
+    assert "You have used all your steps" in llm.requests[1][-1].content  # the forced answer took the last call
+    assert answer.artifacts["budget"] == {"limit": {"calls": 2}, "stopped": False,
+                                          "spent": answer.artifacts["budget"]["spent"]}
+    assert answer.artifacts["budget"]["spent"]["calls"] == 2
+
+
+@pytest.mark.parametrize("planner, options, calls", [
+    ("mcts", {"n": 2, **TOOLS}, 3), ("traveler", {"max_iterations": 3}, 2), ("peil", {"attempts": 2}, 2),
+    ("react", {**TOOLS, "choose_by": "text"}, 1),
+])
+def test_every_planner_stops_at_its_budget_and_answers_with_what_it_has(settings, planner, options, calls):
+    def reply(messages: list[Message]) -> str:
+        text = messages[-1].content
+        if "PLAN:" in text and "Make a plan" in text:
+            return "PLAN: 1. read the descriptions"
+        return "Thought: it is a guitar\nFinal Answer: a guitar" if len(llm.requests) == 1 else \
+            "Thought: look again\nAction: segment_localization\nAction Input: a drawing"
+
+    llm = ScriptedLLM([reply] * 50)
+    with Session(settings, llm=llm) as session:
+        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, planner=planner,
+                             planner_options=options, budget=f"calls={calls}")
+    assert len(llm.requests) == calls == answer.usage.llm_calls  # never one past it
+    spent = answer.artifacts["budget"]
+    assert spent["limit"] == {"calls": calls} and spent["spent"]["calls"] == len(llm.requests)
+    if spent["stopped"]:  # stopped mid-way: the last answer it had, recorded as reached by the budget
+        final = answer.trace.of_type(FinalAnswerStep)[-1]
+        assert final.how == "budget" and "budget is spent" in final.thought
+        assert answer.text in ("", "a guitar")
+
+
+def test_the_command_line_refuses_a_malformed_budget_in_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "vidagent.cli", "ask", str(video_path(TEMPORAL_TOY)), "What?",
+                           "--budget", "calls=none"], capture_output=True, text=True,
+                          env={"VIDAGENT_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2 and "calls must be a number" in done.stderr and len(done.stderr.splitlines()) == 1
