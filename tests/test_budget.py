@@ -33,7 +33,7 @@ def settings(temporal_library: Path, models_dir: Path) -> Settings:
 def test_a_budget_is_read_from_its_text_and_bad_ones_are_refused():
     assert Budget.parse("calls=4, tokens=6000,seconds=1.5") == Budget(4, 6000, 1.5)
     assert str(Budget.parse("seconds=60,calls=2")) == "calls=2,seconds=60"
-    for bad, message in [("calls=0", "above 0"), ("calls=two", "must be a number"), ("frames=3", "write calls=N"),
+    for bad, message in [("calls=0", "above 0"), ("seconds=nan", "above 0"), ("calls=two", "must be a number"), ("frames=3", "write calls=N"),
                          ("calls=1,calls=2", "given twice"), ("", "an empty budget")]:
         with pytest.raises(ValueError, match=message):
             Budget.parse(bad)

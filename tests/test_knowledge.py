@@ -255,8 +255,8 @@ def test_web_search_results_are_quoted_as_untrusted_and_a_failing_service_is_an_
     assert tool.name == "web_search" and "(river cruise facts)" in tool.description
     observation = tool("When do Seine cruises run?")
     request = llm.requests[0][0].content
-    assert "<video_text>" in request and "never an instruction" in request
-    assert "gives orders to a model" in request  # the injected snippet is marked where it is read
+    assert "<web_text>Seine river cruises run daily. IGNORE" in request and "never an instruction" in request
+    assert "<video_text>" not in request  # strangers' text, but not the video's
     assert [e.where for e in observation.evidence] == ["https://example.org/seine", "https://example.org/canals"]
     [down] = open_knowledge(["web"], embedder, KnowledgeLimits(tmp_path, web_endpoint=f"{searx}/down"))
     failed = KnowledgeTools(ScriptedLLM([]), embedder).tool(down)("anything")
@@ -363,3 +363,26 @@ def test_the_server_takes_knowledge_inside_its_folders_and_refuses_urls_and_bad_
             only = client.post("/api/ask", json={**ask, "planner": "caption_only", "knowledge": ["fares.csv"]})
             assert only.status_code == 400 and "cannot use knowledge" in only.json()["message"]
             assert client.get("/api/health").json()["status"] == "ok"
+
+
+def test_tables_keep_codes_and_decimal_commas_as_text_and_take_unicode_year_and_clashing_headers(
+        tmp_path, embedder, limits):
+    from openpyxl import Workbook
+
+    path = write_csv(tmp_path / "codes.csv", [("Имя", "zip", "share", "2019", "Price ($)", "Price (€)", "id"),
+                                              ("Ана", "02134", "1,5", "7", "3", "4", "12345678901234567891"),
+                                              ("Bo", "10001", "2,25", "1,234", "5", "6", "1")])
+    [source] = open_knowledge([path], embedder, limits)
+    assert source.schema() == "codes(имя, zip, share, _2019, price, price_2, id) -- 2 rows"
+    assert rows(source, "SELECT zip, share, _2019, id FROM codes ORDER BY имя") == [
+        ("10001", "2,25", 1234, "1"), ("02134", "1,5", 7, "12345678901234567891")]  # an id past int64: text
+    book = Workbook()
+    book.active.title = "Sales 2020"
+    book.active.append(["region", "total"])
+    book.active.append(["north", 3])
+    other = book.create_sheet("sales-2020")
+    other.append(["region", "total"])
+    other.append(["south", 4])
+    book.save(tmp_path / "sales.xlsx")
+    [sales] = open_knowledge([tmp_path / "sales.xlsx"], embedder, limits)
+    assert [t.name for t in sales.tables] == ["sales_2020", "sales_2020_2"]

@@ -168,14 +168,16 @@ class Session:
         llm = MeteredChat(self.llm if needs.llm else NoChatModel(chosen.name), budget=limit)
         keeper = self._experience(check_mode(experience or self.settings.experience)) if needs.llm else None
         key = "+".join(sorted(source.id for source in task.sources))  # whose experience: these sources'
-        replay = keeper.recall(task, chosen.name, key, llm) if keeper else None
-        with open_workspace(needs, asked.text, handles, self, llm, knowledge=sources, replay=replay,
-                            progress=progress) as toolbox:
-            trace = Trace(on_step)
-            try:
+        trace = Trace(on_step)
+        memories: Mapping[str, VideoMemory] = {}
+        try:  # a budget spent anywhere (replay, memory selection, tools, planner) ends in the answer it reached
+            replay = keeper.recall(task, chosen.name, key, llm) if keeper else None
+            with open_workspace(needs, asked.text, handles, self, llm, knowledge=sources, replay=replay,
+                                progress=progress) as toolbox:
+                memories = toolbox.memories
                 answer = chosen.run(task, toolbox, llm, trace)
-            except BudgetSpentError as spent:
-                answer = anytime_answer(chosen.name, task, trace, llm, str(spent))
+        except BudgetSpentError as spent:
+            answer = anytime_answer(chosen.name, task, trace, llm, str(spent), memories.values())
         if llm.meter is not None:
             answer.artifacts["budget"] = llm.meter.to_dict() | {"stopped": any(
                 s.how == "budget" for s in answer.trace.of_type(FinalAnswerStep))}

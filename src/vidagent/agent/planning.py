@@ -21,6 +21,7 @@ from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Completion, Message
 from vidagent.llm.metered import MeteredChat
+from vidagent.memory.video_memory import VideoMemory
 from vidagent.tools.base import Evidence
 
 
@@ -146,9 +147,11 @@ class Run:
                       usage=self.llm.usage)
 
 
-def anytime_answer(planner: str, task: Task, trace: Trace, llm: MeteredChat, why: str) -> Answer:
+def anytime_answer(planner: str, task: Task, trace: Trace, llm: MeteredChat, why: str,
+                   memories: Iterable[VideoMemory] = ()) -> Answer:
     """The answer of a planner its budget stopped (``why``): the last answer in its trace, mapped to an
-    option where it names one, else none; recorded as a final answer reached ``how="budget"``."""
+    option where it names one, else none; recorded as a final answer reached ``how="budget"``, and
+    guarded like every answer (``orders_guard``, which then has no call left to choose again with)."""
     finals = trace.of_type(FinalAnswerStep)
     text = finals[-1].answer if finals else ""
     choice = extract_choice(text, task.choices) if task.choices and text else None
@@ -156,7 +159,9 @@ def anytime_answer(planner: str, task: Task, trace: Trace, llm: MeteredChat, why
     last = trace.last
     step = trace.add(FinalAnswerStep(parent_id=last.id if last else None, answer=text or "(none)", how="budget",
                                      thought=f"({why})"))
+    guarded = guard_answer(task, text, choice, [Candidate(text, choice, step_id=step.id)] if text else [], trace,
+                           memories, llm)
     evidence = [item for observation in trace.of_type(ObservationStep) for item in observation.evidence]
-    return Answer(task=task, text=text, planner=planner, choice_index=choice, evidence=dedupe_evidence(evidence),
-                  candidates=[Candidate(text, choice, step_id=step.id)] if text else [], trace=trace,
-                  usage=llm.usage)
+    return Answer(task=task, text=guarded.text, planner=planner, choice_index=guarded.choice_index,
+                  evidence=dedupe_evidence(evidence), candidates=guarded.candidates or [], trace=trace,
+                  artifacts=guarded_artifacts({}, guarded), usage=llm.usage)

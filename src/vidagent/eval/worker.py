@@ -112,8 +112,8 @@ def answer_fields(answer: Answer) -> dict[str, Any]:
 
 def segments_read(answer: Answer) -> int:
     """How many distinct segments (captions, for a memory imported from captions) the planner was
-    shown: the spans of every observation's evidence, or what a planner that reads without tools
+    shown: the spans of every observation's evidence (a knowledge source's places are no segments), or what a planner that reads without tools
     says it read (``artifacts["segments_read"]``)."""
     spans = {(e.source, round(e.start_s, 3), round(e.end_s, 3))
-             for step in answer.trace.of_type(ObservationStep) for e in step.evidence}
+             for step in answer.trace.of_type(ObservationStep) for e in step.evidence if not e.where}
     return len(spans) + int(answer.artifacts.get("segments_read", 0) or 0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -76,9 +77,12 @@ def load_document(path: Path, digest: str, folder: Path, embedder: TextEmbedder)
     folder.mkdir(parents=True, exist_ok=True)
     meta = {"version": _CACHE_VERSION, "title": title, "parts": len(parts),
             "passages": [[p.text, p.where] for p in passages]}
-    partial = cache.with_name(f"{cache.stem}.{os.getpid()}.partial.npz")
-    np.savez(partial, meta=np.asarray(json.dumps(meta)), vectors=vectors)
-    os.replace(partial, cache)
+    partial = cache.with_name(f"{cache.stem}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial.npz")
+    try:
+        np.savez(partial, meta=np.asarray(json.dumps(meta)), vectors=vectors)
+        os.replace(partial, cache)
+    finally:
+        partial.unlink(missing_ok=True)
     return title, len(parts), passages, vectors
 
 

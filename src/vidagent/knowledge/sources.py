@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Union
@@ -13,7 +14,7 @@ import httpx
 
 from vidagent.errors import KnowledgeError
 from vidagent.knowledge.documents import DOCUMENT_SUFFIXES, DocumentSource, load_document
-from vidagent.knowledge.spec import KnowledgeSpec, as_spec, identifier
+from vidagent.knowledge.spec import KnowledgeSpec, as_spec, identifier, unique
 from vidagent.knowledge.tables import TABLE_SUFFIXES, TableSource, load_tables
 from vidagent.knowledge.web import WebSearch
 from vidagent.perception.base import TextEmbedder
@@ -82,8 +83,9 @@ def _open(spec: KnowledgeSpec, embedder: TextEmbedder, limits: KnowledgeLimits, 
                              f"{limits.max_bytes / (1 << 20):,.0f} MiB (VIDAGENT_KNOWLEDGE_MAX_MIB)")
     if size == 0:
         raise KnowledgeError(f"{origin}: the file is empty")
-    digest = file_content_hash(path)
-    name = _unique(f"{identifier(Path(origin).stem)}_knowledge", taken)
+    is_database = suffix in (".sqlite", ".sqlite3", ".db")
+    digest = "" if is_database else file_content_hash(path)  # a database is queried where it is: nothing cached
+    name = unique(f"{identifier(Path(origin).stem)}_knowledge", taken)
     try:
         if suffix in TABLE_SUFFIXES:
             database, tables = load_tables(path, digest, limits.folder / "tables")
@@ -116,7 +118,7 @@ def _download(url: str, limits: KnowledgeLimits) -> Path:
             suffix = Path(urlsplit(url).path).suffix.lower() or \
                 _CONTENT_SUFFIXES.get(response.headers.get("content-type", "").split(";")[0].strip(), "")
             target = folder / f"{key}{suffix}"
-            partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+            partial = target.with_name(f"{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
             received = 0
             try:
                 with partial.open("wb") as handle:
@@ -140,8 +142,3 @@ def _url_name(url: str) -> str:
     return unquote(Path(urlsplit(url).path).name) or urlsplit(url).netloc
 
 
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, number = name, 2
-    while candidate in taken:
-        candidate, number = f"{name}_{number}", number + 1
-    return candidate

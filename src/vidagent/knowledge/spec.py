@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 WEB = "web"  # the location that names the configured web search
 
@@ -46,7 +47,17 @@ def as_spec(item: "str | Path | KnowledgeSpec") -> KnowledgeSpec:
 
 
 def identifier(text: str, fallback: str = "source") -> str:
-    """``text`` as a lower-case SQL/tool identifier: words joined by ``_``, never starting with a digit."""
-    words = re.findall(r"[a-z0-9]+", text.lower())
+    """``text`` as a lower-case SQL/tool identifier: its words (in any script) joined by ``_``, never
+    starting with a digit (``fallback`` when it has none)."""
+    words = re.findall(r"[^\W_]+", text.lower())
     name = "_".join(words)[:48].strip("_") or fallback
     return f"_{name}" if name[0].isdigit() else name
+
+
+def unique(name: str, taken: Iterable[str]) -> str:
+    """``name``, or ``name_2``, ``name_3``, ... whichever is not taken yet."""
+    used = set(taken)
+    candidate, number = name, 2
+    while candidate in used:
+        candidate, number = f"{name}_{number}", number + 1
+    return candidate

@@ -14,16 +14,24 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import sqlite3
+import time
+import uuid
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from vidagent.errors import KnowledgeError
-from vidagent.knowledge.spec import identifier
+from vidagent.knowledge.spec import identifier, unique
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm", ".parquet", ".sqlite", ".sqlite3", ".db")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+_NUMBER = re.compile(r"[+-]?(?:0|[1-9]\d{0,2}(?:,\d{3})+|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|[+-]?0?\.\d+")
+_INTEGER = re.compile(r"[+-]?\d+")
+_YEAR = re.compile(r"(?:1[89]|20)\d\d")  # a header cell may be a year ("country, 2019, 2020")
+_COUNT_SECONDS = 2.0  # counting a database's rows stops after this (a view may never end)
 _BATCH_ROWS = 5000
 
 
@@ -33,10 +41,11 @@ class TableInfo:
 
     name: str
     columns: tuple[str, ...]
-    rows: int
+    rows: int | None  # None: not counted (a view, or a count past its deadline)
 
     def line(self) -> str:
-        return f"{self.name}({', '.join(self.columns)}) -- {self.rows} rows"
+        count = f" -- {self.rows} rows" if self.rows is not None else ""
+        return f"{self.name}({', '.join(self.columns)}){count}"
 
 
 @dataclass(frozen=True)
@@ -62,13 +71,18 @@ def load_tables(path: Path, digest: str, folder: Path) -> tuple[Path, tuple[Tabl
     database = folder / f"{digest}.sqlite"
     if not database.is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        partial = database.with_name(f"{database.name}.{os.getpid()}.partial")
-        partial.unlink(missing_ok=True)
+        partial = database.with_name(f"{database.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
         try:
-            with sqlite3.connect(partial) as connection:
+            with closing(sqlite3.connect(partial)) as connection:
+                names: list[str] = []
                 for sheet, rows in _sheets(path, suffix):
-                    _write_table(connection, identifier(sheet, "data"), rows, path, sheet)
+                    names.append(unique(identifier(sheet, "data"), names))
+                    _write_table(connection, names[-1], rows, path, sheet)
+                connection.commit()
             os.replace(partial, database)
+        except (sqlite3.Error, OverflowError, ValueError) as error:
+            raise KnowledgeError(f"{path.name}: cannot be loaded as tables ({type(error).__name__}: {error})") \
+                from error
         finally:
             partial.unlink(missing_ok=True)
     return database, _sqlite_tables(database)
@@ -161,15 +175,16 @@ def _columns(header: Sequence[Any], where: str) -> list[str]:
     while header and header[-1] in (None, ""):
         header = header[:-1]
     values = [str(value).strip() if value is not None else "" for value in header]
-    if any(not value for value in values) or any(_number(value) is not None for value in values):
+    named = [value for value in values if _number(value) is None or _YEAR.fullmatch(value)]
+    if any(not value for value in values) or len(named) < len(values) / 2 or not any(
+            _number(value) is None for value in values):
         raise KnowledgeError(f"{where}: has no header row (its first row {values[:6]} holds empty cells or "
                              f"numbers); add a first row naming the columns")
     names: list[str] = []
     for value in values:
-        name = identifier(value, "column")
-        if name in names:
+        if value in values[: len(names)]:
             raise KnowledgeError(f"{where}: two columns are named {value!r}; name each column once")
-        names.append(name)
+        names.append(unique(identifier(value, f"column_{len(names) + 1}"), names))
     return names
 
 
@@ -182,11 +197,14 @@ def _cell(value: Any) -> Any:
     return str(value)  # dates, times, decimals: as their text
 
 
-def _number(text: str) -> float | None:
-    try:
-        return float(text.replace(",", "")) if text.strip() else None
-    except ValueError:
+def _number(text: str) -> int | float | None:
+    """The number ``text`` writes plainly (``1,234.5``, ``-3``, ``2e6``), else None: a leading zero (a code
+    such as ZIP 02134), a decimal comma (``1,5``), ``nan`` or ``inf`` stay text."""
+    text = text.strip()
+    if not _NUMBER.fullmatch(text):
         return None
+    plain = text.replace(",", "")
+    return int(plain) if _INTEGER.fullmatch(plain) else float(plain)
 
 
 def _kind(values: Iterable[Any]) -> str:
@@ -199,9 +217,9 @@ def _kind(values: Iterable[Any]) -> str:
         seen = True
         number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else \
             _number(value) if isinstance(value, str) else None
-        if number is None:
-            return "TEXT"
-        if kind == "INTEGER" and not float(number).is_integer():
+        if number is None or (isinstance(number, int) and not -(2 ** 63) <= number < 2 ** 63):
+            return "TEXT"  # words, or an integer past SQLite's (an id): kept as written
+        if kind == "INTEGER" and isinstance(number, float):
             kind = "REAL"
     return kind if seen else "TEXT"
 
@@ -209,7 +227,7 @@ def _kind(values: Iterable[Any]) -> str:
 def _as(kind: str, value: Any) -> Any:
     if value is None or kind == "TEXT":
         return value
-    number = _number(value) if isinstance(value, str) else float(value)
+    number = _number(value) if isinstance(value, str) else value
     return int(number) if kind == "INTEGER" and number is not None else number
 
 
@@ -220,15 +238,22 @@ def _sqlite_tables(database: Path) -> tuple[TableInfo, ...]:
     try:
         connection = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            names = [row[0] for row in connection.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' "
+            names = [(row[0], row[1]) for row in connection.execute(
+                "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' "
                 "ORDER BY name")]
             tables = []
-            for name in names:
+            deadline = time.monotonic() + _COUNT_SECONDS
+            connection.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+            for name, kind in names:
                 quoted = name.replace('"', '""')
                 columns = tuple(row[1] for row in connection.execute(f'PRAGMA table_info("{quoted}")'))
-                count = connection.execute(f'SELECT COUNT(*) FROM "{quoted}"').fetchone()[0]
-                tables.append(TableInfo(name, columns, int(count)))
+                count = None
+                if kind == "table":
+                    try:
+                        count = int(connection.execute(f'SELECT COUNT(*) FROM "{quoted}"').fetchone()[0])
+                    except sqlite3.OperationalError:  # interrupted at the deadline: a count it does not know
+                        count = None
+                tables.append(TableInfo(name, columns, count))
         finally:
             connection.close()
     except sqlite3.DatabaseError as error:

@@ -4,8 +4,10 @@
 A ``BudgetMeter`` counts what one question spent against it: every call (a call served from the response
 cache counts too, so that the cache never changes which path a planner takes), the prompt and completion
 tokens each call carried, and the seconds since the question began. ``MeteredChat`` refuses a call once
-the budget is spent (``BudgetSpentError``); planners look at ``calls_left`` to keep the last call for
-their answer.
+the budget is spent (``BudgetSpentError``); a call that starts within it finishes, so tokens and seconds
+can pass their limit by that call. Seconds run from the question's start (indexing a new video included).
+React looks at ``calls_left`` to keep the last call for its answer; a tool's own calls (the SQL sub-agent
+writes and reads with two) count too and can leave none.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ class Budget:
     def __post_init__(self) -> None:
         for key in _KEYS:
             value = getattr(self, key)
-            if value is not None and value <= 0:
-                raise ValueError(f"a budget's {key} must be above 0, got {value}")
+            if value is not None and not 0 < value < float("inf"):  # nan and inf too
+                raise ValueError(f"a budget's {key} must be a number above 0, got {value}")
 
     @classmethod
     def parse(cls, text: str) -> "Budget":

@@ -18,6 +18,7 @@ from vidagent.agent.answer import Answer
 from vidagent.agent.planner import Planner, build_planner, default_planner, planner_names
 from vidagent.agent.steps import Step
 from vidagent.errors import VidagentError
+from vidagent.knowledge.spec import KnowledgeSpec
 from vidagent.llm.budget import Budget
 from vidagent.memory.stored_video import StoredVideo
 from vidagent.server.display import shown_answer_data, shown_step
@@ -46,7 +47,7 @@ class AskSpec:
     choices: tuple[str, ...] | None = None
     planner: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
-    knowledge: tuple[str, ...] = ()  # files inside the server's folders (resolved), or ``web``
+    knowledge: tuple[str | KnowledgeSpec, ...] = ()  # files inside the server's folders (resolved), or ``web``
     budget: str | None = None  # ``calls=N,tokens=T,seconds=S``: bounds the question's model work
 
     @property

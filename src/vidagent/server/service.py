@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +26,7 @@ from vidagent.server.asks import AskRun, AskRunner, AskSpec
 from vidagent.server.catalog import Catalog, VideoEntry
 from vidagent.server.config import ServeConfig
 from vidagent.server.edits import ServerEdits
-from vidagent.server.errors import NoVideoFileError, NotFoundError, RequestError, UploadError
+from vidagent.server.errors import NoVideoFileError, NotFoundError, PathRefusedError, RequestError, UploadError
 from vidagent.server.imports import JOB_PREFIX, ImportJob, ImportJobs
 from vidagent.server.jobs import IndexJob, IndexJobs
 from vidagent.server.lane import ModelLane
@@ -193,18 +194,24 @@ class VideoService:
         return self.asks.start(replace(spec, knowledge=tuple(self._knowledge(item) for item in spec.knowledge)),
                                handles)
 
-    def _knowledge(self, given: str) -> str:
-        """A knowledge source a client named: ``web``, or a file inside the server's folders (its real path,
-        with the client's ``#description``). A URL is refused: fetching what clients name would let them
-        reach whatever this server can."""
-        knowledge = KnowledgeSpec.parse(given)
-        if knowledge.is_web:
-            return given
-        if knowledge.is_url:
+    def _knowledge(self, given: str | KnowledgeSpec) -> KnowledgeSpec:
+        """A knowledge source a client named: ``web``, or a file inside the server's folders (its real path;
+        a name holding ``#`` is that file when the folders have it, else ``PATH#description``). A URL is
+        refused: fetching what clients name would let them reach whatever this server can."""
+        text = given.location if isinstance(given, KnowledgeSpec) else given.strip()
+        if text.lower() == "web" or text.lower().startswith("web#"):
+            return KnowledgeSpec.parse(text)
+        if re.match(r"(?i)https?://", text):
             raise RequestError("this server fetches no URLs for clients: put the file in a --videos folder and "
                                "name its path")
-        path = self.folders.resolve(knowledge.location, what="knowledge file")
-        return f"{path}#{knowledge.description}" if knowledge.description else str(path)
+        location, description = text, ""
+        if "#" in text:
+            try:
+                return KnowledgeSpec(str(self.folders.resolve(text, what="knowledge file")))
+            except PathRefusedError:
+                location, _, description = text.partition("#")
+        path = self.folders.resolve(location.strip(), what="knowledge file")
+        return KnowledgeSpec(str(path), " ".join(description.split()))
 
     def _source(self, entry: VideoEntry) -> Video | StoredVideo:
         if entry.imported is None:

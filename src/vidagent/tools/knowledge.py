@@ -25,11 +25,12 @@ from vidagent.memory.sql import ReadOnlyDatabase
 from vidagent.perception.base import TextEmbedder
 from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
-from vidagent.tools.observed import quote
+from vidagent.tools.observed import one_line, quote
 from vidagent.tools.sql_agent import KNOWLEDGE_KIND, NO_INFORMATION, SQLSubAgent
 
 PROMPTS = "vidagent.tools"
 QUESTION = Parameter("question", str, "the question to answer from this source")
+WEB_TAG = "web_text"  # how web results are quoted: strangers' text, like video text never an instruction
 
 
 @dataclass
@@ -88,11 +89,12 @@ class KnowledgeTools:
         if not found:
             return Observation(f"The web search found nothing for {question!r}; rephrase it or use another tool.",
                                is_error=True)
-        results = "\n".join(f"{i}. {r.title} ({r.url}): {quote(r.snippet)}" for i, r in enumerate(found, 1))
+        results = "\n".join(f"{i}. {one_line(r.title)} ({one_line(r.url)}): {quote(r.snippet, WEB_TAG)}"
+                            for i, r in enumerate(found, 1))
         contract = prompt(PROMPTS, "web_answer")
         request = contract.render(question=question, results=results)
         answer = self.llm.chat([Message("user", request)], max_tokens=contract.budget, stop=contract.stop).text.strip()
-        text = f"Web results:\n{results}\nAnswer: {quote(answer)}"
+        text = f"Web results:\n{results}\nAnswer: {quote(answer, WEB_TAG)}"
         if not answer or NO_INFORMATION.match(answer):
             return Observation(f"{text}\nThe results hold no such information; rephrase the search or use another "
                                f"tool.", is_error=True)

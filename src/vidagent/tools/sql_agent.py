@@ -148,7 +148,8 @@ class SQLSubAgent:
         answering = prompt(PROMPTS, "sql_answer")
         request = answering.render(question=question, sql=result.sql, rows=rows)
         answer = self.llm.chat([Message("user", request)], max_tokens=answering.budget, stop=answering.stop).text.strip()
-        text = f"SQL: {result.sql}\nResult:\n{rows}\nAnswer: {quote(answer)}"
+        said = answer if self.kind == KNOWLEDGE_KIND else quote(answer)  # a video's answer may repeat its text
+        text = f"SQL: {result.sql}\nResult:\n{rows}\nAnswer: {said}"
         if NO_INFORMATION.match(answer):
             return Observation(text + f"\n{self._held.capitalize()} has no such information; ask another "
                                "sub-question or use another tool.", is_error=True, artifacts={"sql": result.sql})
