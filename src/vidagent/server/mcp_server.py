@@ -72,7 +72,7 @@ def build_mcp(service: VideoService) -> MCPServer:
         the others in more_videos). knowledge: tables (csv, tsv, xlsx, parquet, sqlite) or documents (pdf, md,
         html, txt) inside the server's folders, or "web", that the planner may consult (PATH#description
         describes one). budget: "calls=N,tokens=T,seconds=S" bounds the question's model work (the planner
-        then answers with what it has). Each reasoning step is reported as progress while it is made. Returns
+        then answers with what it has; the result's budget says what was spent). Each reasoning step is reported as progress while it is made. Returns
         the answer, the chosen option (its letter and text), evidence time spans, candidates, cost and
         every step on one line."""
         with _reported():
@@ -90,9 +90,10 @@ def build_mcp(service: VideoService) -> MCPServer:
                     raise ToolError(str(event.data.get("message", "the question failed")))
                 elif event.name == "answer":
                     data = event.data
+                    spent = {"budget": data["artifacts"]["budget"]} if "budget" in data.get("artifacts", {}) else {}
                     return {key: data[key] for key in ("answer", "option", "choice_index", "choice", "planner",
                                                         "evidence", "candidates", "usage", "video_id")} \
-                        | {"steps": steps}
+                        | spent | {"steps": steps}
             raise ToolError("the question ended without an answer")
 
     @server.tool(annotations=read_only)
