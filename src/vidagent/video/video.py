@@ -172,23 +172,15 @@ class Video:
             return
         next_target = 0
         previous = None
-        try:
-            with av.open(str(self.path)) as container:
-                stream = container.streams.video[0]
-                stream.thread_type = "AUTO"
-                for frame in container.decode(stream):
-                    if frame.time is None:
-                        continue
-                    # A target is served by the last frame whose time is <= target (the frame on screen).
-                    while next_target < len(targets) and frame.time > targets[next_target] + 1e-6:
-                        chosen = previous if previous is not None else frame
-                        yield self._convert(chosen, targets[next_target], max_side)
-                        next_target += 1
-                    if next_target >= len(targets):
-                        return
-                    previous = frame
-        except (av.error.FFmpegError, OSError) as error:
-            raise VideoError(f"{self.path}: corrupt video data ({error_reason(error)})") from error
+        for frame in self._decoded():
+            # A target is served by the last frame whose time is <= target (the frame on screen).
+            while next_target < len(targets) and frame.time > targets[next_target] + 1e-6:
+                chosen = previous if previous is not None else frame
+                yield self._convert(chosen, targets[next_target], max_side)
+                next_target += 1
+            if next_target >= len(targets):
+                return
+            previous = frame
         if previous is None:
             raise VideoError(f"{self.path}: no decodable frames")
         while next_target < len(targets):
@@ -203,22 +195,14 @@ class Video:
         to_the_end = end >= self.duration_s - 1e-6
         previous = None
         yielded = False
-        try:
-            with av.open(str(self.path)) as container:
-                stream = container.streams.video[0]
-                stream.thread_type = "AUTO"
-                for frame in container.decode(stream):
-                    if frame.time is None:
-                        continue
-                    if frame.time < start - 1e-6:
-                        previous = frame
-                        continue
-                    if not to_the_end and frame.time >= end - 1e-6:
-                        break
-                    yielded = True
-                    yield self._convert(frame, frame.time, None)
-        except (av.error.FFmpegError, OSError) as error:
-            raise VideoError(f"{self.path}: corrupt video data ({error_reason(error)})") from error
+        for frame in self._decoded():
+            if frame.time < start - 1e-6:
+                previous = frame
+                continue
+            if not to_the_end and frame.time >= end - 1e-6:
+                break
+            yielded = True
+            yield self._convert(frame, frame.time, None)
         if not yielded:
             if previous is None:
                 raise VideoError(f"{self.path}: no decodable frames between {start:.2f} and {end:.2f} s")
@@ -232,11 +216,27 @@ class Video:
         count = max(1, int(self.duration_s * fps))
         return self.frames_at([step / 2 + i * step for i in range(count)], max_side=max_side)
 
+    def _decoded(self) -> Iterator[av.VideoFrame]:
+        """Every frame of the video stream that has a time, in decode order (one pass, no seeking);
+        damaged data ends it with a ``VideoError``."""
+        try:
+            with av.open(str(self.path)) as container:
+                stream = container.streams.video[0]
+                stream.thread_type = "AUTO"
+                for frame in container.decode(stream):
+                    if frame.time is not None:
+                        yield frame
+        except (av.error.FFmpegError, OSError) as error:
+            raise VideoError(f"{self.path}: corrupt video data ({error_reason(error)})") from error
+
     def _convert(self, frame: av.VideoFrame, time_s: float, max_side: int | None) -> SampledFrame:
         width, height = frame.width, frame.height
         if max_side and max(width, height) > max_side:
             width, height = fit_side(width, height, max_side, minimum=2)
-        image = frame.to_ndarray(format="rgb24", width=width, height=height)
+        try:
+            image = frame.to_ndarray(format="rgb24", width=width, height=height)
+        except (av.error.FFmpegError, OSError) as error:
+            raise VideoError(f"{self.path}: corrupt video data ({error_reason(error)})") from error
         rotation = self.info.rotation
         if rotation:
             # Display rotation is counter-clockwise in degrees; np.rot90 turns counter-clockwise.
