@@ -1,5 +1,6 @@
 """Reports of finished runs: a markdown table per question group, a PNG plot, and several runs
-(planners) side by side (``vidagent eval --compare``)."""
+(planners, budgets) side by side, paired on their common questions, with cost curves and an HTML page
+(``vidagent eval --compare``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from vidagent.eval.errors import EvalError
+from vidagent.eval.html_page import markdown_page
 from vidagent.eval.metrics import GroupStats, group_stats, grounding_metrics, localization_metrics, stats_by_group
+from vidagent.eval.pairing import paired_markdown, plot_cost_curves
 from vidagent.eval.results import ResultsFile
 
 # The names NExT-QA style tables give the groups.
@@ -233,12 +236,23 @@ def write_run_report(folder: Path) -> dict[str, Path]:
 
 
 def write_comparison(folders: Sequence[Path], out: Path) -> dict[str, Path]:
-    """``compare.md`` and ``compare.png`` for several runs, in ``out``."""
+    """For several runs, in ``out``: ``compare.md`` (each run's accuracy and cost, then the first run
+    paired with each other one on the questions they share), ``compare.png`` (accuracy per group),
+    ``cost.png`` (accuracy against calls, prompt tokens and seconds on the questions all share, a line per
+    planner, a point per budget) and ``compare.html`` (all of it on one page)."""
     runs = [load_run(folder) for folder in folders]
     out.mkdir(parents=True, exist_ok=True)
+    labels = _unique_labels(runs)
+    markdown = compare_markdown(runs)
+    if len(runs) > 1:
+        markdown += "\n" + "\n".join(paired_markdown(labels, [run.rows for run in runs])) + "\n"
     paths = {"markdown": out / "compare.md"}
-    paths["markdown"].write_text(compare_markdown(runs), encoding="utf-8")
-    plot = plot_accuracy(runs, out / "compare.png")
-    if plot is not None:
-        paths["plot"] = plot
+    paths["markdown"].write_text(markdown, encoding="utf-8")
+    plots = {"plot": plot_accuracy(runs, out / "compare.png"),
+             "cost_plot": plot_cost_curves(labels, [run.meta for run in runs], [run.rows for run in runs],
+                                           out / "cost.png")}
+    paths.update({key: path for key, path in plots.items() if path is not None})
+    paths["html"] = out / "compare.html"
+    images = [path.name for path in plots.values() if path is not None]
+    paths["html"].write_text(markdown_page(" vs ".join(labels), markdown, images), encoding="utf-8")
     return paths

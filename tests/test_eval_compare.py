@@ -1,0 +1,67 @@
+"""Runs compared (``vidagent eval --compare``): paired on their common questions, cost curves with a point
+per budget, and the HTML page opened in a real browser (Debian's chromium driven by Playwright)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vidagent.eval.pairing import curve_points, paired
+from vidagent.eval.report import write_comparison
+from vidagent.eval.runner import RunConfig, run_eval
+
+from vidagent.config import Settings
+
+from test_eval_runner import write_questions
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _row(qid: str, correct: bool, calls: int) -> dict:
+    return {"id": qid, "correct": correct, "group": "all", "task": "multiple_choice", "error": None,
+            "usage": {"llm_calls": calls, "prompt_tokens": 100 * calls}, "wall_s": float(calls), "segments_read": 2}
+
+
+def test_runs_are_paired_on_the_questions_both_answered():
+    a = [_row("q1", True, 1), _row("q2", True, 1), _row("q3", False, 1), _row("q4", True, 1)]
+    b = [_row("q1", True, 4), _row("q2", False, 4), _row("q3", True, 4)]  # q4 not answered by b
+    p = paired(a, b)
+    assert (p.n, p.correct_a, p.correct_b, p.both, p.only_a, p.only_b) == (3, 2, 2, 1, 1, 1)
+    assert p.costs_a["llm_calls"] == 1 and p.costs_b["prompt_tokens"] == 400
+    shared, curves = curve_points(["react (x)", "react (y)", "caption_only"],
+                                  [{"budget": "calls=4"}, {"budget": "calls=1"}, {}], [b, a, a])
+    assert shared == 3 and list(curves) == ["react", "caption_only"]
+    assert [name for name, _ in curves["react"]] == ["calls=1", "calls=4"]  # a curve in order of cost
+
+
+def test_two_real_runs_compared_into_a_page_a_browser_shows(tmp_path, models_dir):
+    settings = Settings(home=tmp_path / "home", models=models_dir, experience="none")
+    qa = write_questions(tmp_path / "qa.jsonl")
+    first = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "plain", progress=False), settings)
+    second = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "bounded", progress=False,
+                                budget="calls=1"), settings)
+    paths = write_comparison([first.out, second.out], tmp_path / "compare")
+    markdown = paths["markdown"].read_text()
+    n = len(first.rows)
+    assert "## Paired, on the questions both runs answered" in markdown and f"| {n} |" in markdown
+    assert {"plot", "cost_plot", "html"} <= set(paths) and paths["cost_plot"].stat().st_size > 1000
+    cli = subprocess.run([sys.executable, "-m", "vidagent.cli", "eval", "--compare", str(first.out), str(second.out),
+                          "--out", str(tmp_path / "cli")], capture_output=True, text=True)
+    assert cli.returncode == 0 and (tmp_path / "cli" / "compare.html").is_file(), cli.stderr
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (install.sh does)")
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(paths["html"].as_uri())
+            assert page.locator("table").count() >= 3  # accuracy, cost, paired
+            assert page.locator("h2", has_text="Paired").count() == 1
+            page.wait_for_function("[...document.images].length === 2 && "
+                                   "[...document.images].every(i => i.complete && i.naturalWidth > 0)")
+        finally:
+            browser.close()
