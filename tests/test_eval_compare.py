@@ -65,3 +65,30 @@ def test_two_real_runs_compared_into_a_page_a_browser_shows(tmp_path, models_dir
                                    "[...document.images].every(i => i.complete && i.naturalWidth > 0)")
         finally:
             browser.close()
+
+
+def test_an_answers_confidence_comes_from_its_likelihood_or_its_votes_and_is_zero_when_it_abstains():
+    from vidagent.agent.answer import Answer, Candidate
+    from vidagent.agent.task import Task
+
+    task = Task("Which?", ("a", "b", "c"))
+    voted = Answer(task, "a", "mcts", 0, candidates=[Candidate("a", 0, votes=3), Candidate("b", 1, votes=1)])
+    assert voted.confidence == 0.75 and voted.to_dict()["abstained"] is False
+    likely = Answer(task, "b", "react", 1, candidates=[Candidate("b", 1, likelihood=0.62)])
+    assert likely.confidence == 0.62
+    assert Answer(task, "c", "react", 2, candidates=[Candidate("c", 2)]).confidence is None  # a chain by text
+    gave_up = Answer(task, "", "mcts", None, abstained="no answer was reached before the budget was spent")
+    assert gave_up.confidence == 0.0 and gave_up.to_dict()["abstain_reason"].startswith("no answer")
+
+
+def test_calibration_error_and_accuracy_at_coverage():
+    from vidagent.eval.metrics import calibration
+
+    rows = [{"confidence": 0.9, "correct": True}, {"confidence": 0.9, "correct": True},
+            {"confidence": 0.8, "correct": False}, {"confidence": 0.3, "correct": False},
+            {"confidence": None, "correct": True}, {"confidence": 0.0, "correct": False, "abstained": True}]
+    rated = calibration(rows)
+    # bins: 0.9 x2 (acc 1: gap 0.1), 0.8 (acc 0: 0.8), 0.3 (0.3), 0.0 (0.0) -> (0.2 + 0.8 + 0.3 + 0) / 5
+    assert rated["n"] == 5 and abs(rated["ece"] - 0.26) < 1e-9 and rated["abstained"] == 1
+    assert rated["accuracy_at_50"] == 2 / 2 and rated["accuracy_at_80"] == 2 / 4 and rated["accuracy_at_100"] == 2 / 5
+    assert calibration([{"confidence": None, "correct": True}]) is None

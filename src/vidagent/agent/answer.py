@@ -51,6 +51,23 @@ class Answer:
     artifacts: dict[str, Any] = field(default_factory=dict)
     trace: Trace = field(default_factory=Trace)
     usage: Usage = field(default_factory=Usage)
+    abstained: str = ""  # why there is no answer ("" when there is one); a multiple-choice guess stays a candidate
+
+    @property
+    def confidence(self) -> float | None:
+        """How sure the planner was, from what it has: the chosen option's probability where it chose by
+        likelihood, else the share of its attempts' votes the answer got when it made several; None when
+        it has neither (a single chain choosing by text), and 0 when it abstained."""
+        if self.abstained:
+            return 0.0
+        chosen = next((c for c in self.candidates if answer_key(c.text, c.choice_index) ==
+                       answer_key(self.text, self.choice_index)), None)
+        if chosen is not None and chosen.likelihood is not None:
+            return round(chosen.likelihood, 4)
+        votes = sum(c.votes for c in self.candidates)
+        if chosen is not None and len(self.candidates) > 1 and votes:
+            return round(chosen.votes / votes, 4)
+        return None
 
     @property
     def question(self) -> str:
@@ -85,6 +102,9 @@ class Answer:
             "choice_index": self.choice_index,
             "choice": self.choice,
             "planner": self.planner,
+            "confidence": self.confidence,
+            "abstained": bool(self.abstained),
+            "abstain_reason": self.abstained,
             "evidence": [e.to_dict() for e in self.evidence],
             "candidates": [c.to_dict() for c in self.candidates],
             "artifacts": self.artifacts,

@@ -33,6 +33,7 @@ from vidagent.tools.observed import quote, segment_text, split_orders
 
 PROMPTS = "vidagent.agent"
 MATERIAL_CHARS = 3000  # the ordinary text the model is shown when it chooses again
+NO_ANSWER = "No answer: the only text naming one gives orders to a model"
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Guarded:
     choice_index: int | None
     candidates: list[Candidate] | None
     excluded: tuple[str, ...] = ()
+    abstained: str = ""  # why there is no answer (an open answer only orders named, and no other)
 
 
 def guard_answer(task: Task, text: str, choice_index: int | None, candidates: Sequence[Candidate] | None,
@@ -101,6 +103,8 @@ def guard_answer(task: Task, text: str, choice_index: int | None, candidates: Se
                                   thought="(the planner's best answer that is not excluded)"))
         return Guarded(best.text, best.choice_index, kept, names)
     new_text, new_index, step_id = _choose_again(task, excluded, names, material, trace, note.id, llm)
+    if new_text == NO_ANSWER:
+        return Guarded(new_text, None, [], names, abstained="the only text naming an answer gives orders to a model")
     return Guarded(new_text, new_index, [Candidate(new_text, new_index, step_id=step_id)], names)
 
 
@@ -133,8 +137,7 @@ def _choose_again(task: Task, excluded: Sequence[int], names: Sequence[str], mat
             "(no remaining option was named: the first of them)"
         text = task.choices[index]
     else:
-        text = reply if reply and not material.named_only_by_orders(reply) else \
-            "No answer: the only text naming one gives orders to a model"
+        text = reply if reply and not material.named_only_by_orders(reply) else NO_ANSWER
         thought = "(answered again without the excluded answer)"
     step = trace.add(FinalAnswerStep(parent_id=parent_id, answer=text, how="guard", thought=thought,
                                      model_output=completion.text, **model_cost(completion, started)))

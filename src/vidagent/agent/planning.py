@@ -144,7 +144,7 @@ class Run:
         return Answer(task=self.task, text=guarded.text, planner=self.planner, choice_index=guarded.choice_index,
                       evidence=dedupe_evidence(list(evidence)), candidates=guarded.candidates or chosen,
                       artifacts=guarded_artifacts(dict(artifacts or {}), guarded), trace=self.trace,
-                      usage=self.llm.usage)
+                      usage=self.llm.usage, abstained=guarded.abstained)
 
 
 def anytime_answer(planner: str, task: Task, trace: Trace, llm: MeteredChat, why: str,
@@ -164,4 +164,5 @@ def anytime_answer(planner: str, task: Task, trace: Trace, llm: MeteredChat, why
     evidence = [item for observation in trace.of_type(ObservationStep) for item in observation.evidence]
     return Answer(task=task, text=guarded.text, planner=planner, choice_index=guarded.choice_index,
                   evidence=dedupe_evidence(evidence), candidates=guarded.candidates or [], trace=trace,
-                  artifacts=guarded_artifacts({}, guarded), usage=llm.usage)
+                  artifacts=guarded_artifacts({}, guarded), usage=llm.usage,
+                  abstained=guarded.abstained or ("" if guarded.text else f"no answer was reached before {why}"))

@@ -199,3 +199,32 @@ def grounding_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float] | N
         "n": float(n), "mIoP": sum(iops) / n, "IoP@0.5": sum(v >= 0.5 for v in iops) / n,
         "mIoU": sum(ious) / n, "IoU@0.5": sum(v >= 0.5 for v in ious) / n, "Acc@GQA": both / n,
     }
+
+
+CALIBRATION_BINS = 10
+COVERAGES = (0.5, 0.8, 1.0)
+
+
+def calibration(rows: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    """How well the answers' confidence tells right from wrong, over the scored rows that have one:
+    the expected calibration error (10 equal-width bins: the mean gap between confidence and accuracy,
+    weighted by the bin's share), and accuracy on the 50, 80 and 100 % most confident answers. None when
+    no row has a confidence (a planner that chooses by text in a single chain has none)."""
+    rated = [(float(r["confidence"]), bool(r["correct"])) for r in rows
+             if r.get("confidence") is not None and r.get("correct") is not None]
+    if not rated:
+        return None
+    error = 0.0
+    for b in range(CALIBRATION_BINS):
+        low, high = b / CALIBRATION_BINS, (b + 1) / CALIBRATION_BINS
+        members = [(c, ok) for c, ok in rated if low <= c < high or (b == CALIBRATION_BINS - 1 and c == 1.0)]
+        if members:
+            gap = abs(sum(c for c, _ in members) / len(members) - sum(ok for _, ok in members) / len(members))
+            error += gap * len(members) / len(rated)
+    ranked = sorted(rated, key=lambda item: -item[0])
+    result = {"n": float(len(rated)), "ece": error}
+    for coverage in COVERAGES:
+        kept = ranked[: max(1, round(coverage * len(ranked)))]
+        result[f"accuracy_at_{int(coverage * 100)}"] = sum(ok for _, ok in kept) / len(kept)
+    result["abstained"] = float(sum(1 for r in rows if r.get("abstained")))
+    return result

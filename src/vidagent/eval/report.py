@@ -12,7 +12,8 @@ from typing import Any, Mapping, Sequence
 
 from vidagent.eval.errors import EvalError
 from vidagent.eval.html_page import markdown_page
-from vidagent.eval.metrics import GroupStats, group_stats, grounding_metrics, localization_metrics, stats_by_group
+from vidagent.eval.metrics import (GroupStats, calibration, group_stats, grounding_metrics, localization_metrics,
+                                   stats_by_group)
 from vidagent.eval.pairing import paired_markdown, plot_cost_curves
 from vidagent.eval.results import ResultsFile
 
@@ -121,6 +122,12 @@ def markdown_report(run: RunRecord) -> str:
     for title, metrics in (("Localization", localization_metrics(rows)), ("Grounding", grounding_metrics(rows))):
         if metrics:
             lines += ["", *_metric_table(title, [(run.label, metrics)])]
+    rated = calibration(rows)
+    if rated:
+        lines += ["", f"**Confidence** ({int(rated['n'])} answers with one, {int(rated['abstained'])} abstained): "
+                      f"expected calibration error {rated['ece']:.3f}; accuracy on the 50 / 80 / 100 % most confident "
+                      f"{_percent(rated['accuracy_at_50'])} / {_percent(rated['accuracy_at_80'])} / "
+                      f"{_percent(rated['accuracy_at_100'])} %."]
     lines += published_anchors(meta)
     lines += ["", "Accuracy over questions with a key; errors count as wrong. Cost per question: the planner's and "
               "judge's LLM calls (cached calls cost no tokens), seconds in the LLM, wall seconds including "
@@ -220,6 +227,7 @@ def summary_json(run: RunRecord) -> dict[str, Any]:
         "run": run.label, "meta": dict(run.meta),
         "groups": [s.to_dict() for s in _row_stats(run.rows)],
         "localization": localization_metrics(run.rows), "grounding": grounding_metrics(run.rows),
+        "calibration": calibration(run.rows),
     }
 
 

@@ -73,7 +73,8 @@ def build_mcp(service: VideoService) -> MCPServer:
         html, txt) inside the server's folders, or "web", that the planner may consult (PATH#description
         describes one). budget: "calls=N,tokens=T,seconds=S" bounds the question's model work (the planner
         then answers with what it has; the result's budget says what was spent). Each reasoning step is reported as progress while it is made. Returns
-        the answer, the chosen option (its letter and text), evidence time spans, candidates, cost and
+        the answer, the chosen option (its letter and text), its confidence (null when the planner has none)
+        and whether it abstained, evidence time spans, candidates, cost and
         every step on one line."""
         with _reported():
             ids = [(await asyncio.to_thread(service.find, reference)).video_id
@@ -92,7 +93,8 @@ def build_mcp(service: VideoService) -> MCPServer:
                     data = event.data
                     spent = {"budget": data["artifacts"]["budget"]} if "budget" in data.get("artifacts", {}) else {}
                     return {key: data[key] for key in ("answer", "option", "choice_index", "choice", "planner",
-                                                        "evidence", "candidates", "usage", "video_id")} \
+                                                        "confidence", "abstained", "abstain_reason", "evidence",
+                                                        "candidates", "usage", "video_id")} \
                         | spent | {"steps": steps}
             raise ToolError("the question ended without an answer")
 

@@ -481,7 +481,8 @@ function renderAnswer(answer) {
     el("li", {}, fileLink(file), el("span", { class: "muted" }, ` ${file.what}`))))] : []));
   $("#files").hidden = !made.length;
   const usage = answer.usage;
-  $("#usage").textContent = `${answer.planner} · ${usage.llm_calls} LLM calls${usage.cached_calls ? ` + ${usage.cached_calls} from the cache` : ""} · ${usage.prompt_tokens}+${usage.completion_tokens} tokens · ${usage.seconds.toFixed(1)} s in the LLM`;
+  const sure = answer.abstained ? ` · abstained: ${answer.abstain_reason}` : (answer.confidence !== null && answer.confidence !== undefined ? ` · confidence ${Math.round(answer.confidence * 100)} %` : "");
+  $("#usage").textContent = `${answer.planner}${sure} · ${usage.llm_calls} LLM calls${usage.cached_calls ? ` + ${usage.cached_calls} from the cache` : ""} · ${usage.prompt_tokens}+${usage.completion_tokens} tokens · ${usage.seconds.toFixed(1)} s in the LLM`;
 }
 
 // -- files a tool made (a clip, an edited video, frames): links that download them --------------------------------------------
