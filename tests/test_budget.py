@@ -94,3 +94,20 @@ def test_the_command_line_refuses_a_malformed_budget_in_one_line(tmp_path):
                            "--budget", "calls=none"], capture_output=True, text=True,
                           env={"VIDAGENT_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 2 and "calls must be a number" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_a_stopped_search_answers_what_its_chains_reached_most_often():
+    from vidagent.agent.planning import anytime_answer
+    from vidagent.agent.steps import TaskStep, Trace
+    from vidagent.agent.task import Task
+
+    trace = Trace()
+    root = trace.add(TaskStep(question="What is drawn?"))
+    for reached in ("a car", "Final: a guitar", "a guitar", "a house"):
+        trace.add(FinalAnswerStep(parent_id=root.id, answer=reached))
+    llm = MeteredChat(ScriptedLLM([]), budget=Budget(calls=1))
+    answer = anytime_answer("mcts", Task("What is drawn?", tuple(CHOICES)), trace, llm, "calls 1 of 1")
+    assert answer.choice_index == 0 and answer.text == "a guitar" and not answer.abstained
+    assert trace.of_type(FinalAnswerStep)[-1].how == "budget"
+    empty = anytime_answer("react", Task("What is drawn?"), Trace(), llm, "calls 1 of 1")
+    assert empty.text == "" and empty.abstained.startswith("no answer was reached") and empty.confidence == 0.0

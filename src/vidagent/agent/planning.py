@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from vidagent.agent.answer import Answer, Candidate, dedupe_evidence
+from vidagent.agent.answer import Answer, Candidate, answer_key, dedupe_evidence, group_answers
 from vidagent.agent.orders_guard import guard_answer, guarded_artifacts
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.steps import FinalAnswerStep, MemoryStep, ObservationStep, Step, TaskStep, Trace
@@ -149,13 +149,18 @@ class Run:
 
 def anytime_answer(planner: str, task: Task, trace: Trace, llm: MeteredChat, why: str,
                    memories: Iterable[VideoMemory] = ()) -> Answer:
-    """The answer of a planner its budget stopped (``why``): the last answer in its trace, mapped to an
-    option where it names one, else none; recorded as a final answer reached ``how="budget"``, and
-    guarded like every answer (``orders_guard``, which then has no call left to choose again with)."""
-    finals = trace.of_type(FinalAnswerStep)
-    text = finals[-1].answer if finals else ""
-    choice = extract_choice(text, task.choices) if task.choices and text else None
-    text = task.answer_text(text, choice)
+    """The answer of a planner its budget stopped (``why``): the answer its trace reached most often (a
+    search's chains vote; a tie goes to the latest), mapped to an option where it names one, else none;
+    recorded as a final answer reached ``how="budget"``, and guarded like every answer (``orders_guard``,
+    which then has no call left to choose again with)."""
+    reached = []
+    for step in trace.of_type(FinalAnswerStep):
+        if step.answer.strip():
+            index = extract_choice(step.answer, task.choices) if task.choices else None
+            reached.append((task.answer_text(step.answer, index), index))
+    groups = group_answers(reached, lambda item: answer_key(*item))
+    best = max(groups, key=lambda group: (len(group), max(reached.index(item) for item in group)), default=[])
+    text, choice = best[-1] if best else ("", None)
     last = trace.last
     step = trace.add(FinalAnswerStep(parent_id=last.id if last else None, answer=text or "(none)", how="budget",
                                      thought=f"({why})"))
