@@ -326,3 +326,37 @@ def test_the_object_memory_is_built_on_first_use(tmp_path, perception, models_di
 
 def _red(image: np.ndarray) -> np.ndarray:
     return (image[..., 0] > 150) & (image[..., 1] < 90) & (image[..., 2] < 90)
+
+
+def test_a_box_shrinking_fast_is_carried_past_its_end_without_turning_inside_out():
+    track = Track([TrackBox(1.0, (0, 0, 100, 100)), TrackBox(1.5, (40, 40, 60, 60))], step_s=0.5)
+    x1, y1, x2, y2 = track.box_at(2.0)
+    assert x1 <= x2 and y1 <= y2
+
+
+def test_a_soundtrack_aac_cannot_take_as_it_is_is_converted_not_lost(tmp_path):
+    """Unlabelled mono PCM at 192 kHz in Matroska (a layout named "1 channels", a rate AAC refuses)."""
+    path = tmp_path / "pcm.mkv"
+    with av.open(str(path), "w") as container:
+        picture = container.add_stream("mpeg4", rate=10)
+        picture.width, picture.height, picture.pix_fmt = 64, 48, "yuv420p"
+        sound = container.add_stream("pcm_s16le", rate=192000)
+        sound.layout = "mono"
+        for index in range(20):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), index * 10, np.uint8), format="rgb24")
+            frame.pts = index
+            for packet in picture.encode(frame):
+                container.mux(packet)
+        samples = (np.sin(np.arange(192000 * 2) / 50) * 8000).astype(np.int16).reshape(1, -1)
+        chunk = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
+        chunk.sample_rate, chunk.pts = 192000, 0
+        for packet in sound.encode(chunk):
+            container.mux(packet)
+        for stream in (picture, sound):
+            for packet in stream.encode():
+                container.mux(packet)
+    clip = editing.cut_clip(Video(path), 0.5, 1.5, tmp_path / "clip.mp4")
+    with av.open(str(clip)) as container:
+        audio = container.streams.audio[0]
+        assert audio.codec_context.name == "aac" and audio.channels == 1 and audio.rate == 48000
+        assert sum(frame.samples for frame in container.decode(audio)) > 40000  # about a second of sound

@@ -51,7 +51,9 @@ class ServerEdits:
 
     async def object_edit(self, video_id: str, object_id: int, kind: str) -> Edit:
         """Highlight or remove an object, in the model lane (building the object memory first if needed)."""
-        video = self.handle(video_id)  # an unknown id or a memory without a file is refused before queueing
+        # an unknown id or a memory without a file is refused before queueing; opening a file not yet seen
+        # hashes it, which must not hold up the event loop
+        video = await run_in_threadpool(self.handle, video_id)
 
         def run() -> Edit:
             memory = self.builder().build(video, ["objects"], progress=False)

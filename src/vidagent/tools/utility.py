@@ -91,6 +91,7 @@ class UtilityTools:
         edits = self._edits()
         if isinstance(edits, Observation):
             return edits
+        end_s = min(end_s, self.memory.video.duration_s)  # the rate follows the window the video has
         rate = min(FRAMES_PER_SECOND, MAX_FRAMES / max(abs(end_s - start_s), 1e-6))
         edit = edits.frames(start_s, end_s, rate)
         start, end = edit.window

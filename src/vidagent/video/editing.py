@@ -251,6 +251,9 @@ def _frame_rate(video: Video) -> Fraction:
     return Fraction(rate) if rate else Fraction(25)
 
 
+_AAC_RATES = (96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000)
+
+
 class _AudioCopy:
     """The window's soundtrack, re-encoded as AAC (its own rate and channels) and muxed as the
     picture advances, so the two are interleaved in the file."""
@@ -258,8 +261,9 @@ class _AudioCopy:
     def __init__(self, video: Video, start: float, end: float, sink: av.container.OutputContainer) -> None:
         with av.open(str(video.path)) as container:
             source = container.streams.audio[0]
-            self.rate = int(source.rate or 48000)
-            self.layout = source.layout.name if source.layout and source.channels <= 2 else "stereo"
+            rate = int(source.rate or 48000)
+            self.rate = rate if rate in _AAC_RATES else 48000  # AAC takes only these; others are resampled
+            self.layout = "mono" if source.channels == 1 else "stereo"  # a named layout: "2 channels" is refused
         self.stream = sink.add_stream("aac", rate=self.rate)
         self.stream.layout = self.layout
         self.sink = sink

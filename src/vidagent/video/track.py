@@ -128,7 +128,8 @@ class Track:
             return sample.box
         neighbour = self.samples[other]
         rate = (time_s - sample.time_s) / (sample.time_s - neighbour.time_s)
-        return tuple(a + (a - b) * rate for a, b in zip(sample.box, neighbour.box))  # type: ignore[return-value]
+        x1, y1, x2, y2 = (a + (a - b) * rate for a, b in zip(sample.box, neighbour.box))
+        return min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)  # a box shrinking fast never turns inside out
 
 
 def grown(box: Box, width: int, height: int, *, fraction: float, pixels: int) -> tuple[int, int, int, int]:
