@@ -1,0 +1,15 @@
+"""Test doubles that buy speed, never coverage: a scripted chat model, a scripted perception that
+sees what a clip's script says, and a library filled from rows through the real memory builder.
+
+Every model-backed path these stand in for still has a test that runs the real model (marked
+``models``); these let the logic around the models (tools, planners, session, server, eval) run in
+milliseconds.
+"""
+
+from fakes.library import RowsVideo, build_home, library_from_rows
+from fakes.llm import ScriptedLLM
+from fakes.perception import (FakeClip, HashingEmbedder, Scene, SceneObject, scripted_perception,
+                              write_clip)
+
+__all__ = ["FakeClip", "HashingEmbedder", "RowsVideo", "Scene", "SceneObject", "ScriptedLLM", "build_home",
+           "library_from_rows", "scripted_perception", "write_clip"]

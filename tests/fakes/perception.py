@@ -1,0 +1,322 @@
+"""A scripted perception: every model role answers from a clip's script instead of looking.
+
+A ``FakeClip`` is a list of ``Scene``s (what the describer says, the objects the detector finds,
+the text OCR reads) and timed speech. Its frames are solid colours, one per scene, unique within
+the test run, with each object drawn as a box of its own colour; the scripted models recognise a
+frame by its colour, so they answer right whatever frames a stage samples, reuses or decodes (a
+real file written by ``write_clip`` or a ``RowsVideo`` that never decodes). The soundtrack of a clip
+with speech is a tone whose pitch names the clip, so the scripted speech model knows whose speech
+to return.
+
+``scripted_perception(*clips)`` is a real ``Perception`` whose models are these stand-ins, beside
+the real model-free parts (the ByteTrack tracker, colour-histogram appearance), so the memory
+builder, the tools and the session run unchanged in milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import av
+import numpy as np
+
+from vidagent.perception.appearance import ColourAppearance
+from vidagent.perception.base import Detections, FrameDescription, SpeechSegment, TextBox
+from vidagent.perception.suite import Perception
+from vidagent.perception.tracking import ByteTracker
+
+_LEVELS = (20, 70, 120, 170, 220)  # 125 background colours, 50 apart: far beyond lossy coding's error
+_PALETTE = np.array(list(itertools.product(_LEVELS, repeat=3)), np.float32)
+_colours = itertools.count()
+_voices = itertools.count()
+SAMPLE_RATE = 16000
+_TONE_BASE_HZ, _TONE_STEP_HZ, _TONES = 300.0, 25.0, 120
+
+
+@dataclass(frozen=True)
+class SceneObject:
+    """An object the scripted detector finds: its label and box as fractions of the frame
+    (``x1, y1, x2, y2``, 0-1) and its score."""
+
+    label: str
+    box: tuple[float, float, float, float]
+    score: float = 0.9
+    colour: tuple[int, int, int] | None = None  # drawn in this colour (default: from the label)
+
+    def rgb(self) -> tuple[int, int, int]:
+        if self.colour is not None:
+            return self.colour
+        digest = hashlib.blake2b(self.label.encode(), digest_size=3).digest()
+        return (digest[0] | 0x0F, digest[1] & 0xF0, digest[2] | 0x80)
+
+
+@dataclass(frozen=True)
+class Scene:
+    """What is seen for ``seconds``: the describer's sentence, the objects and the on-screen text."""
+
+    description: str
+    seconds: float = 2.0
+    objects: tuple[SceneObject, ...] = ()
+    text: tuple[str, ...] = ()
+
+
+@dataclass
+class FakeClip:
+    """A clip's script. ``name`` names its file; ``speech`` is (start_s, end_s, text) rows."""
+
+    name: str
+    scenes: Sequence[Scene]
+    speech: Sequence[tuple[float, float, str]] = ()
+    fps: int = 10
+    size: tuple[int, int] = (160, 120)  # width, height
+    colours: list[int] = field(init=False)
+    voice: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.scenes = tuple(self.scenes)
+        self.speech = tuple(tuple(row) for row in self.speech)  # type: ignore[misc]
+        self.colours = [next(_colours) % len(_PALETTE) for _ in self.scenes]
+        self.voice = next(_voices) % _TONES
+
+    @property
+    def duration_s(self) -> float:
+        return float(sum(scene.seconds for scene in self.scenes))
+
+    @property
+    def has_audio(self) -> bool:
+        return bool(self.speech)
+
+    def scene_index_at(self, time_s: float) -> int:
+        end = 0.0
+        for index, scene in enumerate(self.scenes):
+            end += scene.seconds
+            if time_s < end - 1e-9:
+                return index
+        return len(self.scenes) - 1
+
+    def image(self, index: int) -> np.ndarray:
+        """The frame shown during scene ``index``: its colour, with its objects drawn on it."""
+        width, height = self.size
+        image = np.empty((height, width, 3), np.uint8)
+        image[:] = _PALETTE[self.colours[index]].astype(np.uint8)
+        for thing in self.scenes[index].objects:
+            x1, y1, x2, y2 = _pixels(thing.box, width, height)
+            image[int(y1):int(y2), int(x1):int(x2)] = thing.rgb()
+        return image
+
+    def image_at(self, time_s: float) -> np.ndarray:
+        return self.image(self.scene_index_at(time_s))
+
+    def audio(self) -> np.ndarray | None:
+        """16 kHz mono float32: a tone naming the clip, or None when it has no speech."""
+        if not self.has_audio:
+            return None
+        t = np.arange(int(SAMPLE_RATE * self.duration_s)) / SAMPLE_RATE
+        return (0.3 * np.sin(2 * np.pi * self.tone_hz * t)).astype(np.float32)
+
+    @property
+    def tone_hz(self) -> float:
+        return _TONE_BASE_HZ + _TONE_STEP_HZ * self.voice
+
+
+def write_clip(clip: FakeClip, folder: Path) -> Path:
+    """Encode ``clip`` as ``folder/<name>.mp4`` (its scenes' frames, and its tone when it has speech)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{clip.name}.mp4"
+    width, height = clip.size
+    frames = round(clip.duration_s * clip.fps)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264" if "libx264" in av.codecs_available else "mpeg4", rate=clip.fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        audio_stream = container.add_stream("aac", rate=SAMPLE_RATE) if clip.has_audio else None
+        for index in range(frames):
+            image = clip.image_at(index / clip.fps)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+        if audio_stream is not None:
+            frame = av.AudioFrame.from_ndarray(clip.audio()[None, :], format="flt", layout="mono")  # type: ignore[index]
+            frame.sample_rate = SAMPLE_RATE
+            for packet in audio_stream.encode(frame):
+                container.mux(packet)
+            for packet in audio_stream.encode():
+                container.mux(packet)
+    return path
+
+
+def _pixels(box: Sequence[float], width: int, height: int) -> tuple[float, float, float, float]:
+    x1, y1, x2, y2 = box
+    return (x1 * width, y1 * height, x2 * width, y2 * height)
+
+
+class _Script:
+    """Finds the clip and scene a frame belongs to from its colour."""
+
+    def __init__(self, clips: Sequence[FakeClip]) -> None:
+        self.scenes: dict[int, tuple[FakeClip, int]] = {}
+        for clip in clips:
+            for index, colour in enumerate(clip.colours):
+                if colour in self.scenes:
+                    raise ValueError(f"clips {clip.name} and {self.scenes[colour][0].name} share a colour")
+                self.scenes[colour] = (clip, index)
+        self.voices = {clip.voice: clip for clip in clips}
+        if len(self.voices) != len(clips):
+            raise ValueError("two clips share a voice")
+
+    def scene(self, image: np.ndarray) -> tuple[FakeClip, Scene] | None:
+        median = np.median(image.reshape(-1, 3).astype(np.float32), axis=0)
+        colour = int(np.argmin(((_PALETTE - median) ** 2).sum(axis=1)))
+        if colour not in self.scenes or float(((_PALETTE[colour] - median) ** 2).sum()) > 20 ** 2:
+            return None
+        clip, index = self.scenes[colour]
+        return clip, clip.scenes[index]
+
+    def clip_speaking(self, audio: np.ndarray) -> FakeClip | None:
+        if audio.size < SAMPLE_RATE // 4:
+            return None
+        spectrum = np.abs(np.fft.rfft(audio[: SAMPLE_RATE * 4]))
+        peak_hz = float(np.argmax(spectrum)) * SAMPLE_RATE / min(audio.size, SAMPLE_RATE * 4)
+        voice = round((peak_hz - _TONE_BASE_HZ) / _TONE_STEP_HZ)
+        return self.voices.get(voice)
+
+
+class ScriptedDescriber:
+    """``FrameDescriber``: the scene's sentence, objects and on-screen text."""
+
+    name = "scripted-describer"
+    memory_note = "The descriptions were written by a test script."
+
+    def __init__(self, script: _Script) -> None:
+        self.script = script
+        self.calls = 0
+
+    def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]:
+        self.calls += 1
+        described = []
+        for image in images:
+            found = self.script.scene(image)
+            if found is None:
+                described.append(FrameDescription(text="nothing recognisable"))
+                continue
+            _, scene = found
+            height, width = image.shape[:2]
+            boxes = tuple(TextBox(text, (0.1 * width, 0.8 * height, 0.9 * width, 0.95 * height), 0.95)
+                          for text in scene.text)
+            described.append(FrameDescription(text=scene.description,
+                                              objects=tuple(thing.label for thing in scene.objects),
+                                              on_screen_text=scene.text, text_boxes=boxes))
+        return described
+
+
+class ScriptedDetector:
+    """``ObjectDetector``: the scene's objects, boxes in pixels of the image given."""
+
+    name = "scripted-detector"
+
+    def __init__(self, script: _Script) -> None:
+        self.script = script
+        self.calls = 0
+
+    def detect(self, images: Sequence[np.ndarray]) -> list[Detections]:
+        self.calls += 1
+        found = []
+        for image in images:
+            scene = self.script.scene(image)
+            objects = scene[1].objects if scene else ()
+            if not objects:
+                found.append(Detections.empty())
+                continue
+            height, width = image.shape[:2]
+            found.append(Detections(
+                boxes=np.array([_pixels(o.box, width, height) for o in objects], np.float32),
+                scores=np.array([o.score for o in objects], np.float32),
+                class_ids=np.array([_class_id(o.label) for o in objects], np.int32),
+                labels=tuple(o.label for o in objects)))
+        return found
+
+
+class ScriptedReader:
+    """``TextReader`` (OCR): the scene's on-screen text along the bottom of the image."""
+
+    name = "scripted-reader"
+
+    def __init__(self, script: _Script) -> None:
+        self.script = script
+
+    def read(self, image: np.ndarray) -> list[TextBox]:
+        scene = self.script.scene(image)
+        height, width = image.shape[:2]
+        return [TextBox(text, (0.1 * width, 0.8 * height, 0.9 * width, 0.95 * height), 0.95)
+                for text in (scene[1].text if scene else ())]
+
+
+class ScriptedSpeech:
+    """``SpeechToText``: the speaking clip's rows that fall in the audio given."""
+
+    name = "scripted-speech"
+
+    def __init__(self, script: _Script) -> None:
+        self.script = script
+        self.calls = 0
+
+    def transcribe(self, audio: np.ndarray, sample_rate: int = SAMPLE_RATE, *,
+                   offset_s: float = 0.0) -> list[SpeechSegment]:
+        self.calls += 1
+        clip = self.script.clip_speaking(audio)
+        if clip is None:
+            return []
+        end_s = offset_s + audio.size / sample_rate
+        return [SpeechSegment(start, end, text) for start, end, text in clip.speech  # type: ignore[misc]
+                if start < end_s and end > offset_s]
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("a an the of in on at to is are was were and or it its this that with for by be".split())
+
+
+class HashingEmbedder:
+    """``TextEmbedder``: hashed bag of words, L2-normalised: texts sharing words are near, so
+    retrieval by words works without a model."""
+
+    name = "hashing-bow-256"
+    dim = 256
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts)
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = np.zeros((len(texts), self.dim), np.float32)
+        for row, text in enumerate(texts):
+            words = [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+            for word in words:
+                vectors[row, _bucket(word, self.dim)] += 1.0
+            if not words:
+                vectors[row, 0] = 1.0
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
+
+
+def _bucket(word: str, dim: int) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little") % dim
+
+
+def _class_id(label: str) -> int:
+    return int.from_bytes(hashlib.blake2b(label.encode(), digest_size=2).digest(), "little") % 1000
+
+
+def scripted_perception(*clips: FakeClip) -> Perception:
+    """A ``Perception`` whose describer, detector, OCR, speech and text embedder answer from the
+    clips' scripts; tracking and appearance are the real model-free ones."""
+    script = _Script(clips)
+    detector = ScriptedDetector(script)
+    return Perception(describer=ScriptedDescriber(script), speech=ScriptedSpeech(script), embedder=HashingEmbedder(),
+                      detector=detector, appearance=ColourAppearance(), new_tracker=ByteTracker,
+                      tracker_name=ByteTracker.NAME, reader=ScriptedReader(script))
