@@ -51,7 +51,7 @@ def perception(models_dir: Path):
     skips when the offline models are not installed."""
     from dataclasses import replace
 
-    from vidagent.perception.detector import detector_assets_installed
+    from vidagent.perception.node_assets import detector_assets_installed
     from vidagent.perception.suite import Perception
 
     if not detector_assets_installed(models_dir):
@@ -108,7 +108,7 @@ def temporal_library(tmp_path_factory, models_dir: Path) -> Path:
 
     from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
     from vidagent.memory.store import Library
-    from vidagent.perception.detector import detector_assets_installed
+    from vidagent.perception.node_assets import detector_assets_installed
     from vidagent.perception.suite import Perception
     from vidagent.video.video import Video
 

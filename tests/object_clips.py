@@ -29,11 +29,13 @@ from functools import lru_cache
 
 import numpy as np
 import pytest
+import supervision as sv
 
 from conftest import video_path
 from vidagent.config import Settings
-from vidagent.perception.base import Detections
-from vidagent.perception.detector import CenterNetDetector, detector_assets_installed
+from vidagent.perception.detections import class_names
+from vidagent.perception.detector import CenterNetDetector
+from vidagent.perception.node_assets import detector_assets_installed
 from vidagent.perception.tracking import ByteTracker
 from vidagent.video.video import Video
 
@@ -62,7 +64,7 @@ class Clip:
     path: str
     times: tuple[float, ...]
     images: tuple[np.ndarray, ...]
-    detections: tuple[Detections, ...]
+    detections: tuple[sv.Detections, ...]
     duration_s: float
 
     @property
@@ -117,8 +119,8 @@ def tracked(relative: str) -> tuple[TrackedDetection, ...]:
     tracker = ByteTracker(FPS)
     out = []
     for frame, (time_s, dets) in enumerate(zip(c.times, c.detections)):
-        ids = tracker.update(dets)
-        for box, label, score, track_id in zip(dets.boxes, dets.labels, dets.scores, ids):
+        found = tracker.update(dets)
+        for box, label, score, track_id in zip(found.xyxy, class_names(found), found.confidence, found.tracker_id):
             out.append(TrackedDetection(frame, time_s, label, float(score),
                                         tuple(float(v) for v in box), int(track_id)))
     return tuple(out)

@@ -17,7 +17,9 @@ from conftest import video_path  # noqa: E402
 from vidagent.config import BackendSettings, Settings  # noqa: E402
 from vidagent.memory.builder import MemoryBuilder  # noqa: E402
 from vidagent.memory.store import Library  # noqa: E402
-from vidagent.perception.detector import detector_assets_installed  # noqa: E402
+from vidagent.perception.detections import class_names  # noqa: E402
+from vidagent.perception.detections import class_names  # noqa: E402
+from vidagent.perception.node_assets import detector_assets_installed  # noqa: E402
 from vidagent.perception.suite import Perception  # noqa: E402
 from vidagent.video.video import Video  # noqa: E402
 
@@ -81,7 +83,7 @@ def test_an_hf_detector_needs_no_offline_detector_installed(tmp_path: Path):
         assert perception.describer.detector is perception.detector  # frames and objects share one detector
         image = torch.zeros(48, 64, 3, dtype=torch.uint8).numpy()
         (found,) = perception.detector.detect([image])
-        assert len(found.boxes) == len(found.labels) > 0  # threshold 0: the random model answers every query
+        assert len(found.xyxy) == len(class_names(found)) > 0  # threshold 0: the random model answers every query
     finally:
         perception.close()
 

@@ -14,10 +14,12 @@ import pytest
 from conftest import frame_at
 from vidagent.config import Settings
 from vidagent.errors import ModelUnavailableError
-from vidagent.perception.base import Detections, Label
+from vidagent.perception.base import Label
+from vidagent.perception.detections import make_detections
 from vidagent.perception.classifier import (INPUT_SIZE, ONNX_FILENAME, EfficientNetClassifier, imagenet_labels,
                                             preprocess)
-from vidagent.perception.describer import (DetectorDescriber, frame_labels_phrase, kind_note, square_crop)
+from vidagent.perception.describer import DetectorDescriber, frame_labels_phrase
+from vidagent.perception.object_kind import kind_note, square_crop
 
 MODELS_DIR = Settings.from_env().models_dir
 needs_model = pytest.mark.skipif(not (MODELS_DIR / ONNX_FILENAME).is_file(),
@@ -107,7 +109,7 @@ class _OneDogDetector:
     def detect(self, images):
         h, w = images[0].shape[:2]
         box = np.array([[0.2 * w, 0.25 * h, 0.85 * w, 0.75 * h]], np.float32)
-        return [Detections(box, np.array([0.8], np.float32), np.array([16], np.int32), ("dog",)) for _ in images]
+        return [make_detections(box, [0.8], [16], ["dog"]) for _ in images]
 
 
 @needs_model

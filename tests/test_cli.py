@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vidagent.perception.detector import detector_assets_installed
+from vidagent.perception.node_assets import detector_assets_installed
 
 from conftest import frame_at, video_path
 

@@ -94,7 +94,7 @@ def llm_server() -> Iterator[FaultServer]:
 
 
 def test_index_and_ask_jobs_killed_mid_way_resume_to_an_uninterrupted_result(tmp_path, models_dir, llm_server):
-    from vidagent.perception.detector import detector_assets_installed
+    from vidagent.perception.node_assets import detector_assets_installed
 
     if not detector_assets_installed(models_dir):
         pytest.skip("offline models are not installed")

@@ -14,11 +14,13 @@ import pytest
 
 from conftest import frame_at
 from vidagent.config import Settings
-from vidagent.perception.base import Detections, TextBox
+from vidagent.perception.base import TextBox
+from vidagent.perception.detections import make_detections, no_detections
 from vidagent.perception.describer import (DESCRIPTION_PREFIX, DESCRIPTION_PREFIX_OCR, MAX_WORDS,
                                            DetectorDescriber, colour_name, position_words,
                                            size_word)
-from vidagent.perception.detector import COCO_LABELS, CenterNetDetector, detector_assets_installed
+from vidagent.perception.detector import COCO_LABELS, CenterNetDetector
+from vidagent.perception.node_assets import detector_assets_installed
 
 MODELS_DIR = Settings.from_env().models_dir
 
@@ -89,11 +91,10 @@ class FakeDetector:
 
     def detect(self, images):
         if not self.boxes:
-            return [Detections.empty() for _ in images]
+            return [no_detections() for _ in images]
         labels = tuple(b[4] for b in self.boxes)
-        return [Detections(np.array([b[:4] for b in self.boxes], np.float32),
-                           np.linspace(0.9, 0.5, len(labels)).astype(np.float32),
-                           np.array([COCO_LABELS.index(lab) for lab in labels], np.int32), labels)
+        return [make_detections([b[:4] for b in self.boxes], np.linspace(0.9, 0.5, len(labels)),
+                                [COCO_LABELS.index(lab) for lab in labels], labels)
                 for _ in images]
 
 
@@ -196,7 +197,7 @@ def test_the_detector_describer_tells_the_llm_no_captioner_wrote_its_description
 
 def test_people_get_pose_words_from_the_real_pose_model(describer):
     """hitting_baseball.mp4 at 1 s: the batter stands at the plate (checked by eye)."""
-    from vidagent.perception.detector import pose_assets_installed
+    from vidagent.perception.node_assets import pose_assets_installed
     from vidagent.perception.pose import MoveNetPose
 
     if not pose_assets_installed(MODELS_DIR):

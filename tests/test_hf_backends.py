@@ -27,7 +27,10 @@ import hf_tiny_models as tiny  # noqa: E402
 from conftest import video_path  # noqa: E402
 
 from vidagent.errors import ModelUnavailableError, ToolInputError  # noqa: E402
-from vidagent.perception.base import Detections, FrameDescription  # noqa: E402
+import supervision as sv  # noqa: E402
+
+from vidagent.perception.base import FrameDescription  # noqa: E402
+from vidagent.perception.detections import class_names  # noqa: E402
 from vidagent.perception.hf import (  # noqa: E402
     ClipDinoAppearance,
     ClipEmbedder,
@@ -298,17 +301,18 @@ def test_vqa_helpers():
 # -- detection ------------------------------------------------------------------------------------------------
 
 
-def _check_detections(result: Detections, image: np.ndarray, labels: tuple[str, ...]) -> None:
+def _check_detections(result: sv.Detections, image: np.ndarray, labels: tuple[str, ...]) -> None:
     height, width = image.shape[:2]
     n = len(result)
-    assert result.boxes.shape == (n, 4) and result.boxes.dtype == np.float32
-    assert result.scores.shape == (n,) and result.scores.dtype == np.float32
-    assert result.class_ids.shape == (n,) and result.class_ids.dtype == np.int32
-    assert len(result.labels) == n and all(result.labels[i] == labels[result.class_ids[i]] for i in range(n))
-    assert np.all(result.boxes[:, 0] >= 0) and np.all(result.boxes[:, 2] <= width)
-    assert np.all(result.boxes[:, 1] >= 0) and np.all(result.boxes[:, 3] <= height)
-    assert np.all(result.boxes[:, 2] > result.boxes[:, 0]) and np.all(result.boxes[:, 3] > result.boxes[:, 1])
-    assert np.all(np.diff(result.scores) <= 0)
+    assert result.xyxy.shape == (n, 4) and result.xyxy.dtype == np.float32
+    assert result.confidence.shape == (n,) and result.confidence.dtype == np.float32
+    assert result.class_id.shape == (n,) and result.class_id.dtype == np.int32
+    names = class_names(result)
+    assert len(names) == n and all(names[i] == labels[result.class_id[i]] for i in range(n))
+    assert np.all(result.xyxy[:, 0] >= 0) and np.all(result.xyxy[:, 2] <= width)
+    assert np.all(result.xyxy[:, 1] >= 0) and np.all(result.xyxy[:, 3] <= height)
+    assert np.all(result.xyxy[:, 2] > result.xyxy[:, 0]) and np.all(result.xyxy[:, 3] > result.xyxy[:, 1])
+    assert np.all(np.diff(result.confidence) <= 0)
 
 
 @pytest.mark.parametrize("family", ["rtdetr", "detr"])
@@ -327,12 +331,12 @@ def test_detector_batches_equal_one_by_one_and_threshold_filters(checkpoints, im
     detector.batch_size = 1
     single = detector.detect(images)
     for a, b in zip(batched, single):
-        assert a.labels == b.labels
-        np.testing.assert_allclose(a.boxes, b.boxes, atol=1e-3)
-        np.testing.assert_allclose(a.scores, b.scores, atol=1e-5)
-    cut = float(np.median(batched[0].scores))
+        assert class_names(a) == class_names(b)
+        np.testing.assert_allclose(a.xyxy, b.xyxy, atol=1e-3)
+        np.testing.assert_allclose(a.confidence, b.confidence, atol=1e-5)
+    cut = float(np.median(batched[0].confidence))
     strict = HFDetector(checkpoints["rtdetr"], threshold=cut).detect(images[:1])[0]
-    assert 0 < len(strict) <= len(batched[0]) and np.all(strict.scores >= cut - 1e-6)
+    assert 0 < len(strict) <= len(batched[0]) and np.all(strict.confidence >= cut - 1e-6)
 
 
 def test_grounding_dino_labels_are_the_queries(checkpoints, images):
@@ -342,10 +346,10 @@ def test_grounding_dino_labels_are_the_queries(checkpoints, images):
     assert len(results) == 2 and all(len(r) > 0 for r in results)
     for result, image in zip(results, images):
         _check_detections(result, image, tuple(queries))
-    assert detector.detect(images, queries)[0].labels == results[0].labels  # deterministic
+    assert class_names(detector.detect(images, queries)[0]) == class_names(results[0])  # deterministic
     detector.batch_size = 1
     single = detector.detect(images, queries)
-    np.testing.assert_allclose(single[1].scores, results[1].scores, atol=1e-5)
+    np.testing.assert_allclose(single[1].confidence, results[1].confidence, atol=1e-5)
 
 
 def test_grounding_dino_maps_caption_tokens_to_queries(checkpoints):

@@ -10,7 +10,7 @@ import pytest
 from conftest import video_path
 from test_cli import assert_one_line_error, run_cli
 from vidagent.memory.store import Library
-from vidagent.perception.detector import detector_assets_installed
+from vidagent.perception.node_assets import detector_assets_installed
 from vidagent.video.video import Video
 
 CLIPS = ("github_LLaMA-Factory/4.mp4", "github_mmaction2/test.avi")  # 5 s drawing; 6.6 s make-up with speech

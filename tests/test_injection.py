@@ -218,7 +218,7 @@ def _frame(time_s: float) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def injection_home(tmp_path_factory, models_dir: Path) -> tuple[Settings, Path]:
-    from vidagent.perception.detector import detector_assets_installed
+    from vidagent.perception.node_assets import detector_assets_installed
 
     if not detector_assets_installed(models_dir):
         pytest.skip("offline models are not installed (run `vidagent models install`)")

@@ -36,7 +36,7 @@ def corpus(tmp_path_factory) -> dict[str, MediaCase]:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory, models_dir: Path):
-    from vidagent.perception.detector import detector_assets_installed
+    from vidagent.perception.node_assets import detector_assets_installed
 
     if not detector_assets_installed(models_dir):
         pytest.skip("offline models are not installed (run `vidagent models install`)")

@@ -17,7 +17,7 @@ import pytest
 from vidagent.config import Settings
 from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.store import Library
-from vidagent.perception.detector import detector_assets_installed
+from vidagent.perception.node_assets import detector_assets_installed
 from vidagent.perception.suite import Perception
 from vidagent.video.video import Video
 

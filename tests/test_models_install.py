@@ -125,7 +125,7 @@ def test_install_all_rejects_unknown_names_before_downloading(
 def test_detector_assets_go_through_the_perception_hook(
     smol_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``centernet`` is delegated to vidagent.perception.detector.install_detector_assets."""
+    """``centernet`` is delegated to vidagent.perception.node_assets.install_detector_assets."""
     calls: list[tuple[Path, bool]] = []
 
     def install_detector_assets(models_dir: Path, *, progress: bool) -> Path:
@@ -134,10 +134,10 @@ def test_detector_assets_go_through_the_perception_hook(
         target.mkdir(parents=True, exist_ok=True)
         return target
 
-    hook = types.ModuleType("vidagent.perception.detector")
+    hook = types.ModuleType("vidagent.perception.node_assets")
     hook.install_detector_assets = install_detector_assets  # type: ignore[attr-defined]
     hook.detector_assets_installed = lambda d: (d / "centernet").is_dir()  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "vidagent.perception.detector", hook)
+    monkeypatch.setitem(sys.modules, "vidagent.perception.node_assets", hook)
     for suffix in ("", ".sha256"):  # an installed chat model: no download expected for it
         src = smol_dir / f"{SMOL.filename}{suffix}"
         (tmp_path / src.name).write_bytes(src.read_bytes())

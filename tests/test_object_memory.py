@@ -13,7 +13,7 @@ from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.sql import ReadOnlyQueries
 from vidagent.memory.stages.objects import ObjectsStage
 from vidagent.memory.store import Library
-from vidagent.perception.detector import detector_assets_installed
+from vidagent.perception.node_assets import detector_assets_installed
 from vidagent.perception.suite import Perception
 from vidagent.video.video import Video
 

@@ -15,7 +15,10 @@ from vidagent.config import Settings
 from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.store import Library
 from vidagent.perception.caching import CachingDetector
-from vidagent.perception.detector import CenterNetDetector, detector_assets_installed
+from vidagent.perception.detections import class_names
+from vidagent.perception.detections import class_names
+from vidagent.perception.detector import CenterNetDetector
+from vidagent.perception.node_assets import detector_assets_installed
 from vidagent.perception.detector_pool import DetectorPool
 from vidagent.perception.suite import Perception
 from vidagent.video.change import ChangeLimits, difference, same_view, thumbnail
@@ -58,8 +61,8 @@ def test_pool_spreads_frames_over_workers_and_finds_what_one_worker_finds():
         found = pool.detect(frames)
         assert len(pool._made) == 2  # both copies ran
         for mine, theirs in zip(found, expected):
-            assert mine.labels == theirs.labels
-            np.testing.assert_allclose(mine.boxes, theirs.boxes, atol=1e-3)
+            assert class_names(mine) == class_names(theirs)
+            np.testing.assert_allclose(mine.xyxy, theirs.xyxy, atol=1e-3)
         # two callers at once (two stages) share the copies and each gets its own frames' results
         answers: dict[int, list] = {}
         callers = [threading.Thread(target=lambda k=k: answers.__setitem__(k, pool.detect(frames[k:k + 3])))
@@ -68,8 +71,8 @@ def test_pool_spreads_frames_over_workers_and_finds_what_one_worker_finds():
             caller.start()
         for caller in callers:
             caller.join()
-        assert [d.labels for d in answers[0]] == [d.labels for d in expected[0:3]]
-        assert [d.labels for d in answers[2]] == [d.labels for d in expected[2:5]]
+        assert [class_names(d) for d in answers[0]] == [class_names(d) for d in expected[0:3]]
+        assert [class_names(d) for d in answers[2]] == [class_names(d) for d in expected[2:5]]
     finally:
         pool.close()
 
@@ -86,7 +89,7 @@ def test_cache_runs_the_model_once_per_frame_when_threads_ask_together():
         for caller in callers:
             caller.join()
         assert cache.misses == 3 and cache.hits == 3
-        assert [d.labels for d in results[0]] == [d.labels for d in results[1]]
+        assert [class_names(d) for d in results[0]] == [class_names(d) for d in results[1]]
     finally:
         cache.close()
 

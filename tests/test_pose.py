@@ -21,7 +21,10 @@ from vidagent.config import Settings
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception import pose_words as pw
 from vidagent.perception.base import Pose
-from vidagent.perception.detector import CenterNetDetector, detector_assets_installed, pose_assets_installed
+from vidagent.perception.detections import class_names
+from vidagent.perception.detections import class_names
+from vidagent.perception.detector import CenterNetDetector
+from vidagent.perception.node_assets import detector_assets_installed, pose_assets_installed
 from vidagent.perception.pose import MoveNetPose, SquareCrop, cut_square, keypoints_to_image, square_around
 from vidagent.perception.pose_words import describe_pose, pose_facts
 from vidagent.video.video import Video
@@ -194,7 +197,7 @@ def person_words(models, relative: str, t: float) -> list[tuple[tuple[float, ...
     detector, estimator = models
     image = frame(relative, t)
     (found,) = detector.detect([image])
-    boxes = sorted((tuple(map(float, b)) for b, label in zip(found.boxes, found.labels) if label == "person"),
+    boxes = sorted((tuple(map(float, b)) for b, label in zip(found.xyxy, class_names(found)) if label == "person"),
                    key=lambda b: -(b[2] - b[0]) * (b[3] - b[1]))
     poses = estimator.estimate(image, boxes)
     assert [p.box for p in poses] == boxes

@@ -10,9 +10,11 @@ import time
 
 import numpy as np
 import pytest
+import supervision as sv
 
 from object_clips import BASEBALL, BOATS, DOG01, SKATE, SNOW, clip, close_detector, tracked, tracks
-from vidagent.perception.base import Detections, Tracker
+from vidagent.perception.base import Tracker
+from vidagent.perception.detections import class_names, make_detections, no_detections
 from vidagent.perception.detector import COCO_LABELS
 from vidagent.perception.tracking import ByteTracker, track_frames
 
@@ -25,13 +27,17 @@ def _stop_detector():
     close_detector()
 
 
-def dets(*rows: tuple[float, float, float, float, float, int]) -> Detections:
+def dets(*rows: tuple[float, float, float, float, float, int]) -> sv.Detections:
     """Detections from ``(x1, y1, x2, y2, score, class_id)`` rows."""
     if not rows:
-        return Detections.empty()
+        return no_detections()
     a = np.asarray(rows, np.float32)
     classes = a[:, 5].astype(np.int32)
-    return Detections(a[:, :4].copy(), a[:, 4].copy(), classes, tuple(COCO_LABELS[c] for c in classes))
+    return make_detections(a[:, :4], a[:, 4], classes, [COCO_LABELS[c] for c in classes])
+
+
+def ids(found: sv.Detections) -> list[int]:
+    return [int(i) for i in found.tracker_id]
 
 
 def box_at(x: float, score: float = 0.7, cls: int = PERSON, w: float = 50, h: float = 100):
@@ -45,44 +51,43 @@ def test_satisfies_protocol_and_names_its_parameters():
     tracker = ByteTracker()
     assert isinstance(tracker.name, str) and tracker.name == ByteTracker.NAME
     assert ByteTracker(buffer_ratio=0.3).name != ByteTracker.NAME
-    _: Tracker = tracker  # structural typing: update(detections) -> ids, reset()
+    _: Tracker = tracker  # structural typing: update(detections, time_s) -> detections, reset()
 
 
 def test_id_from_first_sighting_and_kept_while_moving():
     tracker = ByteTracker(2.0)
-    ids = [tracker.update(dets(box_at(100 + 40 * i)))[0] for i in range(6)]
-    assert ids == [0] * 6
+    found = [ids(tracker.update(dets(box_at(100 + 40 * i))))[0] for i in range(6)]
+    assert found == [0] * 6
 
 
 def test_fast_motion_without_overlap_is_still_followed():
     # 1.2 box widths per sample: consecutive boxes never overlap (plain IoU would break the track).
     tracker = ByteTracker(2.0)
-    ids = [int(tracker.update(dets(box_at(60 * i)))[0]) for i in range(6)]
-    assert ids == [0] * 6
+    found = [ids(tracker.update(dets(box_at(60 * i))))[0] for i in range(6)]
+    assert found == [0] * 6
 
 
 def test_other_class_at_the_same_place_starts_its_own_track():
     tracker = ByteTracker(2.0)
-    person = tracker.update(dets(box_at(100)))[0]
-    dog = tracker.update(dets(box_at(100, cls=DOG)))[0]
-    back = tracker.update(dets(box_at(100)))[0]
+    person = ids(tracker.update(dets(box_at(100))))[0]
+    dog = ids(tracker.update(dets(box_at(100, cls=DOG))))[0]
+    back = ids(tracker.update(dets(box_at(100))))[0]
     assert dog != person and back == person
 
 
 def test_low_scores_extend_tracks_but_do_not_start_them():
     tracker = ByteTracker(2.0)
-    assert tracker.update(dets(box_at(100, score=0.35)))[0] == -1
-    first = tracker.update(dets(box_at(300, score=0.6)))[0]
+    assert ids(tracker.update(dets(box_at(100, score=0.35)))) == [-1]
+    first = ids(tracker.update(dets(box_at(300, score=0.6))))[0]
     assert first >= 0
-    assert tracker.update(dets(box_at(310, score=0.35)))[0] == first
+    assert ids(tracker.update(dets(box_at(310, score=0.35)))) == [first]
 
 
 def test_ids_are_unique_across_classes_and_reset_restarts():
     tracker = ByteTracker(2.0)
-    ids = tracker.update(dets(box_at(0), box_at(200, cls=DOG), box_at(400)))
-    assert sorted(ids.tolist()) == [0, 1, 2]
+    assert sorted(ids(tracker.update(dets(box_at(0), box_at(200, cls=DOG), box_at(400))))) == [0, 1, 2]
     tracker.reset()
-    assert tracker.update(dets(box_at(0, cls=DOG))).tolist() == [0]
+    assert ids(tracker.update(dets(box_at(0, cls=DOG)))) == [0]
 
 
 def test_lost_track_buffer_in_seconds():
@@ -92,10 +97,10 @@ def test_lost_track_buffer_in_seconds():
 
     def gap_keeps_id(missing: int) -> bool:
         tracker = ByteTracker(2.0)
-        first = tracker.update(dets(box_at(100)))[0]
+        first = ids(tracker.update(dets(box_at(100))))[0]
         for _ in range(missing):
-            assert len(tracker.update(Detections.empty())) == 0
-        return bool(tracker.update(dets(box_at(100)))[0] == first)
+            assert len(tracker.update(no_detections())) == 0
+        return ids(tracker.update(dets(box_at(100))))[0] == first
 
     assert gap_keeps_id(3)  # 1.5 s unseen at 2 fps: same track
     assert not gap_keeps_id(5)  # 2.5 s: a new track (re-ID may merge them)
@@ -103,11 +108,22 @@ def test_lost_track_buffer_in_seconds():
 
 def test_timestamps_count_the_buffer_in_seconds():
     tracker = ByteTracker(2.0)
-    first = tracker.update(dets(box_at(100)), 0.0)
-    assert tracker.update(dets(box_at(100)), 1.4)[0] == first[0]  # 1.4 s later, within 1.5 s
-    assert tracker.update(dets(box_at(100)), 3.5)[0] != first[0]  # 2.1 s unseen: ended
+    first = ids(tracker.update(dets(box_at(100)), 0.0))
+    assert ids(tracker.update(dets(box_at(100)), 1.4)) == first  # 1.4 s later, within 1.5 s
+    assert ids(tracker.update(dets(box_at(100)), 3.5)) != first  # 2.1 s unseen: ended
     with pytest.raises(ValueError, match="time_s"):
         tracker.update(dets(box_at(100)))
+
+
+def test_update_returns_the_detections_in_their_order_with_ids_and_leaves_its_input_alone():
+    tracker = ByteTracker(2.0)
+    given = dets(box_at(400, score=0.35), box_at(0), box_at(200, cls=DOG))
+    found = tracker.update(given)
+    assert given.tracker_id is None  # the caller's detections (maybe shared by a cache) are not changed
+    assert np.array_equal(found.xyxy, given.xyxy) and np.array_equal(found.confidence, given.confidence)
+    assert class_names(found) == ["person", "person", "dog"]
+    assert ids(found) == [-1, 0, 1]  # too unsure to start a track; then ids in order of birth
+    assert found.tracker_id.dtype == np.int64
 
 
 def test_two_objects_crossing_paths_keep_their_ids():
@@ -115,16 +131,15 @@ def test_two_objects_crossing_paths_keep_their_ids():
     seen: dict[int, list[float]] = {}
     for i in range(5):  # two people walking towards each other, 40 px per sample
         left, right = box_at(100 + 40 * i), box_at(500 - 40 * i)
-        for x, tid in zip((100 + 40 * i, 500 - 40 * i), tracker.update(dets(left, right))):
+        for x, tid in zip((100 + 40 * i, 500 - 40 * i), ids(tracker.update(dets(left, right)))):
             seen.setdefault(int(tid), []).append(x)
     assert {tuple(v) for v in seen.values()} == {(100, 140, 180, 220, 260), (500, 460, 420, 380, 340)}
 
 
 def test_track_frames_runs_a_whole_video():
     tracker = ByteTracker(2.0)
-    frames = [dets(box_at(100)), Detections.empty(), dets(box_at(110))]
-    ids = track_frames(tracker, frames, [0.0, 0.5, 1.0])
-    assert [i.tolist() for i in ids] == [[0], [], [0]]
+    frames = [dets(box_at(100)), no_detections(), dets(box_at(110))]
+    assert [ids(found) for found in track_frames(tracker, frames, [0.0, 0.5, 1.0])] == [[0], [], [0]]
     with pytest.raises(ValueError):
         track_frames(tracker, frames, [0.0])
 

@@ -10,7 +10,8 @@ from vidagent.config import Settings
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import VQAResult
 from vidagent.perception.describer import DESCRIPTION_PREFIX, DetectorDescriber
-from vidagent.perception.detector import CenterNetDetector, detector_assets_installed
+from vidagent.perception.detector import CenterNetDetector
+from vidagent.perception.node_assets import detector_assets_installed
 from vidagent.tools.vqa import DescribedFramesVQA, VisionChatVQA
 from vidagent.video.video import Video
 

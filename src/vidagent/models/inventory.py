@@ -69,7 +69,7 @@ def _where(path: Path | None) -> str | None:
 
 def _pose_where(models_dir: Path) -> str | None:
     try:
-        from vidagent.perception.detector import POSE_MODEL_DIR_NAME, pose_assets_installed
+        from vidagent.perception.node_assets import POSE_MODEL_DIR_NAME, pose_assets_installed
     except ImportError:
         return None
     return str(Path(models_dir) / POSE_MODEL_DIR_NAME) if pose_assets_installed(models_dir) else None

@@ -2,32 +2,19 @@
 
 Every model role is a small protocol so a real backend (Hugging Face, an OpenAI-compatible
 server) plugs in beside the offline default. Images are RGB ``uint8`` arrays of shape (H, W, 3);
-audio is 16 kHz mono ``float32``.
+audio is 16 kHz mono ``float32``. Detections are supervision's ``sv.Detections`` (see
+``vidagent.perception.detections``); supervision is imported only where detections are made or read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class Detections:
-    """Objects found in one image: boxes are ``x1, y1, x2, y2`` in pixels of that image."""
-
-    boxes: np.ndarray  # (N, 4) float32
-    scores: np.ndarray  # (N,) float32
-    class_ids: np.ndarray  # (N,) int32
-    labels: tuple[str, ...]  # (N,) class names
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    @classmethod
-    def empty(cls) -> "Detections":
-        return cls(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int32), ())
+if TYPE_CHECKING:
+    import supervision as sv
 
 
 @dataclass(frozen=True)
@@ -130,9 +117,12 @@ class PoseEstimator(Protocol):
 
 
 class ObjectDetector(Protocol):
+    """Finds objects of a fixed class set: one ``sv.Detections`` per image (boxes in its pixels, class
+    names in ``data["class_name"]``; ``vidagent.perception.detections.make_detections``)."""
+
     name: str
 
-    def detect(self, images: Sequence[np.ndarray]) -> list[Detections]: ...
+    def detect(self, images: Sequence[np.ndarray]) -> list[sv.Detections]: ...
 
 
 class FrameDescriber(Protocol):
@@ -153,7 +143,7 @@ class OpenVocabularyDetector(Protocol):
 
     name: str
 
-    def detect(self, images: Sequence[np.ndarray], queries: Sequence[str]) -> list[Detections]: ...
+    def detect(self, images: Sequence[np.ndarray], queries: Sequence[str]) -> list[sv.Detections]: ...
 
 
 class Tracker(Protocol):
@@ -161,8 +151,10 @@ class Tracker(Protocol):
 
     name: str
 
-    def update(self, detections: Detections) -> np.ndarray:
-        """Track id (>= 0) for each detection of the next frame, or -1 where it is not tracked."""
+    def update(self, detections: sv.Detections, time_s: float | None = None) -> sv.Detections:
+        """The next sampled frame's detections, in their order, with ``tracker_id`` set (>= 0, or -1
+        where a detection is not tracked). ``time_s``: the frame's time, given for every frame of a
+        video or for none."""
         ...
 
     def reset(self) -> None: ...

@@ -7,11 +7,14 @@ import hashlib
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from vidagent.perception.base import Detections, ObjectDetector
+from vidagent.perception.base import ObjectDetector
+
+if TYPE_CHECKING:
+    import supervision as sv
 
 DEFAULT_ENTRIES = 64
 
@@ -22,7 +25,8 @@ class CachingDetector:
     It keeps the wrapped detector's ``name``: the cache changes no output, only how often the
     model runs. ``hits`` and ``misses`` count images served from memory and by the model.
     Thread-safe: when two threads ask for the same frame at once (two stages building in
-    parallel), the model runs on it once and the second caller waits for that result.
+    parallel), the model runs on it once and the second caller waits for that result. Every caller
+    of a frame gets the same ``sv.Detections``: callers add to copies, never change it in place.
     """
 
     def __init__(self, detector: ObjectDetector, entries: int = DEFAULT_ENTRIES) -> None:
@@ -31,15 +35,15 @@ class CachingDetector:
         self.entries = entries
         self.hits = 0
         self.misses = 0
-        self._cache: OrderedDict[bytes, Detections] = OrderedDict()
-        self._running: dict[bytes, Future[Detections]] = {}
+        self._cache: OrderedDict[bytes, sv.Detections] = OrderedDict()
+        self._running: dict[bytes, Future[sv.Detections]] = {}
         self._lock = threading.Lock()
 
-    def detect(self, images: Sequence[np.ndarray]) -> list[Detections]:
+    def detect(self, images: Sequence[np.ndarray]) -> list[sv.Detections]:
         keys = [_key(image) for image in images]
-        mine: dict[bytes, Future[Detections]] = {}
-        theirs: dict[bytes, Future[Detections]] = {}
-        known: dict[bytes, Detections] = {}
+        mine: dict[bytes, Future[sv.Detections]] = {}
+        theirs: dict[bytes, Future[sv.Detections]] = {}
+        known: dict[bytes, sv.Detections] = {}
         with self._lock:
             for key in keys:
                 if key in known or key in mine or key in theirs:

@@ -19,16 +19,20 @@ instances per class are spelled out (down to counts only) and minor classes are 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from vidagent.perception.base import (Detections, FrameDescriber, FrameDescription, ImageClassifier, Label,
-                                      ObjectDetector, PoseEstimator, TextBox, TextReader)
-from vidagent.perception.classifier import imagenet_labels
+from vidagent.perception.base import (FrameDescriber, FrameDescription, ImageClassifier, Label, ObjectDetector,
+                                      PoseEstimator, TextBox, TextReader)
 from vidagent.perception.colour import MIN_COLOUR_PIXELS, central_region, colour_name
+from vidagent.perception.detections import class_names
+from vidagent.perception.object_kind import kind_note, square_crop
 from vidagent.perception.pose_words import describe_pose
 from vidagent.prompts import prompt
+
+if TYPE_CHECKING:
+    import supervision as sv
 
 # ----------------------------------------------------------------------------- wording
 
@@ -39,7 +43,6 @@ GROUP_TEMPLATE = "{count} {name} ({instances})"
 GROUP_TEMPLATE_BARE = "{count} {name}"
 INSTANCE_TEMPLATE = "{colour}, {size}, {position}"
 INSTANCE_TEMPLATE_NO_COLOUR = "{size}, {position}"
-KIND_TEMPLATE = "{name}?"  # an ImageNet guess for one object, e.g. "Border collie?"
 FRAME_LABELS_TEMPLATE = "ImageNet guesses for the frame: {labels}."
 FRAME_LABEL_TEMPLATE = "{name} {percent}%"
 MORE_INSTANCES = "+{n} more"
@@ -60,20 +63,10 @@ MIN_TEXT_CHARS = 2  # single characters are mostly OCR noise
 # 0.26, stage 0.14), wrong ones mostly below 0.15 (ski mask 0.14 on a kitchen, oboe 0.20 on a guitar neck).
 MIN_FRAME_LABEL_SCORE = 0.15
 MAX_FRAME_LABELS = 2
-MIN_KIND_SCORE = 0.35  # an object's crop: its top guess, shown when at least this likely
-# A person's crop is mostly named after what they wear or hold; right guesses ("ballplayer" 0.6-0.75) scored
-# higher than wrong ones ("dumbbell" on a yoga pose 0.4, "racket" on a batter 0.36-0.45).
-MIN_PERSON_KIND_SCORE = 0.5
-# ImageNet classes 0-397 are animals, the rest things and scenes. A crop's guess is kept only when it
-# agrees with the detector on that (on dev frames the disagreeing guesses were all wrong: a skateboard
-# "schipperke", a dog "ski").
-IMAGENET_ANIMALS = range(0, 398)
-COCO_ANIMALS = frozenset({"bird", "cat", "dog", "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe"})
 MAX_CLASSIFIED_PER_FRAME = 6  # largest objects first
 MAX_POSES_PER_FRAME = 3  # largest people first
 MIN_POSE_BOX_SHARE = 0.01  # people smaller than this share of the frame are too small for MoveNet
 MIN_CROP_SIDE = 8  # pixels; thinner crops are not classified
-CROP_MARGIN = 0.1  # share of the box's longer side added around a crop (context helps the classifier)
 
 SIZE_WORDS = (("small", 0.02), ("medium", 0.15), ("large", float("inf")))  # by box/frame area
 PLURALS = {
@@ -129,39 +122,16 @@ class _Instance:
     notes: tuple[str, ...] = ()  # words other models add (an ImageNet kind, a pose)
 
 
-def _instances(image: np.ndarray, detections: Detections,
+def _instances(image: np.ndarray, detections: sv.Detections,
                notes: Sequence[tuple[str, ...]] = ()) -> list[_Instance]:
     h, w = image.shape[:2]
     out = []
-    for index, (box, label) in enumerate(zip(detections.boxes, detections.labels)):
+    for index, (box, label) in enumerate(zip(detections.xyxy, class_names(detections))):
         region = central_region(image, box)
         colour = colour_name(region) if region.shape[0] * region.shape[1] >= MIN_COLOUR_PIXELS else ""
         extra = tuple(notes[index]) if index < len(notes) else ()
         out.append(_Instance(label, colour, size_word(box, w, h), position_words(box, w, h), _area(box), extra))
     return out
-
-
-def square_crop(image: np.ndarray, box: Sequence[float], margin: float = CROP_MARGIN) -> np.ndarray:
-    """The square region around ``box`` (its longer side plus ``margin`` of it), clipped to the image."""
-    h, w = image.shape[:2]
-    x1, y1, x2, y2 = (float(v) for v in box[:4])
-    side = max(x2 - x1, y2 - y1) * (1 + 2 * margin)
-    cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
-    left, top = int(max(0, cx - side / 2)), int(max(0, cy - side / 2))
-    right, bottom = int(min(w, cx + side / 2)), int(min(h, cy + side / 2))
-    return image[top:max(bottom, top + 1), left:max(right, left + 1)]
-
-
-def kind_note(detected: str, labels: Sequence[Label]) -> str:
-    """The guessed kind of one object (detected as COCO class ``detected``) from its crop's labels,
-    or ``""`` when the top guess is not likely enough or contradicts the detector (animal vs thing)."""
-    if not labels or labels[0].score < (MIN_PERSON_KIND_SCORE if detected == "person" else MIN_KIND_SCORE):
-        return ""
-    names = imagenet_labels()
-    guessed_animal = labels[0].name in names and names.index(labels[0].name) in IMAGENET_ANIMALS
-    if guessed_animal != (detected in COCO_ANIMALS):
-        return ""
-    return KIND_TEMPLATE.format(name=labels[0].name)
 
 
 def frame_labels_phrase(labels: Sequence[Label]) -> str:
@@ -225,7 +195,7 @@ def _text_phrase(texts: tuple[str, ...]) -> str:
     return TEXT_TEMPLATE.format(texts=", ".join(quoted))
 
 
-def describe_detections(image: np.ndarray, detections: Detections,
+def describe_detections(image: np.ndarray, detections: sv.Detections,
                         texts: tuple[str, ...] = (), *, prefix: str = DESCRIPTION_PREFIX,
                         notes: Sequence[tuple[str, ...]] = (), frame_phrase: str = "") -> str:
     """The description sentence of one frame, shortened to about ``MAX_WORDS`` words (the objects
@@ -304,46 +274,46 @@ class DetectorDescriber:
             boxes, texts = _confident_text(self.text_reader.read(image)) if self.text_reader else ((), ())
             text = describe_detections(image, detections, texts, prefix=self.prefix, notes=frame_notes,
                                        frame_phrase=frame_phrase)
-            out.append(FrameDescription(text=text, objects=tuple(detections.labels), on_screen_text=texts,
+            out.append(FrameDescription(text=text, objects=tuple(class_names(detections)), on_screen_text=texts,
                                         text_boxes=boxes))
         return out
 
-    def _classify(self, images: list[np.ndarray], all_detections: list[Detections]
+    def _classify(self, images: list[np.ndarray], all_detections: list[sv.Detections]
                   ) -> tuple[list[list[tuple[str, ...]]], list[str]]:
         """Per frame: notes per detection (its ImageNet kind) and the whole frame's guesses phrase;
         one classifier call for every frame and the crops of its largest objects."""
-        notes: list[list[tuple[str, ...]]] = [[() for _ in detections.labels] for detections in all_detections]
+        notes: list[list[tuple[str, ...]]] = [[() for _ in range(len(detections))] for detections in all_detections]
         if self.classifier is None:
             return notes, ["" for _ in images]
         crops: list[np.ndarray] = []
         owners: list[tuple[int, int]] = []
         for frame_index, (image, detections) in enumerate(zip(images, all_detections)):
-            areas = [_area(box) for box in detections.boxes]
+            areas = [_area(box) for box in detections.xyxy]
             for index in sorted(range(len(areas)), key=lambda i: -areas[i])[:MAX_CLASSIFIED_PER_FRAME]:
-                crop = square_crop(image, detections.boxes[index])
+                crop = square_crop(image, detections.xyxy[index])
                 if min(crop.shape[:2]) >= MIN_CROP_SIDE:
                     crops.append(crop)
                     owners.append((frame_index, index))
         labels = self.classifier.classify([*images, *crops], top_k=MAX_FRAME_LABELS)
         for (frame_index, index), crop_labels in zip(owners, labels[len(images):]):
-            kind = kind_note(all_detections[frame_index].labels[index], crop_labels)
+            kind = kind_note(class_names(all_detections[frame_index])[index], crop_labels)
             if kind:
                 notes[frame_index][index] = (kind,)
         return notes, [frame_labels_phrase(frame_labels) for frame_labels in labels[:len(images)]]
 
-    def _add_poses(self, images: list[np.ndarray], all_detections: list[Detections],
+    def _add_poses(self, images: list[np.ndarray], all_detections: list[sv.Detections],
                    notes: list[list[tuple[str, ...]]]) -> None:
         """Add pose words to the notes of the largest people of each frame."""
         if self.pose is None:
             return
         for image, detections, frame_notes in zip(images, all_detections, notes):
-            areas = [_area(box) for box in detections.boxes]
+            areas = [_area(box) for box in detections.xyxy]
             smallest = MIN_POSE_BOX_SHARE * image.shape[0] * image.shape[1]
-            people = sorted((i for i, label in enumerate(detections.labels) if label == "person" and areas[i] >= smallest),
+            people = sorted((i for i, label in enumerate(class_names(detections)) if label == "person" and areas[i] >= smallest),
                             key=lambda i: -areas[i])[:MAX_POSES_PER_FRAME]
             if not people:
                 continue
-            poses = self.pose.estimate(image, [detections.boxes[i] for i in people])
+            poses = self.pose.estimate(image, [detections.xyxy[i] for i in people])
             for index, pose in zip(people, poses):
                 words = describe_pose(pose)
                 if words:

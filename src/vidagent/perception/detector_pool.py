@@ -13,11 +13,14 @@ import logging
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from vidagent.perception.base import Detections, ObjectDetector
+from vidagent.perception.base import ObjectDetector
+
+if TYPE_CHECKING:
+    import supervision as sv
 
 log = logging.getLogger(__name__)
 
@@ -50,20 +53,20 @@ class DetectorPool:
                 self._made.append(self._make())
             return self._made[slot]
 
-    def _run(self, images: Sequence[np.ndarray]) -> list[Detections]:
+    def _run(self, images: Sequence[np.ndarray]) -> list[sv.Detections]:
         slot = self._free.get()
         try:
             return self._copy(slot).detect(images)
         finally:
             self._free.put(slot)
 
-    def detect(self, images: Sequence[np.ndarray]) -> list[Detections]:
+    def detect(self, images: Sequence[np.ndarray]) -> list[sv.Detections]:
         images = list(images)
         if len(images) <= 1 or self._threads is None:
             return self._run(images) if images else []
         runs = [list(part) for part in np.array_split(np.arange(len(images)), min(self.copies, len(images)))]
         futures = [self._threads.submit(self._run, [images[i] for i in run]) for run in runs]
-        results: list[Detections] = []
+        results: list[sv.Detections] = []
         for future in futures:
             results += future.result()
         return results

@@ -12,7 +12,7 @@ per worker kind), uint32 LE width, uint32 LE height, float32 LE parameter (its m
 worker's), then width*height*3 bytes of RGB. ``NodeModel._request`` writes it.
 
 The Node packages live in ``models_dir/node`` (``NODE_DIR_NAME``), marked complete by
-``NODE_MARKER`` once ``vidagent.perception.detector.install_detector_assets`` has installed them.
+``NODE_MARKER`` once ``vidagent.perception.node_assets.install_detector_assets`` has installed them.
 """
 
 from __future__ import annotations
@@ -54,6 +54,16 @@ def find_tool(name: str) -> str:
             f"the offline object detector and pose model need Node.js {NODE_MIN_MAJOR}+ with npm, but `{name}` "
             "is not on PATH; install Node.js (e.g. `apt-get install nodejs npm`) and retry")
     return path
+
+
+def rgb_image(image: np.ndarray) -> np.ndarray:
+    """``image`` as the RGB ``uint8`` (H, W, 3) array a worker request carries (``ValueError`` otherwise)."""
+    image = np.asarray(image)
+    if image.ndim != 3 or image.shape[2] != 3 or image.shape[0] < 1 or image.shape[1] < 1:
+        raise ValueError(f"expected an RGB image of shape (H, W, 3), got {image.shape}")
+    if image.dtype != np.uint8:
+        image = np.clip(image, 0, 255).astype(np.uint8)
+    return image
 
 
 # --------------------------------------------------------------------------- one worker process

@@ -23,8 +23,8 @@ import cv2
 import numpy as np
 
 from vidagent.perception.base import Pose
-from vidagent.perception.detector import POSE_MODEL_DIR_NAME, POSE_MODEL_SHA256, _check_image
-from vidagent.perception.node_worker import NodeModel, WorkerTimings
+from vidagent.perception.node_assets import POSE_MODEL_DIR_NAME, POSE_MODEL_SHA256
+from vidagent.perception.node_worker import NodeModel, WorkerTimings, rgb_image
 
 MODEL_JSON = "movenet-lightning.json"
 #: Extra room around a person box, as a fraction of its longer side, so that raised hands and
@@ -127,7 +127,7 @@ class MoveNetPose(NodeModel):
 
     def estimate(self, image: np.ndarray, boxes: Sequence[Sequence[float]]) -> list[Pose]:
         """One ``Pose`` per person box (``x1, y1, x2, y2`` in pixels of ``image``), in box order."""
-        frame = _check_image(image)
+        frame = rgb_image(image)
         boxes = [tuple(float(v) for v in box[:4]) for box in boxes]
         squares = [square_around(box, self.margin) for box in boxes]
 

@@ -1,7 +1,7 @@
 """Multi-object tracking of detections in sparsely sampled frames: ByteTrack, one per class.
 
-``ByteTracker`` implements the ``Tracker`` protocol on ``trackers.ByteTrackTracker`` (2.6.1),
-fed with ``supervision`` detections. VideoAgent runs ByteTrack on every frame; here detections
+``ByteTracker`` implements the ``Tracker`` protocol on ``trackers.ByteTrackTracker`` (2.6.1): it
+takes a frame's ``sv.Detections`` and returns them, in their order, with ``tracker_id`` set. VideoAgent runs ByteTrack on every frame; here detections
 come from frames sampled at 1-4 per second (2 by default), so objects move far between samples
 and the detector (CenterNet, scores mostly 0.35-0.8) misses objects for a sample or two. The
 parameters follow from that:
@@ -13,6 +13,9 @@ parameters follow from that:
   second frame, which at 2 fps loses the first half second of every object (and every object
   seen once). Here a new track gets its id at birth: false positives become short tracks, which
   the object memory can drop by length and score, instead of real first sightings being lost.
+  The library has no option for that, so after each update the tracks it started in that frame
+  (the members of its documented ``tracks`` list, ``TrackletProtocol``, still without an id) are
+  found by their box, which is their detection's box, and given the next id of the video.
 * **Buffered IoU for association** (``BIoU``: each box grown by ``buffer_ratio`` = 0.5 of its
   width/height on every side before the IoU; a match needs ``min_iou`` = 0.1). Half a second
   apart, a running dog's boxes often barely overlap or not at all, and the Kalman prediction
@@ -45,6 +48,7 @@ Speed: ~0.5-1 ms per sampled frame with a handful of classes on 2 shared cores.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Sequence
 
@@ -53,8 +57,6 @@ import supervision as sv
 from trackers import ByteTrackTracker
 from trackers.utils.iou import BIoU
 
-from vidagent.perception.base import Detections
-
 DEFAULT_SAMPLE_FPS = 2.0
 DEFAULT_LOST_TRACK_S = 1.5
 DEFAULT_MIN_IOU = 0.1
@@ -62,14 +64,15 @@ DEFAULT_BUFFER_RATIO = 0.5
 DEFAULT_HIGH_CONFIDENCE = 0.45
 DEFAULT_ACTIVATION = 0.45
 _LIBRARY_FPS = 30.0  # trackers counts its lost-track buffer in frames of a 30 fps video
+_ROW = "vidagent_row"  # data key that carries each detection's row through the library
 
 
 class ByteTracker:
     """Links detections of consecutive sampled frames into tracks, one ByteTrack per class.
 
     Call ``update`` once per sampled frame, in time order (frames without detections too: lost
-    tracks age by frames). Returns one id per detection, ``-1`` for detections that neither
-    continue a track nor are confident enough to start one. Ids are unique within a video
+    tracks age by frames). It returns the frame's detections with a ``tracker_id`` each, ``-1`` for
+    detections that neither continue a track nor are confident enough to start one. Ids are unique within a video
     (across classes) and start at 0; ``reset()`` before the next video.
     """
 
@@ -117,8 +120,9 @@ class ByteTracker:
             iou=BIoU(self.buffer_ratio),
         )
 
-    def update(self, detections: Detections, time_s: float | None = None) -> np.ndarray:
-        """Track ids (int64, one per detection, ``-1`` = untracked) for the next sampled frame.
+    def update(self, detections: sv.Detections, time_s: float | None = None) -> sv.Detections:
+        """The next sampled frame's detections, in their order, with ``tracker_id`` set (int64,
+        ``-1`` = untracked); the detections given are left as they were.
 
         ``time_s`` (seconds) is optional; give it for every frame or for none. With times, gaps
         between samples may vary and the lost-track buffer counts seconds.
@@ -130,42 +134,38 @@ class ByteTracker:
             raise ValueError("give time_s to every update of a video or to none")
         n = len(detections)
         ids = np.full(n, -1, np.int64)
-        classes = np.asarray(detections.class_ids, np.int64) if self.per_class else np.zeros(n, np.int64)
+        class_id = detections.class_id if detections.class_id is not None else np.zeros(n)
+        classes = np.asarray(class_id, np.int64) if self.per_class else np.zeros(n, np.int64)
         for cls in sorted(set(classes.tolist()) | set(self._trackers)):
             tracker = self._trackers.get(cls)
             if tracker is None:
                 tracker = self._trackers[cls] = self._new_tracker()
             index = np.flatnonzero(classes == cls)
             ids[index] = self._update_one(tracker, detections, index, time_s)
-        return ids
+        return dataclasses.replace(detections, tracker_id=ids, data=dict(detections.data))
 
-    def _update_one(self, tracker: ByteTrackTracker, detections: Detections, index: np.ndarray,
+    def _update_one(self, tracker: ByteTrackTracker, detections: sv.Detections, index: np.ndarray,
                     time_s: float | None) -> np.ndarray:
-        boxes = np.asarray(detections.boxes, np.float64).reshape(-1, 4)[index]
-        scores = np.asarray(detections.scores, np.float64)[index]
-        sv_dets = sv.Detections(xyxy=boxes.reshape(-1, 4), confidence=scores,
-                                data={"row": np.arange(len(index))})
-        result = tracker.update(sv_dets, timestamp=time_s)
+        """Track ids of the detections at ``index`` (one class) from that class's tracker."""
+        boxes = np.asarray(detections.xyxy, np.float64).reshape(-1, 4)[index]
+        scores = np.asarray(detections.confidence, np.float64)[index]
+        result = tracker.update(sv.Detections(xyxy=boxes, confidence=scores, data={_ROW: np.arange(len(index))}),
+                                timestamp=time_s)
         ids = np.full(len(index), -1, np.int64)
-        if len(result):
-            ids[np.asarray(result.data["row"], np.int64)] = np.asarray(result.tracker_id, np.int64)
-        # Tracks born in this frame: ByteTrack appends them in the order it returned their
-        # detections (unmatched, confident, id -1). Give them ids now (they count as confirmed).
-        newborn = [t for t in tracker.tracks if t.tracker_id == -1]
-        if newborn:
-            rows = [int(r) for r, tid, conf in zip(result.data["row"], result.tracker_id,
-                                                   result.confidence)
-                    if tid == -1 and conf >= self.activation]
-            if len(rows) != len(newborn):
-                raise RuntimeError(f"trackers {len(newborn)} new tracks for {len(rows)} detections: "
+        rows = np.asarray(result.data.get(_ROW, np.zeros(0)), np.int64)
+        ids[rows] = np.asarray(result.tracker_id, np.int64)
+        # Tracks born in this frame have no id yet: each started at its detection's box.
+        newborn = [track for track in tracker.tracks if track.tracker_id == -1]
+        unclaimed = [int(row) for row in rows[ids[rows] == -1] if scores[row] >= self.activation]
+        for track in newborn:
+            state = track.get_state_bbox()
+            row = next((r for r in unclaimed if np.allclose(state, boxes[r], atol=1e-3)), None)
+            if row is None:
+                raise RuntimeError("a new track does not start at a detection of its frame: "
                                    "incompatible trackers version")
-            for row, track in zip(rows, newborn):
-                if not np.allclose(track.get_state_bbox(), boxes[row], atol=1e-3):
-                    raise RuntimeError("a new track does not start at its detection: "
-                                       "incompatible trackers version")
-                track.tracker_id = self._next_id
-                ids[row] = self._next_id
-                self._next_id += 1
+            unclaimed.remove(row)
+            track.tracker_id = ids[row] = self._next_id
+            self._next_id += 1
         return ids
 
     def reset(self) -> None:
@@ -175,8 +175,8 @@ class ByteTracker:
         self._timestamped = None
 
 
-def track_frames(tracker: ByteTracker, detections: Sequence[Detections],
-                 times_s: Sequence[float] | None = None) -> list[np.ndarray]:
+def track_frames(tracker: ByteTracker, detections: Sequence[sv.Detections],
+                 times_s: Sequence[float] | None = None) -> list[sv.Detections]:
     """Run ``tracker`` (after a reset) over one video's per-frame detections, in order."""
     tracker.reset()
     if times_s is None:

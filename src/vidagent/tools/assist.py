@@ -30,6 +30,7 @@ from vidagent.config import ToolShapes
 from vidagent.errors import ToolInputError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.perception.base import FrameDescriber, ObjectDetector, OpenVocabularyDetector, TextEmbedder, TextReader
+from vidagent.perception.detections import class_names
 from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, unlabelled
@@ -168,7 +169,7 @@ class AssistModules:
             return self._ground_objects(query, image)
         detections = self.detector.detect([image.pixels])[0]
         counts: dict[str, int] = {}
-        for label in detections.labels:
+        for label in class_names(detections):
             counts[label] = counts.get(label, 0) + 1
         if not counts:
             return Observation("No objects of the 80 COCO classes were detected.", evidence=_evidence(image, ""))
@@ -221,23 +222,24 @@ class AssistModules:
             found = self.grounder.detect([image.pixels], [query])[0]
             if not len(found):
                 return Observation(f"Nothing matching '{query}' was found.", evidence=_evidence(image, ""))
-            best = int(np.argmax(found.scores))
-            crop = image.crop(found.boxes[best])
+            best = int(np.argmax(found.confidence))
+            crop = image.crop(found.xyxy[best])
             x1, y1, x2, y2 = (int(v) for v in crop.source.box or (0, 0, 0, 0))
-            return Observation(f"Found {query} (score {float(found.scores[best]):.2f}) at [{x1}, {y1}, {x2}, {y2}].",
+            return Observation(f"Found {query} (score {float(found.confidence[best]):.2f}) at [{x1}, {y1}, {x2}, {y2}].",
                                evidence=_evidence(image, query), media=(crop,))
         detections = self.detector.detect([image.pixels])[0]
         if not len(detections):
             return Observation(f"Nothing was detected to match '{query}' (the detector knows 80 COCO classes).")
-        labels = sorted(set(detections.labels))
+        names = class_names(detections)
+        labels = sorted(set(names))
         similarity = dict(zip(labels, self._similarities(query, labels)))
         scores = [similarity[label] * (0.5 + 0.5 * float(score))
-                  for label, score in zip(detections.labels, detections.scores)]
+                  for label, score in zip(names, detections.confidence)]
         best = int(np.argmax(scores))
-        crop = image.crop(detections.boxes[best])
+        crop = image.crop(detections.xyxy[best])
         x1, y1, x2, y2 = (int(v) for v in crop.source.box or (0, 0, 0, 0))
-        return Observation(f"Found {detections.labels[best]} (match {similarity[detections.labels[best]]:.2f}) "
-                           f"at [{x1}, {y1}, {x2}, {y2}].", evidence=_evidence(image, detections.labels[best]),
+        return Observation(f"Found {names[best]} (match {similarity[names[best]]:.2f}) "
+                           f"at [{x1}, {y1}, {x2}, {y2}].", evidence=_evidence(image, names[best]),
                            media=(crop,))
 
     def text_ground(self, query: str, media: Media | None) -> Observation:
@@ -269,10 +271,10 @@ class AssistModules:
     def _on_object(self, image: ImageMedia, object_name: str, text_boxes: Sequence[Sequence[float]]) -> int | None:
         """Which of ``text_boxes`` lies most inside a box of the object named (None: no such object found)."""
         if self.grounder is not None:
-            objects = self.grounder.detect([image.pixels], [object_name])[0].boxes
+            objects = self.grounder.detect([image.pixels], [object_name])[0].xyxy
         else:
             found = self.detector.detect([image.pixels])[0]
-            objects = [box for box, label in zip(found.boxes, found.labels) if _names(object_name, label)]
+            objects = [box for box, label in zip(found.xyxy, class_names(found)) if _names(object_name, label)]
         if not len(objects):
             return None
         inside = [max(_inside(text, box) for box in objects) for text in text_boxes]
@@ -369,7 +371,7 @@ class AssistModules:
         assert self.grounder is not None
         names = [name.strip() for name in re.split(r",|\band\b", query) if name.strip()] or [query]
         found = self.grounder.detect([image.pixels], names)[0]
-        counts = {name: sum(1 for label in found.labels if label == " ".join(name.split())) for name in names}
+        counts = {name: sum(1 for label in class_names(found) if label == " ".join(name.split())) for name in names}
         listing = "; ".join(f"{n} {name}" for name, n in counts.items())
         return Observation(f"{listing} found (open-vocabulary detection of the query).",
                            evidence=_evidence(image, listing))

@@ -7,6 +7,12 @@ tracker links detections into tracks, tracks are re-identified into objects with
 grouping algorithm, and each object gets a trajectory, the segments it appears in, an appearance
 and a motion description (the appearance names the kind most of its sightings were guessed as), and
 a text embedding of those for open-vocabulary retrieval.
+
+Detections stay ``sv.Detections`` throughout: the stage adds its measurements to each frame's
+``data`` (``colour``, ``kind``, ``feature``), the tracker adds ``tracker_id``, and all frames are
+merged into one (with ``time_s`` and boxes in the video's display pixels) that the rows are read
+from. Only the per-frame checkpoint is JSON (``_checkpoint``/``_from_checkpoint``; its format is
+what it was, so stored checkpoints and the stage's config hash stay valid).
 """
 
 from __future__ import annotations
@@ -15,19 +21,19 @@ import base64
 import bisect
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+import supervision as sv
 
 from vidagent.config import Settings
 from vidagent.memory.object_summary import describe_appearance, describe_motion
 from vidagent.memory.reid import TrackSummary, group_tracks
 from vidagent.memory.stages.base import Rows
 from vidagent.memory.store import Library
-from vidagent.perception.base import Detections
 from vidagent.perception.colour import central_region, colour_name
-from vidagent.perception.describer import kind_note, square_crop
+from vidagent.perception.detections import CLASS_NAME, class_names, make_detections, with_data
+from vidagent.perception.object_kind import kind_note, square_crop
 from vidagent.perception.suite import Perception
 from vidagent.video.change import ChangeLimits
 from vidagent.video.pixels import crop_box
@@ -44,19 +50,8 @@ MIN_CROP_PIXELS = 8  # crops thinner than this get no features (their row is zer
 # A track seen in one sampled frame only is mostly a false detection (e.g. the skateboarding dog
 # labelled "person" for one frame): it becomes an object only when the detector was this sure.
 MIN_SINGLE_SIGHTING_SCORE = 0.6
-
-
-@dataclass(frozen=True)
-class _Detection:
-    detection_id: int
-    time_s: float
-    box: tuple[float, float, float, float]  # display pixels
-    score: float
-    category: str
-    colour: str
-    feature: np.ndarray
-    track_id: int | None
-    kind: str = ""  # the ImageNet guess for its crop ("Border collie?"), when a classifier is on and sure
+# What the stage adds to each detection's ``data`` (beside supervision's "class_name").
+COLOUR, KIND, FEATURE, TIME = "colour", "kind", "feature", "time_s"
 
 
 class ObjectsStage:
@@ -95,33 +90,28 @@ class ObjectsStage:
     # -- per frame ------------------------------------------------------------------------
     def process(self, frames: Sequence[SampledFrame]) -> list[Any]:
         all_detections = self.perception.detector.detect([frame.image for frame in frames])
-        out = []
-        for frame, detections in zip(frames, all_detections):
-            image = frame.image
-            crops = [crop_box(image, box) for box in detections.boxes]
-            usable = [i for i, crop in enumerate(crops) if min(crop.shape[:2]) >= MIN_CROP_PIXELS]
-            features = np.zeros((len(crops), self.perception.appearance.dim), np.float32)
-            if usable:
-                features[usable] = self.perception.appearance.features([crops[i] for i in usable])
-            kinds = self._kinds(image, detections.boxes, detections.labels)
-            out.append({
-                **({"kinds": kinds} if kinds is not None else {}),
-                "size": [int(image.shape[1]), int(image.shape[0])],
-                "boxes": [[round(float(v), 2) for v in box] for box in detections.boxes],
-                "scores": [round(float(s), 4) for s in detections.scores],
-                "class_ids": [int(c) for c in detections.class_ids],
-                "labels": list(detections.labels),
-                "colours": [colour_name(central_region(image, box).reshape(-1, 3)) for box in detections.boxes],
-                "features": base64.b64encode(features.astype(np.float16).tobytes()).decode("ascii"),
-            })
-        return out
+        return [_checkpoint(self._measure(frame.image, detections), frame.image)
+                for frame, detections in zip(frames, all_detections)]
 
-    def _kinds(self, image: np.ndarray, boxes: np.ndarray, labels: Sequence[str]) -> list[str] | None:
+    def _measure(self, image: np.ndarray, detections: sv.Detections) -> sv.Detections:
+        """``detections`` with each one's appearance features, colour word and (with a classifier) kind."""
+        crops = [crop_box(image, box) for box in detections.xyxy]
+        usable = [i for i, crop in enumerate(crops) if min(crop.shape[:2]) >= MIN_CROP_PIXELS]
+        features = np.zeros((len(crops), self.perception.appearance.dim), np.float32)
+        if usable:
+            features[usable] = self.perception.appearance.features([crops[i] for i in usable])
+        colours = [colour_name(central_region(image, box).reshape(-1, 3)) for box in detections.xyxy]
+        kinds = self._kinds(image, detections)
+        return with_data(detections, **{FEATURE: features, COLOUR: np.asarray(colours, dtype=str),
+                                        **({KIND: np.asarray(kinds, dtype=str)} if kinds is not None else {})})
+
+    def _kinds(self, image: np.ndarray, detections: sv.Detections) -> list[str] | None:
         """Each detection's ImageNet kind ("" where unsure), or None without a classifier."""
         classifier = self.perception.classifier
         if classifier is None:
             return None
-        crops = [square_crop(image, box) for box in boxes]
+        labels = class_names(detections)
+        crops = [square_crop(image, box) for box in detections.xyxy]
         usable = [i for i, crop in enumerate(crops) if min(crop.shape[:2]) >= MIN_CROP_PIXELS]
         kinds = [""] * len(crops)
         for i, labels_of_crop in zip(usable, classifier.classify([crops[i] for i in usable], top_k=1)):
@@ -130,107 +120,144 @@ class ObjectsStage:
 
     # -- all frames -----------------------------------------------------------------------
     def finish(self, video: Video, library: Library, results: Mapping[float, Any]) -> Rows:
-        detections = self._track(video, results)
-        by_track: dict[int, list[_Detection]] = defaultdict(list)
-        for d in detections:
-            if d.track_id is not None:
-                by_track[d.track_id].append(d)
-        track_category = {track_id: _majority(d.category for d in members) for track_id, members in by_track.items()}
-        groups = self._reidentify(by_track, track_category)
+        seen = self._track(video, results)
+        times, categories = seen.data[TIME], class_names(seen)
+        scores = [round(float(score), 4) for score in seen.confidence]  # as checkpointed
+        by_track: dict[int, np.ndarray] = {int(track): np.flatnonzero(seen.tracker_id == track)
+                                           for track in dict.fromkeys(seen.tracker_id.tolist()) if track >= 0}
+        track_category = {track: _majority(categories[i] for i in rows) for track, rows in by_track.items()}
+        groups = self._reidentify(seen, by_track, track_category)
         object_of_track = {track: object_id for object_id, group in enumerate(groups) for track in group}
         segment_ends = [segment.end_s for segment in video.segments(self.settings.segment_seconds)]
         width, height = video.info.width, video.info.height
 
         detection_rows = []
-        for d in detections:
-            x1, y1, x2, y2 = d.box
-            object_id = object_of_track.get(d.track_id) if d.track_id is not None else None
+        for i, (box, track) in enumerate(zip(seen.xyxy, seen.tracker_id)):
+            x1, y1, x2, y2 = (float(v) for v in box)
+            time_s, track_id = float(times[i]), (int(track) if track >= 0 else None)
+            object_id = object_of_track.get(track_id) if track_id is not None else None
             detection_rows.append((
-                d.detection_id, d.time_s, _segment_at(segment_ends, d.time_s), d.category, d.score, x1, y1, x2, y2,
+                i, time_s, _segment_at(segment_ends, time_s), categories[i], scores[i], x1, y1, x2, y2,
                 round((x1 + x2) / 2 / width, 4), round((y1 + y2) / 2 / height, 4),
-                round((x2 - x1) * (y2 - y1) / (width * height), 5), d.track_id, object_id, None,
+                round((x2 - x1) * (y2 - y1) / (width * height), 5), track_id, object_id, None,
             ))
 
         track_rows = []
-        for track_id, members in sorted(by_track.items()):
-            times = sorted({d.time_s for d in members})
+        for track_id, rows in sorted(by_track.items()):
+            seen_at = sorted({float(times[i]) for i in rows})
             track_rows.append((track_id, object_of_track[track_id], track_category[track_id],
-                               times[0], times[-1], len(times)))
+                               seen_at[0], seen_at[-1], len(seen_at)))
 
         object_rows, segment_rows, documents = [], [], []
+        kinds = seen.data.get(KIND, np.full(len(seen), "", dtype=str))
         for object_id, group in enumerate(groups):
-            members = sorted((d for track in group for d in by_track[track]), key=lambda d: d.time_s)
-            category = _majority(d.category for d in members)
-            times = sorted({d.time_s for d in members})
-            trajectory = [(d.time_s, d.box) for d in members]
-            appearance = describe_appearance(category, [d.colour for d in members],
-                                             [d.box for d in members], width, height,
-                                             kind=_kind_of(d.kind for d in members))
+            members = np.concatenate([by_track[track] for track in group])
+            members = members[np.argsort(times[members], kind="stable")]
+            boxes = [tuple(float(v) for v in seen.xyxy[i]) for i in members]
+            category = _majority(categories[i] for i in members)
+            seen_at = sorted({float(times[i]) for i in members})
+            trajectory = [(float(times[i]), box) for i, box in zip(members, boxes)]
+            appearance = describe_appearance(category, [str(seen.data[COLOUR][i]) for i in members], boxes,
+                                             width, height, kind=_kind_of(str(kinds[i]) for i in members))
             motion = describe_motion(trajectory, width, height, duration_s=video.duration_s)
             description = f"{appearance}; {motion}"
-            feature = np.mean([d.feature for d in members], axis=0).astype(np.float32)
+            feature = np.mean(seen.data[FEATURE][members], axis=0).astype(np.float32)
             norm = float(np.linalg.norm(feature))
-            object_rows.append([object_id, category, times[0], times[-1], len(times), appearance, motion,
+            object_rows.append([object_id, category, seen_at[0], seen_at[-1], len(seen_at), appearance, motion,
                                 description, (feature / norm if norm else feature).tobytes()])
             documents.append(description)
             per_segment: dict[int, list[float]] = defaultdict(list)
-            for time_s in times:
+            for time_s in seen_at:
                 per_segment[_segment_at(segment_ends, time_s)].append(time_s)
-            for segment_id, seen in sorted(per_segment.items()):
-                segment_rows.append((object_id, segment_id, seen[0], seen[-1], len(seen)))
+            for segment_id, present in sorted(per_segment.items()):
+                segment_rows.append((object_id, segment_id, present[0], present[-1], len(present)))
         embeddings = self.perception.embedder.embed_passages(documents) if documents else []
         objects = [(*row[:8], np.asarray(vector, np.float32).tobytes(), row[8])
                    for row, vector in zip(object_rows, embeddings)]
         return {"detections": detection_rows, "tracks": track_rows, "objects": objects,
                 "object_segments": segment_rows}
 
-    def _track(self, video: Video, results: Mapping[float, Any]) -> list[_Detection]:
+    def _track(self, video: Video, results: Mapping[float, Any]) -> sv.Detections:
+        """Every checkpointed detection of the video in time order, tracked (``tracker_id``, -1 for
+        none), its box in the video's display pixels and its sample time in ``data["time_s"]``."""
         tracker = self.perception.new_tracker(self.sampling_fps(video))
         dim = self.perception.appearance.dim
-        detections: list[_Detection] = []
+        frames: list[sv.Detections] = []
         for time_s in sorted(results):
-            result = results[time_s]
-            frame_w, frame_h = result["size"]
+            detections = _from_checkpoint(results[time_s], dim)
+            tracked = tracker.update(detections, float(time_s))  # empty frames too: lost tracks age
+            frame_w, frame_h = results[time_s]["size"]
             scale_x, scale_y = video.info.width / frame_w, video.info.height / frame_h
-            count = len(result["labels"])
-            boxes = np.asarray(result["boxes"], np.float32).reshape(count, 4)
-            frame_detections = Detections(boxes, np.asarray(result["scores"], np.float32),
-                                          np.asarray(result["class_ids"], np.int32), tuple(result["labels"]))
-            track_ids = tracker.update(frame_detections, float(time_s))  # empty frames too: lost tracks age
-            features = np.frombuffer(base64.b64decode(result["features"]), np.float16).astype(np.float32)
-            features = features.reshape(count, dim)
-            kinds = result.get("kinds") or [""] * count
-            for i in range(count):
-                x1, y1, x2, y2 = (float(v) for v in boxes[i])
-                track = int(track_ids[i])
-                detections.append(_Detection(
-                    len(detections), float(time_s),
-                    (round(x1 * scale_x, 1), round(y1 * scale_y, 1), round(x2 * scale_x, 1), round(y2 * scale_y, 1)),
-                    float(result["scores"][i]), result["labels"][i], result["colours"][i], features[i],
-                    track if track >= 0 else None, kinds[i],
-                ))
-        return _drop_unsure_single_sightings(detections)
+            display = np.array([[round(float(x1) * scale_x, 1), round(float(y1) * scale_y, 1),
+                                 round(float(x2) * scale_x, 1), round(float(y2) * scale_y, 1)]
+                                for x1, y1, x2, y2 in tracked.xyxy], np.float64).reshape(-1, 4)
+            frames.append(with_data(sv.Detections(xyxy=display, confidence=tracked.confidence,
+                                                  class_id=tracked.class_id, tracker_id=tracked.tracker_id,
+                                                  data=tracked.data),
+                                    **{TIME: np.full(len(tracked), float(time_s))}))
+        seen = _merge(frames, dim)
+        return _drop_unsure_single_sightings(seen)
 
-    def _reidentify(self, by_track: Mapping[int, list[_Detection]], track_category: Mapping[int, str]) -> list[list[int]]:
+    def _reidentify(self, seen: sv.Detections, by_track: Mapping[int, np.ndarray],
+                    track_category: Mapping[int, str]) -> list[list[int]]:
         summaries = [
             TrackSummary(
                 track_id=track_id,
                 category=track_category[track_id],
-                times=tuple(sorted({d.time_s for d in members})),
-                features=np.stack([d.feature for d in members]),
+                times=tuple(sorted({float(seen.data[TIME][i]) for i in rows})),
+                features=seen.data[FEATURE][rows],
             )
-            for track_id, members in sorted(by_track.items())
+            for track_id, rows in sorted(by_track.items())
         ]
         return group_tracks(summaries, self.perception.appearance.similarity)
 
 
-def _drop_unsure_single_sightings(detections: list[_Detection]) -> list[_Detection]:
-    sightings = Counter(d.track_id for d in detections if d.track_id is not None)
-    return [
-        replace(d, track_id=None)
-        if d.track_id is not None and sightings[d.track_id] == 1 and d.score < MIN_SINGLE_SIGHTING_SCORE else d
-        for d in detections
-    ]
+def _checkpoint(detections: sv.Detections, image: np.ndarray) -> dict[str, Any]:
+    """One frame's measured detections as the JSON its checkpoint keeps (boxes in that frame's pixels)."""
+    kinds = detections.data.get(KIND)
+    return {
+        **({"kinds": [str(k) for k in kinds]} if kinds is not None else {}),
+        "size": [int(image.shape[1]), int(image.shape[0])],
+        "boxes": [[round(float(v), 2) for v in box] for box in detections.xyxy],
+        "scores": [round(float(s), 4) for s in detections.confidence],
+        "class_ids": [int(c) for c in detections.class_id],
+        "labels": class_names(detections),
+        "colours": [str(c) for c in detections.data[COLOUR]],
+        "features": base64.b64encode(detections.data[FEATURE].astype(np.float16).tobytes()).decode("ascii"),
+    }
+
+
+def _from_checkpoint(result: Mapping[str, Any], dim: int) -> sv.Detections:
+    """The detections of one checkpointed frame (``_checkpoint``), with their colours, kinds and features."""
+    count = len(result["labels"])
+    features = np.frombuffer(base64.b64decode(result["features"]), np.float16).astype(np.float32)
+    return make_detections(result["boxes"], result["scores"], result["class_ids"], result["labels"], data={
+        COLOUR: np.asarray(result["colours"], dtype=str).reshape(count),
+        KIND: np.asarray(result.get("kinds") or [""] * count, dtype=str).reshape(count),
+        FEATURE: features.reshape(count, dim),
+    })
+
+
+def _merge(frames: Sequence[sv.Detections], dim: int) -> sv.Detections:
+    """The frames' detections as one, in order (an empty one with every field when none was seen)."""
+    seen = sv.Detections.merge(list(frames))
+    if len(seen):
+        return seen
+    return sv.Detections(xyxy=np.zeros((0, 4)), confidence=np.zeros(0, np.float32), class_id=np.zeros(0, np.int32),
+                         tracker_id=np.zeros(0, np.int64),
+                         data={CLASS_NAME: np.zeros(0, str), COLOUR: np.zeros(0, str), KIND: np.zeros(0, str),
+                               FEATURE: np.zeros((0, dim), np.float32), TIME: np.zeros(0)})
+
+
+def _drop_unsure_single_sightings(seen: sv.Detections) -> sv.Detections:
+    """``seen`` with the tracks seen once at a score under ``MIN_SINGLE_SIGHTING_SCORE`` untracked."""
+    ids = np.array(seen.tracker_id, np.int64)
+    sightings = Counter(int(track) for track in ids if track >= 0)
+    for i, track in enumerate(ids):
+        if track >= 0 and sightings[int(track)] == 1 and round(float(seen.confidence[i]), 4) < MIN_SINGLE_SIGHTING_SCORE:
+            ids[i] = -1
+    return sv.Detections(xyxy=seen.xyxy, confidence=seen.confidence, class_id=seen.class_id, tracker_id=ids,
+                         data=dict(seen.data))
 
 
 def _kind_of(kinds: Iterable[str]) -> str:

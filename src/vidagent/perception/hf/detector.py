@@ -9,7 +9,8 @@
   ``IDEA-Research/grounding-dino-tiny`` finds the objects named by free-text queries. The queries are
   joined into one caption ("a red car. a dog."); each predicted box is scored against each query as the
   highest token probability within that query's words, takes the best query as its label (so labels
-  are exactly the queries, never word fragments), and overlapping boxes of one label are suppressed.
+  are exactly the queries, never word fragments), and overlapping boxes of one label are suppressed
+  (supervision's NMS).
 
 Boxes are ``x1, y1, x2, y2`` pixels clipped to the image, detections sorted by score (best first).
 """
@@ -19,10 +20,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+import supervision as sv
 
 from vidagent.errors import ToolInputError
-from vidagent.perception.base import Detections
-from vidagent.perception.detector import nms
+from vidagent.perception.detections import best_first_nms, make_detections, no_detections
 from vidagent.perception.hf.images import batches, to_pil
 from vidagent.perception.hf.loading import LazyBackend, LoadedModel, LoadOptions, inference
 from vidagent.perception.hf.spec import format_spec
@@ -56,10 +57,10 @@ class HFDetector(LazyBackend):
         """The model's class names by class id."""
         return {int(k): str(v) for k, v in self._loaded.get().model.config.id2label.items()}
 
-    def detect(self, images: Sequence[np.ndarray]) -> list[Detections]:
+    def detect(self, images: Sequence[np.ndarray]) -> list[sv.Detections]:
         loaded = self._loaded.get()
         id2label = self.labels
-        results: list[Detections] = []
+        results: list[sv.Detections] = []
         for batch in batches(list(images), self.batch_size):
             pils = [to_pil(image) for image in batch]
             inputs = loaded.to_device(loaded.processor(images=pils, return_tensors="pt"))
@@ -100,13 +101,13 @@ class GroundingDinoDetector(LazyBackend):
         self.threshold = threshold
         self.nms_iou = nms_iou
 
-    def detect(self, images: Sequence[np.ndarray], queries: Sequence[str]) -> list[Detections]:
+    def detect(self, images: Sequence[np.ndarray], queries: Sequence[str]) -> list[sv.Detections]:
         names = [" ".join(query.split()) for query in queries]
         if not names or not all(names):
             raise ToolInputError("open-vocabulary detection needs at least one non-empty query")
         loaded = self._loaded.get()
         caption, token_query = self._caption(loaded, names)
-        results: list[Detections] = []
+        results: list[sv.Detections] = []
         for batch in batches(list(images), self.batch_size):
             pils = [to_pil(image) for image in batch]
             inputs = loaded.to_device(
@@ -150,7 +151,7 @@ class GroundingDinoDetector(LazyBackend):
         return caption, token_query
 
     def _image_detections(self, prob: np.ndarray, box: np.ndarray, token_query: np.ndarray,
-                          names: Sequence[str], width: int, height: int) -> Detections:
+                          names: Sequence[str], width: int, height: int) -> sv.Detections:
         per_query = np.full((prob.shape[0], len(names)), 0.0, np.float32)
         for query in range(len(names)):
             columns = np.flatnonzero(token_query == query)
@@ -166,11 +167,11 @@ class GroundingDinoDetector(LazyBackend):
         )
         detections = _detections(corners, scores[keep], class_ids[keep], [names[c] for c in class_ids[keep]],
                                  width, height)
-        return _per_label_nms(detections, self.nms_iou)
+        return best_first_nms(detections, self.nms_iou)
 
 
 def _detections(boxes: Any, scores: Any, class_ids: np.ndarray, labels: Sequence[str],
-                width: int, height: int) -> Detections:
+                width: int, height: int) -> sv.Detections:
     """Clip boxes to the image, drop degenerate ones, sort by score (best first)."""
     boxes = np.asarray(boxes, np.float32).reshape(-1, 4).copy()
     scores = np.asarray(scores, np.float32).reshape(-1)
@@ -179,18 +180,6 @@ def _detections(boxes: Any, scores: Any, class_ids: np.ndarray, labels: Sequence
     valid = ((boxes[:, 2] - boxes[:, 0]) >= MIN_BOX_SIDE) & ((boxes[:, 3] - boxes[:, 1]) >= MIN_BOX_SIDE)
     order = [int(i) for i in np.argsort(-scores, kind="stable") if valid[i]]
     if not order:
-        return Detections.empty()
-    return Detections(boxes[order], scores[order], np.asarray(class_ids, np.int32)[order],
-                      tuple(labels[i] for i in order))
-
-
-def _per_label_nms(detections: Detections, iou: float) -> Detections:
-    if len(detections) < 2 or iou >= 1.0:
-        return detections
-    keep: list[int] = []
-    for class_id in np.unique(detections.class_ids):
-        index = np.flatnonzero(detections.class_ids == class_id)
-        keep.extend(int(i) for i in index[nms(detections.boxes[index], detections.scores[index], iou)])
-    keep.sort(key=lambda i: (-float(detections.scores[i]), i))
-    return Detections(detections.boxes[keep], detections.scores[keep], detections.class_ids[keep],
-                      tuple(detections.labels[i] for i in keep))
+        return no_detections()
+    return make_detections(boxes[order], scores[order], np.asarray(class_ids, np.int32)[order],
+                           [labels[i] for i in order])

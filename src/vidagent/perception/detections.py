@@ -1,0 +1,71 @@
+"""The one detection type: supervision's ``sv.Detections``, from detector to tracker to memory.
+
+Every ``ObjectDetector`` returns one ``sv.Detections`` per image with ``xyxy`` (float32 pixels of
+that image), ``confidence`` (float32), ``class_id`` (int32) and each detection's class name in
+``data["class_name"]`` (supervision's own key, which its ``from_*`` adapters fill too); the
+tracker returns the same detections with ``tracker_id`` set; the objects stage adds what it
+measures per detection (colour, kind, appearance features) to ``data``.
+
+Detections are shared (the caching detector hands one result to the frames and objects stages),
+so code that adds to them makes new ones (``with_data``) instead of changing them in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+import supervision as sv
+from supervision.config import CLASS_NAME_DATA_FIELD
+
+CLASS_NAME = CLASS_NAME_DATA_FIELD  # "class_name"
+
+
+def make_detections(xyxy: Any, confidence: Any, class_id: Any, class_names: Sequence[str],
+                    data: dict[str, Any] | None = None) -> sv.Detections:
+    """Detections with vidagent's dtypes (float32 boxes and scores, int32 class ids) and their names."""
+    count = len(class_names)
+    return sv.Detections(
+        xyxy=np.asarray(xyxy, np.float32).reshape(count, 4),
+        confidence=np.asarray(confidence, np.float32).reshape(count),
+        class_id=np.asarray(class_id, np.int32).reshape(count),
+        data={CLASS_NAME: np.asarray(list(class_names), dtype=str), **(data or {})},
+    )
+
+
+def no_detections() -> sv.Detections:
+    """An image with nothing found (empty, but with every field a detector's result has)."""
+    return make_detections(np.zeros((0, 4)), [], [], [])
+
+
+def class_names(detections: sv.Detections) -> list[str]:
+    """Each detection's class name (the class id as text where a producer gave no names)."""
+    names = detections.data.get(CLASS_NAME)
+    if names is not None:
+        return [str(name) for name in names]
+    ids = detections.class_id if detections.class_id is not None else np.full(len(detections), -1)
+    return [str(int(i)) for i in ids]
+
+
+def with_data(detections: sv.Detections, **fields: Any) -> sv.Detections:
+    """A copy of ``detections`` with ``fields`` (one value per detection each) added to ``data``."""
+    data = {**detections.data, **{name: np.asarray(values) for name, values in fields.items()}}
+    return dataclasses.replace(detections, data=data)
+
+
+def best_first_nms(detections: sv.Detections, iou_threshold: float) -> sv.Detections:
+    """Per-class non-maximum suppression with supervision's ``box_non_max_suppression``: the kept
+    detections, best score first.
+
+    Equal scores are common (CenterNet's come in steps of 0.001), and supervision orders them as
+    its sort happens to; here they are ranked first by class id, then in the order given, so the
+    earlier of two equally scored overlapping boxes is the one kept, always.
+    """
+    if len(detections) == 0:
+        return detections
+    order = np.lexsort((np.arange(len(detections)), detections.class_id, -np.asarray(detections.confidence)))
+    rank = np.empty(len(detections))
+    rank[order] = np.arange(len(detections), 0, -1)  # a unique score per detection, in that order
+    keep = sv.box_non_max_suppression(np.c_[detections.xyxy, rank, detections.class_id], iou_threshold=iou_threshold)
+    return detections[order[keep[order]]]
