@@ -6,6 +6,7 @@ with PyAV and checked. The commands, routes and page are in test_utility_faces.p
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -360,3 +361,83 @@ def test_a_soundtrack_aac_cannot_take_as_it_is_is_converted_not_lost(tmp_path):
         audio = container.streams.audio[0]
         assert audio.codec_context.name == "aac" and audio.channels == 1 and audio.rate == 48000
         assert sum(frame.samples for frame in container.decode(audio)) > 40000  # about a second of sound
+
+
+# -- review fixes: frame times of a variable frame rate, a window that starts late ------------------------------------------
+VFR_GAPS = (0.04, 0.1, 0.02, 0.07, 0.033, 0.15)  # seconds between frames, in turn: 25 to 6.7 frames a second
+
+
+def _grey_video(path: Path, times: list[float], *, gop: int | None = None, tone: bool = False) -> Path:
+    """An mp4 whose frame ``i`` is shown from ``times[i]`` (a millisecond clock, so any times at all) and is
+    grey level ``(i * 7) % 256`` with a little texture; with a 440 Hz tone as long as the picture."""
+    y, x = np.mgrid[0:48, 0:64]
+    with av.open(str(path), "w") as container:
+        picture = container.add_stream("libx264", rate=25)
+        picture.width, picture.height, picture.pix_fmt = 64, 48, "yuv420p"
+        picture.codec_context.time_base = Fraction(1, 1000)
+        if gop:
+            picture.gop_size = gop
+        sound = container.add_stream("aac", rate=16000) if tone else None
+        for index, t in enumerate(times):
+            image = np.full((48, 64, 3), (index * 7) % 256, np.uint8)
+            image[(y // 8 + x // 8 + index) % 2 == 0] //= 2
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+            frame.pts, frame.time_base = round(t * 1000), Fraction(1, 1000)
+            for packet in picture.encode(frame):
+                container.mux(packet)
+        for packet in picture.encode():
+            container.mux(packet)
+        if sound is not None:
+            samples = (0.3 * np.sin(2 * np.pi * 440 * np.arange(int(16000 * times[-1])) / 16000)).astype(np.float32)
+            chunk = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
+            chunk.sample_rate, chunk.pts = 16000, 0
+            for packet in sound.encode(chunk):
+                container.mux(packet)
+            for packet in sound.encode():
+                container.mux(packet)
+    return path
+
+
+class _DecodeCounter:
+    """``av.open`` that counts the video frames decoded through the containers it opens."""
+
+    def __init__(self, opener):
+        self.opener, self.decoded = opener, 0
+
+    def __call__(self, *args, **kwargs):
+        counter, container = self, self.opener(*args, **kwargs)
+
+        class Counted:
+            def __getattr__(self, name):
+                return getattr(container, name)
+
+            def __enter__(self):
+                container.__enter__()
+                return self
+
+            def __exit__(self, *exc):
+                return container.__exit__(*exc)
+
+            def decode(self, *streams, **kind):
+                for frame in container.decode(*streams, **kind):
+                    counter.decoded += isinstance(frame, av.VideoFrame)
+                    yield frame
+
+        return Counted()
+
+
+@pytest.mark.parametrize("start_s", [3.35, 3.0, 2.95, 5.9])
+def test_a_window_that_starts_late_is_read_from_the_keyframe_before_it_with_the_same_frames(tmp_path, monkeypatch,
+                                                                                           start_s):
+    """6 s at 10 frames a second, a keyframe every second, B-frames (x264's default): a window from
+    mid-second, from a keyframe, from just before one (the keyframe is decoded before it is shown) and at
+    the very end."""
+    video = Video(_grey_video(tmp_path / "gops.mp4", [i / 10 for i in range(60)], gop=10))
+    end_s = min(start_s + 1.3, video.duration_s)
+    whole = [f for f in video.frames_between(0.0, video.duration_s) if start_s - 1e-6 <= f.time_s < end_s - 1e-6]
+    counter = _DecodeCounter(av.open)
+    monkeypatch.setattr(av, "open", counter)
+    window = list(video.frames_between(start_s, end_s))
+    assert [f.time_s for f in window] == [f.time_s for f in whole] and len(window) >= 1
+    assert all(np.array_equal(a.image, b.image) for a, b in zip(window, whole))
+    assert counter.decoded <= (end_s - start_s) * 10 + 20  # from the keyframe before: not the 30-odd frames before it

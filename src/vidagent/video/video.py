@@ -3,12 +3,17 @@
 Frames are decoded straight through the stream once and only the frames nearest the
 requested times are converted to RGB (and scaled, in swscale): seeking to each sample
 point re-decodes whole GOPs and is several times slower on the short clips this tool sees,
-and some files (a single keyframe at the start) give corrupt frames after a seek.
+and some files (a single keyframe at the start) give corrupt frames after a seek to a frame
+that is no keyframe. A window that starts late (``frames_between``) is the one exception: one
+seek to the keyframe at or before its start, then straight through, so cutting the last minute
+of an hour does not decode the 59 before it; where the seek does not land on such a keyframe
+the stream is read from its start as before.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -23,6 +28,9 @@ from vidagent.video.pixels import fit_side
 
 AUDIO_SAMPLE_RATE = 16000
 TRUNCATION_SLACK_S = 0.5  # video data may end this much (or 2 % of the duration) before the header's duration
+# frames_between seeks this much before a window's start when a seek to the start itself lands after it (a
+# keyframe whose decoding time is before the start and whose presentation time is after it, with B-frames)
+SEEK_BACKOFF_S = (0.0, 1.0, 5.0)
 # Demuxers that happily "decode" things that are not videos (text files, still images).
 _NOT_VIDEO_FORMATS = ("tty", "image2", "ansi", "bin", "xbin", "idf", "adf")
 
@@ -189,24 +197,25 @@ class Video:
 
     def frames_between(self, start_s: float, end_s: float) -> Iterator[SampledFrame]:
         """Yield every frame, at full size, that starts in ``[start_s, end_s)`` (to the last frame when
-        ``end_s`` reaches the video's end), in time order; when none starts there, the one on screen at
-        ``start_s``. One pass from the start of the stream, without seeking (see the module's note)."""
+        ``end_s`` reaches the video's end), in time order, each with its exact presentation time (not
+        rounded: an edit times its output frames by them); when none starts there, the one on screen at
+        ``start_s``. One pass, from the keyframe at or before ``start_s`` (see the module's note)."""
         start, end = max(0.0, float(start_s)), float(end_s)
         to_the_end = end >= self.duration_s - 1e-6
         previous = None
         yielded = False
-        for frame in self._decoded():
+        for frame in self._decoded(from_s=start):
             if frame.time < start - 1e-6:
                 previous = frame
                 continue
             if not to_the_end and frame.time >= end - 1e-6:
                 break
             yielded = True
-            yield self._convert(frame, frame.time, None)
+            yield self._convert(frame, frame.time, None, exact=True)
         if not yielded:
             if previous is None:
                 raise VideoError(f"{self.path}: no decodable frames between {start:.2f} and {end:.2f} s")
-            yield self._convert(previous, previous.time, None)
+            yield self._convert(previous, previous.time, None, exact=True)
 
     def sample(self, fps: float, *, max_side: int | None = None) -> Iterator[SampledFrame]:
         """Frames at a fixed rate, starting half an interval in."""
@@ -216,10 +225,17 @@ class Video:
         count = max(1, int(self.duration_s * fps))
         return self.frames_at([step / 2 + i * step for i in range(count)], max_side=max_side)
 
-    def _decoded(self) -> Iterator[av.VideoFrame]:
-        """Every frame of the video stream that has a time, in decode order (one pass, no seeking);
-        damaged data ends it with a ``VideoError``."""
+    def _decoded(self, from_s: float = 0.0) -> Iterator[av.VideoFrame]:
+        """Every frame of the video stream that has a time, in decode order, in one pass: from the start,
+        or (``from_s`` > 0) from the keyframe at or before ``from_s`` where one seek finds it; damaged data
+        ends it with a ``VideoError``."""
         try:
+            if from_s > 0:
+                with av.open(str(self.path)) as container:
+                    seeked = _seek_keyframe(container, from_s)
+                    if seeked is not None:
+                        yield from seeked
+                        return
             with av.open(str(self.path)) as container:
                 stream = container.streams.video[0]
                 stream.thread_type = "AUTO"
@@ -229,7 +245,8 @@ class Video:
         except (av.error.FFmpegError, OSError) as error:
             raise VideoError(f"{self.path}: corrupt video data ({error_reason(error)})") from error
 
-    def _convert(self, frame: av.VideoFrame, time_s: float, max_side: int | None) -> SampledFrame:
+    def _convert(self, frame: av.VideoFrame, time_s: float, max_side: int | None, *,
+                 exact: bool = False) -> SampledFrame:
         width, height = frame.width, frame.height
         if max_side and max(width, height) > max_side:
             width, height = fit_side(width, height, max_side, minimum=2)
@@ -241,7 +258,7 @@ class Video:
         if rotation:
             # Display rotation is counter-clockwise in degrees; np.rot90 turns counter-clockwise.
             image = np.ascontiguousarray(np.rot90(image, k=rotation // 90))
-        return SampledFrame(time_s=round(time_s, 3), image=image)
+        return SampledFrame(time_s=time_s if exact else round(time_s, 3), image=image)
 
     # -- audio ------------------------------------------------------------------------------
     def audio(self) -> np.ndarray | None:
@@ -293,6 +310,34 @@ def _check_complete(path: Path, container: av.container.InputContainer, stream: 
         raise VideoError(f"{path}: the file is cut short: its video data ends at {end:.2f} s of the {duration_s:.2f} s "
                          f"its header gives (an unfinished download or copy?); get the whole file, or cut the "
                          f"readable part into a file of its own")
+
+
+def _seek_keyframe(container: av.container.InputContainer, from_s: float) -> Iterator[av.VideoFrame] | None:
+    """The frames (that have a time) of ``container``'s video stream from the keyframe at or before
+    ``from_s``, or None where no seek lands on one: a seek lands on the keyframe whose decoding time is at
+    or before its target, whose presentation time may be after ``from_s`` (B-frames), so the seek is tried
+    again a little earlier (``SEEK_BACKOFF_S``); a first frame that is no keyframe, or that starts after
+    ``from_s`` every time, or a stream that cannot seek, gives None (read it from the start)."""
+    stream = container.streams.video[0]
+    if not stream.time_base:
+        return None
+    stream.thread_type = "AUTO"
+    base = Fraction(stream.time_base)
+    for back in SEEK_BACKOFF_S:
+        target = max(0.0, from_s - back)
+        try:
+            container.seek(math.floor(Fraction(target) / base), stream=stream, backward=True, any_frame=False)
+            frames = (frame for frame in container.decode(stream) if frame.time is not None)
+            first = next(frames, None)
+        except av.error.FFmpegError:
+            return None
+        if first is None or not first.key_frame:
+            return None
+        if first.time <= from_s + 1e-6:
+            return itertools.chain((first,), frames)
+        if target == 0.0:
+            return None
+    return None
 
 
 def _duration_s(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> float:
