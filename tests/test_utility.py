@@ -398,6 +398,24 @@ def _grey_video(path: Path, times: list[float], *, gop: int | None = None, tone:
     return path
 
 
+def test_a_variable_frame_rate_clip_keeps_each_frames_time_and_its_sound_in_step(tmp_path):
+    times, t = [], 0.0
+    while t < 4.0:
+        times.append(round(t, 3))
+        t += VFR_GAPS[len(times) % len(VFR_GAPS)]
+    video = Video(_grey_video(tmp_path / "vfr.mp4", times, tone=True))
+    out = editing.cut_clip(video, 1.0, 3.0, tmp_path / "clip.mp4")
+    inside = [(i, s) for i, s in enumerate(times) if 1.0 <= s < 3.0]
+    with av.open(str(out)) as container:
+        shown = [(frame.time, frame.to_ndarray(format="rgb24")) for frame in container.decode(video=0)]
+    assert len(shown) == len(inside)
+    assert shown[0][0] == 0.0  # the first frame stands for the picture on screen when the window starts
+    for (time_s, image), (index, source_s) in zip(shown[1:], inside[1:]):
+        assert time_s == pytest.approx(source_s - 1.0, abs=1e-3), index  # at the average rate: up to 0.3 s off
+        assert abs(int(np.percentile(image, 90)) - (index * 7) % 256) <= 4, index  # the frame shown then
+    assert stream_facts(out)["audio_s"] == pytest.approx(2.0, abs=0.05)
+
+
 class _DecodeCounter:
     """``av.open`` that counts the video frames decoded through the containers it opens."""
 

@@ -4,10 +4,11 @@ write its frames as images (DoraemonGPT's utility tools, appendix A.2).
 Every output is written under a temporary name beside its target and renamed when it is whole, so a
 failed or interrupted run never leaves a half-written file (or folder) under the name asked for.
 Videos are re-encoded (H.264, high quality; frame-accurate, unlike a keyframe-aligned stream copy)
-at the source's frame rate and size (even sides: the last row or column of an odd size is dropped),
-upright, and keep their soundtrack: the window's audio, re-encoded as AAC at its own rate and
-channels, interleaved with the picture. Frames are decoded in one pass from the start, without
-seeking (see ``vidagent.video.video``).
+at the source's frame times (a variable frame rate stays variable, so the sound stays in step) and
+size (even sides: the last row or column of an odd size is dropped), upright, and keep their
+soundtrack: the window's audio, re-encoded as AAC at its own rate and channels, interleaved with
+the picture. Frames are decoded in one pass from the keyframe before the window (see
+``vidagent.video.video``).
 
 Drawing uses supervision's annotators (box, label, and the trace of the box's centre); painting out
 uses OpenCV's inpainting (Telea) over the object's region in each frame (its mask moved with it, or
@@ -43,6 +44,9 @@ GROW_FRACTION = 0.1  # an object's box is grown by this much of its size on each
 GROW_PIXELS = 4  # ... and by this many pixels (also how far a mask is dilated)
 INPAINT_RADIUS = 3  # pixels OpenCV's inpainting looks around each painted pixel (in the scaled neighbourhood)
 INPAINT_SIDE = 240  # the neighbourhood painted out is scaled down to at most this many pixels a side
+# the clock output frames are timed on: fine enough for any source's frame times (90 kHz, MPEG's clock, holds
+# 24, 25, 30, 50, 60 and their /1.001 rates exactly); MPEG-4 part 2 takes a denominator of at most 65535
+OUTPUT_CLOCK = {"libx264": Fraction(1, 90000), "mpeg4": Fraction(1, 60000)}
 IMAGE_FORMATS = ("jpg", "png")
 JPEG_QUALITY = 92
 
@@ -211,12 +215,16 @@ def _rewrite(video: Video, start: float, end: float, target: Path, change: Calla
 
 def _encode(video: Video, start: float, end: float, target: Path, change: Callable[[SampledFrame], np.ndarray],
             progress: Progress | None) -> None:
+    """Each output frame is shown at its source time less ``start`` (the first at 0: it stands for the picture
+    on screen when the window starts), on a fine clock, so a variable-frame-rate source keeps its timing and
+    the sound stays with the picture; the nominal rate only guides the encoder's rate control."""
     rate = _frame_rate(video)
     codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
+    clock = OUTPUT_CLOCK[codec]
     with av.open(str(target), "w", format="mp4", options={"movflags": "+faststart"}) as sink:
         picture: av.video.stream.VideoStream | None = None
         sound = _AudioCopy(video, start, end, sink) if video.info.has_audio else None
-        written = 0
+        last_pts = -1
         for frame in video.frames_between(start, end):
             image = change(frame)
             height, width = image.shape[0] // 2 * 2, image.shape[1] // 2 * 2
@@ -224,18 +232,22 @@ def _encode(video: Video, start: float, end: float, target: Path, change: Callab
                 options = {"crf": CRF, "preset": PRESET} if codec == "libx264" else {}
                 picture = sink.add_stream(codec, rate=rate, options=options)
                 picture.width, picture.height, picture.pix_fmt = width, height, "yuv420p"
+                picture.codec_context.time_base = clock
                 if codec != "libx264":
                     picture.bit_rate = 8_000_000
             out = av.VideoFrame.from_ndarray(np.ascontiguousarray(image[:height, :width]), format="rgb24")
-            out.pts = written
-            out.time_base = Fraction(1) / rate
+            # the source's time on the output's clock; never before the frame written last (times that round alike)
+            pts = 0 if last_pts < 0 else max(last_pts + 1, round(Fraction(frame.time_s - start) / clock))
+            out.pts, out.time_base = pts, clock
+            out.duration = round(1 / (rate * clock))  # the last frame's: the others end where the next starts
             for packet in picture.encode(out):
                 sink.mux(packet)
-            written += 1
+            last_pts = pts
+            shown = float((pts + out.duration) * clock)
             if sound is not None:
-                sound.mux_until(written / rate)
+                sound.mux_until(shown)
             if progress is not None:
-                progress(min(end - start, written / rate), end - start)
+                progress(min(end - start, shown), end - start)
         if picture is None:
             raise VideoError(f"{video.path}: the window {start:.2f}-{end:.2f} s holds no frames")
         for packet in picture.encode():
