@@ -20,7 +20,7 @@ from conftest import frame_at
 from vidagent.config import Settings
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception import node_assets as assets
-from vidagent.perception.detections import best_first_nms, class_names, make_detections
+from vidagent.perception.detections import best_first_nms, class_names, make_detections, no_detections, with_data
 from vidagent.perception.detector import COCO_LABELS, INPUT_SIZE, CenterNetDetector, postprocess
 from vidagent.perception.letterbox import Letterbox, letterbox
 from vidagent.perception.node_assets import detector_assets_installed, install_detector_assets
@@ -113,6 +113,17 @@ def test_nms_keeps_best_of_overlapping_and_the_earlier_of_equals():
     kept = best_first_nms(tied, 0.5)  # equal scores: ranked by class id, then in the order given
     assert class_names(kept) == ["bicycle", "car"] and kept.xyxy[1].tolist() == boxes[1].tolist()
     assert len(best_first_nms(make_detections(boxes[:0], [], [], []), 0.5)) == 0
+
+
+def test_detections_carry_names_and_added_data_without_changing_the_original():
+    found = make_detections([[0, 0, 4, 4], [1, 1, 5, 5]], [0.9, 0.4], [16, 0], ["dog", "person"])
+    assert isinstance(found, sv.Detections) and class_names(found) == ["dog", "person"]
+    assert (found.xyxy.dtype, found.confidence.dtype, found.class_id.dtype) == (np.float32, np.float32, np.int32)
+    coloured = with_data(found, colour=["white", "red"])
+    assert coloured.data["colour"].tolist() == ["white", "red"] and "colour" not in found.data
+    assert class_names(coloured[np.array([1])]) == ["person"]
+    assert class_names(sv.Detections(xyxy=np.zeros((1, 4)), class_id=np.array([7]))) == ["7"]  # no names given
+    assert len(no_detections()) == 0 and class_names(no_detections()) == []
 
 
 def test_missing_assets_raise_clear_error(tmp_path):

@@ -265,7 +265,7 @@ def test_chat_vlm_captioner_returns_only_the_generated_text(checkpoints, images)
 
 def test_blip_vqa_asks_each_frame_and_keeps_the_commonest_answer(checkpoints, frames):
     vqa = HFVisualQA(checkpoints["blip_vqa"], max_new_tokens=4)
-    result = vqa.answer("what color is the dog?", frames, llm=None)
+    result = vqa.answer("what color is the dog?", frames)
     assert isinstance(result, VQAResult)
     lines = result.description.splitlines()
     assert [line.split(":")[0] for line in lines] == ["1.0 s", "2.0 s"]

@@ -6,14 +6,17 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vidagent.config import Settings
 from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.sql import ReadOnlyQueries
+from vidagent.memory.stages import objects as stage
 from vidagent.memory.stages.objects import ObjectsStage
 from vidagent.memory.store import Library
 from vidagent.perception.node_assets import detector_assets_installed
+from vidagent.perception.detections import class_names, make_detections, with_data
 from vidagent.perception.suite import Perception
 from vidagent.video.video import Video
 
@@ -233,3 +236,37 @@ def test_with_the_imagenet_classifier_objects_name_their_kind(settings, tmp_path
     finally:
         suite.close()
     assert "(Border collie?)" in appearances["dog"]
+
+
+# -- pure parts: no model, no clip ---------------------------------------------------------------------------
+
+
+def _measured(count: int, dim: int = 4):
+    found = make_detections([[10 * i, 5, 10 * i + 8, 25.5] for i in range(count)], [0.61234 - 0.1 * i for i in range(count)],
+                            [16] * count, ["dog"] * count)
+    features = np.arange(count * dim, dtype=np.float32).reshape(count, dim) / 7
+    return with_data(found, **{stage.FEATURE: features, stage.COLOUR: ["white"] * count,
+                               stage.KIND: (["Border collie?"] + [""] * count)[:count]})
+
+
+def test_a_frame_checkpoint_keeps_what_the_stage_measured():
+    measured = _measured(3)
+    saved = stage._checkpoint(measured, np.zeros((48, 64, 3), np.uint8))
+    assert saved["size"] == [64, 48] and saved["labels"] == ["dog"] * 3 and saved["scores"][0] == 0.6123
+    back = stage._from_checkpoint(saved, 4)
+    assert class_names(back) == ["dog"] * 3 and back.tracker_id is None
+    np.testing.assert_allclose(back.xyxy, measured.xyxy)
+    np.testing.assert_allclose(back.data[stage.FEATURE], measured.data[stage.FEATURE], rtol=1e-3)  # float16
+    assert back.data[stage.KIND].tolist() == ["Border collie?", "", ""]
+    empty = stage._from_checkpoint(stage._checkpoint(_measured(0), np.zeros((8, 8, 3), np.uint8)), 4)
+    assert len(empty) == 0 and empty.data[stage.FEATURE].shape == (0, 4)
+
+
+def test_unsure_single_sightings_lose_their_track():
+    seen = _measured(3)
+    seen.tracker_id = np.array([0, 1, 1])  # track 0: seen once at 0.61 (kept); track 1 twice
+    assert stage._drop_unsure_single_sightings(seen).tracker_id.tolist() == [0, 1, 1]
+    seen.tracker_id = np.array([1, 0, 1])  # track 0: seen once at 0.51 (dropped)
+    assert stage._drop_unsure_single_sightings(seen).tracker_id.tolist() == [1, -1, 1]
+    nothing = stage._merge([], 4)
+    assert len(nothing) == 0 and nothing.tracker_id.shape == (0,) and nothing.data[stage.FEATURE].shape == (0, 4)

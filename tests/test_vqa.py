@@ -29,8 +29,8 @@ def test_described_frames_vqa_answers_from_detector_descriptions():
         pytest.skip("smollm2-135m is not installed (run `vidagent models install smollm2-135m`)")
     frames = list(Video(video_path("github_sam2/01_dog.mp4")).frames_at([0.5, 1.0], max_side=480))
     with CenterNetDetector(MODELS_DIR) as detector:
-        vqa = DescribedFramesVQA(DetectorDescriber(detector))
-        result = vqa.answer("What animal is in the video?", frames, llm)
+        vqa = DescribedFramesVQA(DetectorDescriber(detector), llm)
+        result = vqa.answer("What animal is in the video?", frames)
     assert isinstance(result, VQAResult)
     lines = result.description.splitlines()
     assert [line.split(" s: ")[0] for line in lines] == [f"{f.time_s:.1f}" for f in frames]

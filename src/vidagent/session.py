@@ -30,7 +30,8 @@ from vidagent.memory.store import Library
 from vidagent.memory.stored_video import StoredVideo, is_memory_id
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
-from vidagent.tools.vqa import DescribedFramesVQA, VisionChatVQA, VisualQA
+from vidagent.perception.base import VisualQA
+from vidagent.tools.vqa import DescribedFramesVQA, VisionChatVQA
 from vidagent.video.image import Image, open_media
 from vidagent.video.video import Video
 
@@ -89,18 +90,19 @@ class Session:
             self._experience_store = ExperienceStore(self.settings.library_path, self.perception.embedder)
         return self._experience_store
 
-    @property
-    def vqa(self) -> VisualQA:
-        if self._vqa is None:
-            if self.settings.backends.vqa:
-                from vidagent.perception.hf import build_backend
+    def vqa(self, llm: ChatModel) -> VisualQA:
+        """Visual question answering for a question asked with ``llm``: the one given to the session, a
+        configured local model (built once), else ``llm`` itself looking at the frames when it can, or
+        reading their descriptions."""
+        if self._vqa is None and self.settings.backends.vqa:
+            from vidagent.perception.hf import build_backend
 
-                self._vqa = build_backend("vqa", self.settings.backends.vqa)
-            elif self.llm.supports_images:
-                self._vqa = VisionChatVQA(self.settings.tools.vision_frames)
-            else:
-                self._vqa = DescribedFramesVQA(self.perception.describer)
-        return self._vqa
+            self._vqa = build_backend("vqa", self.settings.backends.vqa)
+        if self._vqa is not None:
+            return self._vqa
+        if llm.supports_images:
+            return VisionChatVQA(llm, self.settings.tools.vision_frames)
+        return DescribedFramesVQA(self.perception.describer, llm)
 
     # -- work --------------------------------------------------------------------------------
     def builder(self) -> MemoryBuilder:

@@ -35,7 +35,6 @@ from vidagent.tools.media import Media, image_media, video_media
 from vidagent.tools.sql_agent import OBJECT_KIND, SUBTASK_KINDS, SQLTools
 from vidagent.tools.temporal import TemporalTools
 from vidagent.tools.utility import UtilityTools
-from vidagent.tools.vqa import VisualQA
 from vidagent.video.image import Image
 from vidagent.video.video import Video
 
@@ -54,8 +53,9 @@ class Resources(Protocol):
     @property
     def perception(self) -> Perception: ...
 
-    @property
-    def vqa(self) -> VisualQA: ...
+    def vqa(self, llm: ChatModel) -> VisualQA:
+        """Visual question answering for a question asked with ``llm`` (its metered chat model)."""
+        ...
 
     @property
     def experience_store(self) -> ExperienceStore: ...
@@ -109,7 +109,7 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
             context_tokens=settings.llm.context_tokens, assist=_assist_kit(needs, media, resources, llm, attached),
             attached=tuple(tool.name for tool in attached),
             experience_scope=settings.experience_scope, replay=replay,
-            sees_frames=getattr(resources.vqa, "sees_frames", True) if with_tools else True,
+            sees_frames=resources.vqa(llm).sees_frames if with_tools else True,
             selection=selection, shapes=settings.tools, withheld=withheld)
         yield toolbox.select(needs.tools)
 
@@ -154,10 +154,11 @@ def _video_tools(memory: VideoMemory, resources: Resources, llm: ChatModel, quer
     the tools that look at frames by time, and DoraemonGPT's utility tools (no planner offers them by
     default: its ``tools`` option names them)."""
     perception, shapes = resources.perception, resources.settings.tools
-    temporal = TemporalTools(memory, perception.embedder, resources.vqa, llm, shapes).tools()
+    vqa = resources.vqa(llm)
+    temporal = TemporalTools(memory, perception.embedder, vqa, llm, shapes).tools()
     sql = SQLTools(memory, perception.embedder, llm, queries, build_objects=build_objects,
                    appearance=perception.appearance, shapes=shapes)
-    frames = FrameTools(memory, perception.describer, resources.vqa, llm, shapes).tools()
+    frames = FrameTools(memory, perception.describer, vqa, llm, shapes).tools()
     kinds = SUBTASK_KINDS if "object_memory_querying" in withheld else (OBJECT_KIND,) + SUBTASK_KINDS
     utility = UtilityTools(memory, resources.settings.artifacts_dir, sql.ensure_objects).tools()  # named only
     return temporal + sql.tools(kinds) + frames + utility
@@ -172,7 +173,7 @@ def _assist_kit(needs: Needs, media: Sequence[Media], resources: Resources, llm:
         return AssistKit()
     perception, settings = resources.perception, resources.settings
     modules = AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
-                            resources.vqa, llm, grounder=perception.grounder, shapes=settings.tools).tools()
+                            resources.vqa(llm), llm, grounder=perception.grounder, shapes=settings.tools).tools()
     modules += [knowledge_module(tool) for tool in knowledge]
     scope = settings.experience_scope if settings.examples_scope is None else settings.examples_scope
     return AssistKit(tuple(media), {module.name: module for module in modules}, perception.describer,

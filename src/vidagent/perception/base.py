@@ -16,6 +16,8 @@ import numpy as np
 if TYPE_CHECKING:
     import supervision as sv
 
+    from vidagent.video.video import SampledFrame
+
 
 @dataclass(frozen=True)
 class TextBox:
@@ -136,6 +138,20 @@ class FrameDescriber(Protocol):
     memory_note: str
 
     def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]: ...
+
+
+class VisualQA(Protocol):
+    """Answers a question about a few frames of a video (in time order).
+
+    ``sees_frames``: whether it looks at the pixels (False: it reads the frames' descriptions, the
+    same kind of text the memory's segment descriptions are). A backend that needs a chat model
+    (``vidagent.tools.vqa``) is made for one, so every backend is asked the same way.
+    """
+
+    name: str
+    sees_frames: bool
+
+    def answer(self, question: str, frames: Sequence[SampledFrame]) -> VQAResult: ...
 
 
 class OpenVocabularyDetector(Protocol):

@@ -29,13 +29,13 @@ import numpy as np
 from vidagent.config import ToolShapes
 from vidagent.errors import ToolInputError
 from vidagent.llm.base import ChatModel, Message
-from vidagent.perception.base import FrameDescriber, ObjectDetector, OpenVocabularyDetector, TextEmbedder, TextReader
+from vidagent.perception.base import (FrameDescriber, ObjectDetector, OpenVocabularyDetector, TextEmbedder, TextReader,
+                                      VisualQA)
 from vidagent.perception.detections import class_names
 from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, unlabelled
 from vidagent.tools.observed import frame_text, lines, quote, quote_all, with_text
-from vidagent.tools.vqa import VisualQA
 from vidagent.video.sampling import spread_evenly
 from vidagent.video.source import SourceKind
 from vidagent.video.video import SampledFrame
@@ -147,7 +147,7 @@ class AssistModules:
             description = self.describer.describe([image.pixels])[0]
             return Observation(f"Description: {frame_text(description)}", evidence=_evidence(image, description.text))
         frame = SampledFrame(image.source.window[0] if image.source.window else 0.0, image.pixels)
-        result = self.vqa.answer(query, [frame], self.llm)
+        result = self.vqa.answer(query, [frame])
         return Observation(f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}",
                            evidence=_evidence(image, result.answer))
 

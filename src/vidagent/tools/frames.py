@@ -14,11 +14,10 @@ from vidagent.config import ToolShapes
 from vidagent.llm.base import ChatModel
 from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
-from vidagent.perception.base import FrameDescriber
+from vidagent.perception.base import FrameDescriber, VisualQA
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.caption_window import answer_from_captions, segment_evidence, caption_lines
 from vidagent.tools.observed import frame_text, quote
-from vidagent.tools.vqa import VisualQA
 from vidagent.video.video import SampledFrame
 
 
@@ -75,7 +74,7 @@ class FrameTools:
         frames = self._window(start_s, end_s)
         if isinstance(frames, Observation):
             return frames
-        result = self.vqa.answer(question, frames, self.llm)
+        result = self.vqa.answer(question, frames)
         return Observation(f"Answer: {quote(result.answer)}",
                            evidence=(Evidence(frames[0].time_s, frames[-1].time_s, result.answer,
                                               self.memory.video_id),),

@@ -10,11 +10,10 @@ from vidagent.config import ToolShapes
 from vidagent.llm.base import ChatModel
 from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
-from vidagent.perception.base import TextEmbedder
+from vidagent.perception.base import TextEmbedder, VisualQA
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.caption_window import answer_from_captions, segment_evidence
 from vidagent.tools.observed import lines, quote, segment_text
-from vidagent.tools.vqa import VisualQA
 from vidagent.video.sampling import midpoints, spread_evenly
 
 
@@ -99,7 +98,7 @@ class TemporalTools:
         samples = max(2, round(span * self.shapes.vqa_frames_per_second))
         times = midpoints(first.start_s, last.end_s, samples)
         frames = list(self.memory.video.frames_at(times, max_side=self.shapes.frame_max_side))
-        result = self.vqa.answer(question, frames, self.llm)
+        result = self.vqa.answer(question, frames)
         text = f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s).\n" \
                f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}"
         return Observation(text, evidence=(Evidence(first.start_s, last.end_s, result.answer, self.memory.video_id),),

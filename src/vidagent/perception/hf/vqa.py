@@ -1,4 +1,4 @@
-"""``HFVisualQA``: visual question answering with a local Hugging Face model (``VisualQA``).
+"""``HFVisualQA``: visual question answering with a local Hugging Face model (a ``VisualQA``).
 
 Three kinds of model, told apart by their checkpoint:
 
@@ -11,9 +11,8 @@ Three kinds of model, told apart by their checkpoint:
 * **Other image-text-to-text models** (BLIP-2, InstructBLIP): asked per frame with
   ``hf_vqa_frame`` ("Question: ... Answer:"), combined as for BLIP VQA.
 
-The local model answers by itself and needs no chat model. ``answer`` accepts one as an optional
-third argument and ignores it, so the model stands in for a ``vidagent.tools.vqa.VisualQA`` (whose
-callers pass the session's chat model) without an adapter and without perception/ knowing llm/.
+The local model answers by itself and needs no chat model: it is a
+``vidagent.perception.base.VisualQA`` as it is, asked like the chat-backed ones of ``vidagent.tools.vqa``.
 """
 
 from __future__ import annotations
@@ -63,8 +62,8 @@ class HFVisualQA:
         """Load the model now instead of on first use (``ModelUnavailableError`` if it cannot be)."""
         self._loaded.get()
 
-    def answer(self, question: str, frames: Sequence[SampledFrame], llm: object = None) -> VQAResult:
-        """Answer ``question`` from ``frames`` (time order); ``llm`` (a chat model) is accepted and ignored."""
+    def answer(self, question: str, frames: Sequence[SampledFrame]) -> VQAResult:
+        """Answer ``question`` from ``frames`` (time order)."""
         if not question.strip():
             raise ToolInputError("visual question answering needs a question")
         if not frames:
