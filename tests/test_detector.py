@@ -9,6 +9,8 @@ vertical) shows a dog standing on a skateboard; boats.mp4 shows two large sailbo
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -124,6 +126,16 @@ def test_detections_carry_names_and_added_data_without_changing_the_original():
     assert class_names(coloured[np.array([1])]) == ["person"]
     assert class_names(sv.Detections(xyxy=np.zeros((1, 4)), class_id=np.array([7]))) == ["7"]  # no names given
     assert len(no_detections()) == 0 and class_names(no_detections()) == []
+
+
+def test_detections_use_supervisions_name_key_and_reading_them_does_not_import_it():
+    from supervision.config import CLASS_NAME_DATA_FIELD
+
+    from vidagent.perception.detections import CLASS_NAME
+
+    assert CLASS_NAME == CLASS_NAME_DATA_FIELD
+    code = "import sys, vidagent.perception.detections, vidagent.perception.describer; print('supervision' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
 
 
 def test_missing_assets_raise_clear_error(tmp_path):
