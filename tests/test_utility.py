@@ -15,7 +15,7 @@ import pytest
 import supervision as sv
 
 from vidagent.config import Settings
-from vidagent.errors import VideoError
+from vidagent.errors import OutputError, VideoError
 from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.store import Library
 from vidagent.memory.stored_video import StoredVideo
@@ -195,7 +195,7 @@ def test_frames_are_written_at_the_rate_into_a_new_or_empty_folder(moving_square
     assert Image.open(paths[0]).size == (320, 240)
     (tmp_path / "empty").mkdir()
     assert len(editing.export_frames(video, 1, 1, 1, tmp_path / "empty", image_format="png")) == 1
-    with pytest.raises(VideoError, match="not an empty folder"):
+    with pytest.raises(OutputError, match="not an empty folder"):
         editing.export_frames(video, 0, 1, 1, tmp_path / "frames")
     with pytest.raises(VideoError, match="jpg or png"):
         editing.export_frames(video, 0, 1, 1, tmp_path / "other", image_format="gif")
@@ -459,3 +459,16 @@ def test_a_window_that_starts_late_is_read_from_the_keyframe_before_it_with_the_
     assert [f.time_s for f in window] == [f.time_s for f in whole] and len(window) >= 1
     assert all(np.array_equal(a.image, b.image) for a, b in zip(window, whole))
     assert counter.decoded <= (end_s - start_s) * 10 + 20  # from the keyframe before: not the 30-odd frames before it
+
+
+# -- review fixes: identical requests at once, a length limit, an output that cannot be written ----------------
+def test_an_output_that_cannot_be_written_is_an_output_error_naming_where(moving_square, tmp_path):
+    video, _ = moving_square
+    (tmp_path / "taken.mp4").mkdir()  # a folder where the clip goes: the rename fails
+    with pytest.raises(OutputError, match="cannot write the video") as failed:
+        editing.cut_clip(video, 0, 1, tmp_path / "taken.mp4")
+    assert failed.value.path == str(tmp_path / "taken.mp4") and "cannot write" in failed.value.problem
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OutputError, match="cannot write the frames"):
+        editing.export_frames(video, 0, 1, 1, tmp_path / "file" / "frames")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "taken.mp4"]

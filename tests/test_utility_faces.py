@@ -6,6 +6,7 @@ memory is built once with the real offline perception; a scripted chat model mak
 from __future__ import annotations
 
 import io
+import logging
 import subprocess
 import sys
 import os
@@ -176,6 +177,26 @@ def test_the_routes_answer_with_the_files_and_refuse_bad_requests(boat_home, mod
                 body = response.json()
                 assert body["status"] == status and fragment in body["message"] + str(body), body
             assert client.get("/api/health").json()["status"] == "ok"
+
+
+def test_an_edit_the_server_cannot_write_is_a_500_naming_no_server_path(boat_home, models_dir, tmp_path, caplog):
+    home = copy_home(boat_home, tmp_path / "home")
+    with running_server(home, models_dir, [video_path(BOAT).parent], ScriptedLLM([])) as (server, service):
+        with httpx.Client(base_url=server.url, timeout=300) as client:
+            video_id = client.post("/api/videos", json={"path": str(video_path(BOAT))}).json()["video_id"]
+            url, params = f"/api/videos/{video_id}/edits/clip", {"start": 1, "end": 3}
+            name = client.get(url, params=params).headers["content-disposition"].split('filename="')[1].rstrip('"')
+            made = service.config.settings.artifacts_dir / name
+            made.unlink()
+            made.mkdir()  # something else where the clip goes: the server cannot write it
+            with caplog.at_level(logging.ERROR, logger="vidagent.server.edits"):
+                failed = client.get(url, params=params)
+            body = failed.json()
+            assert failed.status_code == 500 and body["error"] == "StorageError", body
+            assert body["message"] == "the server failed to make the clip: cannot write the video (Is a directory); " \
+                                      "its log says where", body
+            assert str(home) not in failed.text and "artifacts" not in failed.text
+            assert any(str(made) in record.getMessage() for record in caplog.records)
 
 
 # -- the page ------------------------------------------------------------------------------------------------------------------

@@ -19,6 +19,18 @@ class VideoError(VidagentError):
     exit_code = 2
 
 
+class OutputError(VidagentError):
+    """A file or folder vidagent makes cannot be written where it goes: no space left, no permission, or
+    something else already under its name. ``path`` is where, ``problem`` what went wrong there (a face
+    that must not show its paths, the server, answers with ``problem`` and logs ``path``)."""
+
+    exit_code = 2
+
+    def __init__(self, path: object, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem = str(path), problem
+
+
 class ModelUnavailableError(VidagentError):
     """A model's files are not installed, or a model backend cannot be loaded."""
 

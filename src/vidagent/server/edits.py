@@ -6,12 +6,14 @@ as a zip of the images); ``GET /api/artifacts/{name}`` with any file an edit or 
 (the links an answer's steps carry in ``artifacts["file"]``). Every edit is kept in the library's
 artifacts folder, named by content, so asking again costs nothing. An object's edit runs in the model
 lane: it may build the video's object memory first (with the models), and it waits its turn behind the
-builds and questions before it; a clip and frames need no model and run at once.
+builds and questions before it; a clip and frames need no model and run at once. A file the server
+cannot write is a 500 ``StorageError`` that says what went wrong but not where; the log says where.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import secrets
@@ -23,12 +25,14 @@ from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
-from vidagent.errors import ToolInputError
+from vidagent.errors import OutputError, ToolInputError
 from vidagent.memory.builder import MemoryBuilder
-from vidagent.server.errors import NotFoundError, RequestError
+from vidagent.server.errors import NotFoundError, RequestError, StorageError
 from vidagent.server.lane import ModelLane
 from vidagent.tools.edits import Edit, VideoEdits, object_track
-from vidagent.video.video import Video
+from vidagent.video.video import Video, error_reason
+
+log = logging.getLogger(__name__)
 
 # what an edit's file is called in the artifacts folder (tools/edits.py names them); nothing else is served
 ARTIFACT_NAME = re.compile(r"^(clip|highlight|remove|frames)-[0-9a-f]{12}-[0-9a-f]{16}(\.mp4|\.zip)?$")
@@ -43,11 +47,10 @@ class ServerEdits:
         self.lane, self.handle, self.builder, self.max_queued = lane, handle, builder, max_queued
 
     def clip(self, video_id: str, start_s: float, end_s: float) -> Edit:
-        return _refusing(lambda: self._edits(video_id).clip(start_s, end_s))
+        return _refusing(lambda: self._edits(video_id).clip(start_s, end_s), "clip")
 
     def frames(self, video_id: str, start_s: float, end_s: float, fps: float) -> Path:
-        edit = _refusing(lambda: self._edits(video_id).frames(start_s, end_s, fps))
-        return self.zipped(edit.path)
+        return _refusing(lambda: self.zipped(self._edits(video_id).frames(start_s, end_s, fps).path), "frames")
 
     async def object_edit(self, video_id: str, object_id: int, kind: str) -> Edit:
         """Highlight or remove an object, in the model lane (building the object memory first if needed)."""
@@ -59,7 +62,7 @@ class ServerEdits:
             memory = self.builder().build(video, ["objects"], progress=False)
             edits = VideoEdits(video, self.artifacts_dir)
             found = _refusing(lambda: object_track(memory, object_id))
-            return _refusing(lambda: edits.highlight(found) if kind == "highlight" else edits.remove(found))
+            return _refusing(lambda: edits.highlight(found) if kind == "highlight" else edits.remove(found), kind)
 
         return await asyncio.wrap_future(self.lane.submit(run, limit=self.max_queued))
 
@@ -69,7 +72,7 @@ class ServerEdits:
             raise NotFoundError(f"no file named {name!r}: files are named like clip-<video>-<key>.mp4")
         path = self.artifacts_dir / name
         if path.is_dir():
-            return self.zipped(path)
+            return _refusing(lambda: self.zipped(path), "frames")
         if not path.is_file():
             raise NotFoundError(f"no file named {name!r} (made on another server, or removed?)")
         return path
@@ -85,6 +88,8 @@ class ServerEdits:
                 for path in sorted(folder.iterdir()):
                     archive.write(path, f"{folder.name}/{path.name}")
             os.replace(temporary, target)
+        except OSError as error:
+            raise OutputError(target, f"cannot write the zip ({error_reason(error)})") from error
         finally:
             temporary.unlink(missing_ok=True)
         return target
@@ -93,13 +98,16 @@ class ServerEdits:
         return VideoEdits(self.handle(video_id), self.artifacts_dir)
 
 
-def _refusing(make: Callable[[], Any]) -> Any:
+def _refusing(make: Callable[[], Any], kind: str = "edit") -> Any:
     """``make()``, with an edit's refusal of its input (a window outside the video, an unknown object) as a
-    422 naming the problem."""
+    422 naming the problem, and an output the server cannot write as a 500 that names no path (the log does)."""
     try:
         return make()
     except ToolInputError as error:
         raise RequestError(str(error), status=422) from None
+    except OutputError as error:
+        log.error("the %s could not be written to %s: %s", kind, error.path, error.problem)
+        raise StorageError(f"the server failed to make the {kind}: {error.problem}; its log says where") from None
 
 
 def edits_router(edits: ServerEdits) -> APIRouter:

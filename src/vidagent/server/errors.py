@@ -14,7 +14,8 @@ class ServeSetupError(VidagentError):
 
 
 class RequestError(VidagentError):
-    """A request the server refuses; ``status`` is its HTTP status (a subclass names its own default:
+    """A request the server refuses (or fails in a way it can put in words: a 5xx subclass, whose message is
+    shown as it is); ``status`` is its HTTP status (a subclass names its own default:
     ``class NotFoundError(RequestError, status=404)``, and one error may still give another)."""
 
     status = 400
@@ -49,6 +50,11 @@ class UploadError(RequestError, status=413):
 
 class BusyError(RequestError, status=503):
     """The model lane already holds as many jobs as the server takes; the client may try again later."""
+
+
+class StorageError(RequestError, status=500):
+    """The server cannot write a file it makes (an edit's output): the failure is the server's, its message says
+    what went wrong without the server's paths, and the log says where."""
 
 
 class AskCancelledError(Exception):
@@ -88,7 +94,8 @@ def status_of(error: BaseException) -> int:
 def error_body(error: BaseException) -> dict[str, object]:
     """The JSON body of an error response: what kind, what happened, and the status."""
     status = status_of(error)
-    kind = type(error).__name__ if status != 500 else "InternalError"
+    unforeseen = status == 500 and not isinstance(error, RequestError)  # a bug: its text may hold anything
+    kind = type(error).__name__ if not unforeseen else "InternalError"
     kind = PUBLIC_NAMES.get(kind, kind)
-    message = str(error) if status != 500 else f"internal error ({type(error).__name__}); see the server log"
+    message = str(error) if not unforeseen else f"internal error ({type(error).__name__}); see the server log"
     return {"error": kind, "message": message, "status": status}

@@ -2,7 +2,8 @@
 write its frames as images (DoraemonGPT's utility tools, appendix A.2).
 
 Every output is written under a temporary name beside its target and renamed when it is whole, so a
-failed or interrupted run never leaves a half-written file (or folder) under the name asked for.
+failed or interrupted run never leaves a half-written file (or folder) under the name asked for; a
+failure to write it is an ``OutputError`` (a bad window or an unreadable source, a ``VideoError``).
 Videos are re-encoded (H.264, high quality; frame-accurate, unlike a keyframe-aligned stream copy)
 at the source's frame times (a variable frame rate stays variable, so the sound stays in step) and
 size (even sides: the last row or column of an odd size is dropped), upright, and keep their
@@ -31,7 +32,7 @@ import av
 import cv2
 import numpy as np
 
-from vidagent.errors import VideoError
+from vidagent.errors import OutputError, VideoError
 from vidagent.video.track import Track, grown, region
 from vidagent.video.video import SampledFrame, Video, error_reason
 
@@ -145,13 +146,12 @@ def export_frames(video: Video, start_s: float, end_s: float, fps: float, folder
 
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise VideoError(f"{folder}: already exists and is not an empty folder (name a new or empty folder)")
-    folder.parent.mkdir(parents=True, exist_ok=True)
+        raise OutputError(folder, "already exists and is not an empty folder (name a new or empty folder)")
     temporary = folder.with_name(f".{folder.name}.{_unique()}.part")
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir()
     names: list[str] = []
     try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        temporary.mkdir()
         for number, frame in enumerate(video.frames_at(times), start=1):
             name = f"frame_{number:05d}_{frame.time_s:.2f}s.{image_format}"
             options = {"quality": JPEG_QUALITY} if image_format == "jpg" else {}
@@ -161,7 +161,7 @@ def export_frames(video: Video, start_s: float, end_s: float, fps: float, folder
                 progress(frame.time_s - start, end - start)
         os.replace(temporary, folder)
     except OSError as error:
-        raise VideoError(f"{folder}: cannot write the frames ({error.strerror or error})") from error
+        raise OutputError(folder, f"cannot write the frames ({error.strerror or error})") from error
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
     return [folder / name for name in names]
@@ -201,13 +201,13 @@ def _rewrite(video: Video, start: float, end: float, target: Path, change: Calla
              progress: Progress | None) -> Path:
     """Write ``change(frame)`` for every frame of ``[start, end)`` (and the window's audio) to ``target``."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.stem}.{_unique()}.part{target.suffix or '.mp4'}")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         _encode(video, start, end, temporary, change, progress)
         os.replace(temporary, target)
-    except (av.error.FFmpegError, OSError) as error:
-        raise VideoError(f"{target}: cannot write the video ({error_reason(error)})") from error
+    except (av.error.FFmpegError, OSError) as error:  # reading the source fails as a VideoError, not here
+        raise OutputError(target, f"cannot write the video ({error_reason(error)})") from error
     finally:
         temporary.unlink(missing_ok=True)
     return target
