@@ -5,6 +5,7 @@ with PyAV and checked. The commands, routes and page are in test_utility_faces.p
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -20,7 +21,7 @@ from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.store import Library
 from vidagent.memory.stored_video import StoredVideo
 from vidagent.memory.video_memory import VideoMemory
-from vidagent.tools.edits import object_track
+from vidagent.tools.edits import VideoEdits, object_track
 from vidagent.tools.media import ImageMedia, VideoMedia
 from vidagent.tools.utility import UTILITY_TOOLS, UtilityTools
 from vidagent.video import editing
@@ -462,6 +463,41 @@ def test_a_window_that_starts_late_is_read_from_the_keyframe_before_it_with_the_
 
 
 # -- review fixes: identical requests at once, a length limit, an output that cannot be written ----------------
+def test_two_identical_requests_at_once_both_get_the_one_output(moving_square, tmp_path):
+    """Both threads pass the look for a made output before either has written it (the progress callback holds
+    the first maker until the second has arrived, or for a second where the second waits its turn)."""
+    video, _ = moving_square
+    arrived = threading.Barrier(2, timeout=1.0)
+
+    def meet(done: float, total: float) -> None:
+        try:
+            arrived.wait()
+        except threading.BrokenBarrierError:
+            pass
+
+    for kind, make in (("frames", lambda edits: edits.frames(0, 3, 10, progress=meet)),
+                       ("clip", lambda edits: edits.clip(0.5, 2.5, progress=meet))):
+        arrived.reset()
+        results: list[object] = []
+
+        def request() -> None:
+            try:
+                results.append(make(VideoEdits(video, tmp_path / "artifacts")))
+            except Exception as error:  # noqa: BLE001 - the failure is what the test looks for
+                results.append(error)
+
+        threads = [threading.Thread(target=request) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert all(not isinstance(result, Exception) for result in results), (kind, results)
+        first, second = results
+        assert first.path == second.path and sorted([first.reused, second.reused]) == [False, True], kind
+        assert first.count == second.count == (30 if kind == "frames" else 20), kind
+    assert not [p for p in (tmp_path / "artifacts").iterdir() if ".part" in p.name]
+
+
 def test_an_output_that_cannot_be_written_is_an_output_error_naming_where(moving_square, tmp_path):
     video, _ = moving_square
     (tmp_path / "taken.mp4").mkdir()  # a folder where the clip goes: the rename fails

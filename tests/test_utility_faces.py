@@ -11,6 +11,7 @@ import subprocess
 import sys
 import os
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -177,6 +178,18 @@ def test_the_routes_answer_with_the_files_and_refuse_bad_requests(boat_home, mod
                 body = response.json()
                 assert body["status"] == status and fragment in body["message"] + str(body), body
             assert client.get("/api/health").json()["status"] == "ok"
+
+
+def test_the_same_frames_asked_for_twice_at_once_are_made_once_and_sent_to_both(boat_home, models_dir, tmp_path):
+    home = copy_home(boat_home, tmp_path / "home")
+    with running_server(home, models_dir, [video_path(BOAT).parent], ScriptedLLM([])) as (server, _):
+        with httpx.Client(base_url=server.url, timeout=300) as client, ThreadPoolExecutor(2) as pool:
+            video_id = client.post("/api/videos", json={"path": str(video_path(BOAT))}).json()["video_id"]
+            both = [pool.submit(client.get, f"/api/videos/{video_id}/edits/frames",
+                                params={"start": 0, "end": 2, "fps": 30}) for _ in range(2)]
+            first, second = (future.result() for future in both)
+            assert first.status_code == second.status_code == 200, (first.text, second.text)
+            assert first.content == second.content and len(zipfile.ZipFile(io.BytesIO(first.content)).namelist()) == 60
 
 
 def test_an_edit_the_server_cannot_write_is_a_500_naming_no_server_path(boat_home, models_dir, tmp_path, caplog):

@@ -6,20 +6,26 @@ settings, the object's boxes), so the same request is answered with the file mad
 target (the command line's ``-o``) it goes there. ``object_track`` reads an object's sampled boxes
 from the object memory (DoraemonGPT's space-dominant memory), building it first when asked to.
 The tools (``vidagent.tools.utility``), the commands and the server's routes all edit through here.
+
+Two requests for the same output at once (two threads of a server) make it once: the second waits for
+the first and answers with its file; a process that loses the race to another (the command beside the
+server) takes the file the other made.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from vidagent.errors import ToolInputError, VideoError
+from vidagent.errors import OutputError, ToolInputError, VideoError
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.video import editing
 from vidagent.video.editing import Progress
@@ -151,21 +157,37 @@ class VideoEdits:
         path = target or self.artifacts_dir / self._name("frames", {"window": [start, end], "fps": fps,
                                                                     "format": image_format}, "")
         started = time.perf_counter()
-        reused = target is None and path.is_dir()
-        if not reused:
-            written = editing.export_frames(self.video, start, end, fps, path, image_format=image_format,
-                                            progress=progress)
-            count = len(written)
+
+        def make() -> None:
+            nonlocal count
+            count = len(editing.export_frames(self.video, start, end, fps, path, image_format=image_format,
+                                              progress=progress))
+
+        reused = self._made_once(path, target is None, Path.is_dir, make)
         return Edit("frames", path, (start, end), count, reused, time.perf_counter() - started)
 
     def _video_edit(self, kind: str, window: tuple[float, float], settings: dict[str, Any], target: Path | None,
                     make: Callable[[Path], Path]) -> Edit:
         path = target or self.artifacts_dir / self._name(kind, {"window": list(window), **settings}, ".mp4")
         started = time.perf_counter()
-        reused = target is None and path.is_file()
-        if not reused:
-            make(path)
+        reused = self._made_once(path, target is None, Path.is_file, lambda: make(path))
         return Edit(kind, path, window, _frame_count(path), reused, time.perf_counter() - started)
+
+    @staticmethod
+    def _made_once(path: Path, by_content: bool, made: Callable[[Path], bool], make: Callable[[], object]) -> bool:
+        """Make the output at ``path`` unless (named ``by_content``) it is there: whether it was there. One
+        thread at a time makes a path; a maker that another process beat to a path named by content takes
+        what the other made (its content is the same)."""
+        with _one_maker(path):
+            if by_content and made(path):
+                return True
+            try:
+                make()
+            except OutputError:
+                if by_content and made(path):
+                    return True
+                raise
+            return False
 
     def _window(self, start_s: float, end_s: float, *, allow_instant: bool = False) -> tuple[float, float]:
         try:
@@ -179,6 +201,29 @@ class VideoEdits:
                               sort_keys=True, default=str)
         key = hashlib.blake2b(identity.encode(), digest_size=8).hexdigest()
         return f"{kind}-{self.video.content_hash[:12]}-{key}{suffix}"
+
+
+_makers: dict[Path, tuple[threading.Lock, int]] = {}  # output path -> its lock, and how many threads hold or wait
+_makers_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _one_maker(path: Path) -> Iterator[None]:
+    """Hold ``path``'s lock: one thread of this process at a time makes (or looks for) that output."""
+    key = Path(path).absolute()
+    with _makers_lock:
+        lock, users = _makers.get(key, (threading.Lock(), 0))
+        _makers[key] = (lock, users + 1)
+    try:
+        with lock:
+            yield
+    finally:
+        with _makers_lock:
+            lock, users = _makers[key]
+            if users == 1:
+                del _makers[key]
+            else:
+                _makers[key] = (lock, users - 1)
 
 
 def _frame_count(path: Path) -> int:
