@@ -21,7 +21,7 @@ from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.store import Library
 from vidagent.memory.stored_video import StoredVideo
 from vidagent.memory.video_memory import VideoMemory
-from vidagent.tools.edits import VideoEdits, object_track
+from vidagent.tools.edits import EditTooLong, VideoEdits, object_track
 from vidagent.tools.media import ImageMedia, VideoMedia
 from vidagent.tools.utility import UTILITY_TOOLS, UtilityTools
 from vidagent.video import editing
@@ -364,7 +364,7 @@ def test_a_soundtrack_aac_cannot_take_as_it_is_is_converted_not_lost(tmp_path):
         assert sum(frame.samples for frame in container.decode(audio)) > 40000  # about a second of sound
 
 
-# -- review fixes: frame times of a variable frame rate, a window that starts late ------------------------------------------
+# -- review fixes: frame times of a variable frame rate, a window that starts late -------------------------------------
 VFR_GAPS = (0.04, 0.1, 0.02, 0.07, 0.033, 0.15)  # seconds between frames, in turn: 25 to 6.7 frames a second
 
 
@@ -462,7 +462,7 @@ def test_a_window_that_starts_late_is_read_from_the_keyframe_before_it_with_the_
     assert counter.decoded <= (end_s - start_s) * 10 + 20  # from the keyframe before: not the 30-odd frames before it
 
 
-# -- review fixes: identical requests at once, a length limit, an output that cannot be written ----------------
+# -- review fixes: identical requests at once, a length limit, an output that cannot be written ------------------------
 def test_two_identical_requests_at_once_both_get_the_one_output(moving_square, tmp_path):
     """Both threads pass the look for a made output before either has written it (the progress callback holds
     the first maker until the second has arrived, or for a second where the second waits its turn)."""
@@ -496,6 +496,26 @@ def test_two_identical_requests_at_once_both_get_the_one_output(moving_square, t
         assert first.path == second.path and sorted([first.reused, second.reused]) == [False, True], kind
         assert first.count == second.count == (30 if kind == "frames" else 20), kind
     assert not [p for p in (tmp_path / "artifacts").iterdir() if ".part" in p.name]
+
+
+def test_an_edit_longer_than_allowed_is_refused_before_any_of_it_is_made(moving_square, tmp_path):
+    video, track = moving_square
+    edits = VideoEdits(video, tmp_path, max_seconds=2.0)
+    assert edits.clip(0.5, 2.5).count == 20
+    with pytest.raises(EditTooLong, match="2.5 s of the video, more than the 2 s allowed") as refused:
+        edits.clip(0, 2.5)
+    assert (refused.value.kind, refused.value.limit) == ("clip", 2.0)
+    with pytest.raises(EditTooLong, match="the frames would cover 3.0 s"):
+        edits.frames(0, 3, 1)
+    with pytest.raises(EditTooLong, match="the remove would cover"):
+        edits.remove(object_track_of(track))
+    assert sorted(p.name.split("-")[0] for p in tmp_path.iterdir()) == ["clip"]
+
+
+def object_track_of(track: Track):
+    from vidagent.tools.edits import ObjectTrack
+
+    return ObjectTrack(0, "square", track)
 
 
 def test_an_output_that_cannot_be_written_is_an_output_error_naming_where(moving_square, tmp_path):

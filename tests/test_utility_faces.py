@@ -10,6 +10,7 @@ import logging
 import subprocess
 import sys
 import os
+import threading
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -25,6 +26,7 @@ from vidagent.llm.base import Message
 from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.store import Library
 from vidagent.session import Session
+from vidagent.video import editing
 from vidagent.video.video import Video
 
 from conftest import TEMPORAL_TOY, video_path
@@ -178,6 +180,56 @@ def test_the_routes_answer_with_the_files_and_refuse_bad_requests(boat_home, mod
                 body = response.json()
                 assert body["status"] == status and fragment in body["message"] + str(body), body
             assert client.get("/api/health").json()["status"] == "ok"
+
+
+def test_an_edit_is_made_beside_the_model_lane_and_one_too_many_is_refused(boat_home, models_dir, tmp_path,
+                                                                          monkeypatch):
+    """While the boat is drawn (its encode held open here), the model lane is free for a question, and a
+    second edit is 429 naming max_edits."""
+    home = copy_home(boat_home, tmp_path / "home")
+    entered, gate = threading.Event(), threading.Event()
+    encode = editing._encode
+
+    def held(*args, **kwargs):
+        entered.set()
+        assert gate.wait(120)
+        return encode(*args, **kwargs)
+
+    monkeypatch.setattr(editing, "_encode", held)
+    with running_server(home, models_dir, [video_path(BOAT).parent], ScriptedLLM([]), max_edits=1) as (server, service):
+        with httpx.Client(base_url=server.url, timeout=60) as client, ThreadPoolExecutor(1) as pool:
+            video_id = client.post("/api/videos", json={"path": str(video_path(BOAT))}).json()["video_id"]
+            base = f"/api/videos/{video_id}/edits"
+            drawn = pool.submit(client.get, f"{base}/highlight", params={"object_id": 0})
+            try:
+                assert entered.wait(60)
+                assert service.lane.submit(lambda: "asked").result(timeout=10) == "asked"  # not behind the encode
+                refused = client.get(f"{base}/clip", params={"start": 1, "end": 3}, timeout=10)
+                assert refused.status_code == 429, refused.text
+                body = refused.json()
+                assert body["error"] == "TooManyEditsError" and "max_edits = 1" in body["message"]
+            finally:
+                gate.set()
+            assert drawn.result().status_code == 200 and frames_of(drawn.result().content) == 181
+            assert client.get(f"{base}/clip", params={"start": 1, "end": 3}).status_code == 200  # its turn now
+
+
+def test_an_edit_longer_than_the_server_allows_is_refused_naming_the_setting(boat_home, models_dir, tmp_path):
+    home = copy_home(boat_home, tmp_path / "home")
+    with running_server(home, models_dir, [video_path(BOAT).parent], ScriptedLLM([]), max_edit_seconds=2.5) \
+            as (server, _):
+        with httpx.Client(base_url=server.url, timeout=300) as client:
+            video_id = client.post("/api/videos", json={"path": str(video_path(BOAT))}).json()["video_id"]
+            base = f"/api/videos/{video_id}/edits"
+            for url, params, kind in ((f"{base}/clip", {"start": 0, "end": 3}, "clip"),
+                                      (f"{base}/frames", {"start": 0, "end": 4}, "frames"),
+                                      (f"{base}/remove", {"object_id": 0}, "remove")):  # the whole 6 s
+                response = client.get(url, params=params)
+                body = response.json()
+                assert response.status_code == 422 and body["error"] == "EditTooLongError", body
+                assert f"the {kind} would cover" in body["message"] and "at most 2.5 s (max_edit_seconds, " \
+                       "`vidagent serve --max-edit-seconds`)" in body["message"], body
+            assert client.get(f"{base}/clip", params={"start": 0.5, "end": 3}).status_code == 200
 
 
 def test_the_same_frames_asked_for_twice_at_once_are_made_once_and_sent_to_both(boat_home, models_dir, tmp_path):

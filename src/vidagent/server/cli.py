@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Callable
 
 from vidagent.config import Settings
-from vidagent.server.config import DEFAULT_MAX_UPLOAD_BYTES, TOKEN_ENV, ServeConfig
+from vidagent.server.config import (DEFAULT_MAX_EDIT_SECONDS, DEFAULT_MAX_EDITS, DEFAULT_MAX_UPLOAD_BYTES,
+                                     TOKEN_ENV, ServeConfig)
 from vidagent.server.errors import ServeSetupError
 
 SettingsOf = Callable[[argparse.Namespace], Settings]
@@ -24,6 +25,10 @@ def add_serve_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     _add_common(serve, default_port=8000)
     serve.add_argument("--max-upload-mb", type=float, default=DEFAULT_MAX_UPLOAD_BYTES / 2**20,
                        help="largest upload accepted (default %(default)g MiB)")
+    serve.add_argument("--max-edit-seconds", type=float, default=DEFAULT_MAX_EDIT_SECONDS,
+                       help="most video one edit (/api/videos/ID/edits/...) may cover (default %(default)g s)")
+    serve.add_argument("--max-edits", type=int, default=DEFAULT_MAX_EDITS,
+                       help="edits made at once; one more is refused with 429 (default %(default)s)")
     add_llm_options(serve)
     serve.set_defaults(run=lambda args: _serve(args, settings_of))
 
@@ -66,7 +71,10 @@ def _serve(args: argparse.Namespace, settings_of: SettingsOf) -> int:
     from vidagent.server.run import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = _config(args, settings_of, max_upload_bytes=int(args.max_upload_mb * 2**20))
+    if not args.max_edit_seconds > 0 or args.max_edits < 1:
+        raise ServeSetupError("--max-edit-seconds must be above 0 and --max-edits at least 1")
+    config = _config(args, settings_of, max_upload_bytes=int(args.max_upload_mb * 2**20),
+                     max_edit_seconds=args.max_edit_seconds, max_edits=args.max_edits)
     config.check_binding()
     serve(config)
     return 0

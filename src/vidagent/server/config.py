@@ -13,6 +13,12 @@ TOKEN_ENV = "VIDAGENT_TOKEN"
 DEFAULT_MAX_UPLOAD_BYTES = 2 << 30  # 2 GiB
 DEFAULT_MAX_CLIP_SECONDS = 30.0
 DEFAULT_MAX_QUEUED = 32  # questions and index builds waiting for the model lane, the running one included
+# the longest stretch of video one edit route covers: an encode runs at about 0.5-1.7 s a second of 720p video on
+# the 2-core development machine (README, utility tools), so 5 minutes of video is at most ~8 minutes of work
+DEFAULT_MAX_EDIT_SECONDS = 300.0
+# edits made at once (each in the edits' own threads, beside the model lane); x264 already spreads one encode over
+# the cores, so more at once only share them; another edit meanwhile is refused (429)
+DEFAULT_MAX_EDITS = 2
 
 
 @dataclass(frozen=True)
@@ -20,7 +26,9 @@ class ServeConfig:
     """``video_dirs``: the folders whose videos may be registered by path (uploads go to ``upload_dir``,
     default ``<home>/uploads``). ``token``: the bearer token every API request must carry (required
     when ``host`` is not a loopback address). ``max_queued``: jobs the model lane holds (running and waiting)
-    before a new question is refused as busy (503), so a crowd of clients cannot grow the queue without end."""
+    before a new question is refused as busy (503), so a crowd of clients cannot grow the queue without end.
+    ``max_edit_seconds``: the most video one edit route (``/api/videos/{id}/edits/...``) covers (longer is 422
+    ``EditTooLongError``); ``max_edits``: the edits made at once (one more is 429 ``TooManyEditsError``)."""
 
     settings: Settings = field(default_factory=Settings.from_env)
     video_dirs: tuple[Path, ...] = ()
@@ -28,6 +36,8 @@ class ServeConfig:
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     max_clip_seconds: float = DEFAULT_MAX_CLIP_SECONDS
     max_queued: int = DEFAULT_MAX_QUEUED
+    max_edit_seconds: float = DEFAULT_MAX_EDIT_SECONDS
+    max_edits: int = DEFAULT_MAX_EDITS
     token: str | None = None
     host: str = "127.0.0.1"
     port: int = 8000

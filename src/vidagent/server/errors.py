@@ -52,6 +52,14 @@ class BusyError(RequestError, status=503):
     """The model lane already holds as many jobs as the server takes; the client may try again later."""
 
 
+class EditTooLongError(RequestError, status=422):
+    """An edit that would cover more of the video than the server's ``max_edit_seconds``."""
+
+
+class TooManyEditsError(RequestError, status=429):
+    """As many edits are being made as the server's ``max_edits``; the client may try again when one is done."""
+
+
 class StorageError(RequestError, status=500):
     """The server cannot write a file it makes (an edit's output): the failure is the server's, its message says
     what went wrong without the server's paths, and the log says where."""

@@ -53,7 +53,7 @@ class VideoService:
         self.lane = ModelLane()
         self.media = MediaCutter(config.clips_dir, config.max_clip_seconds)
         self.edits = ServerEdits(config.settings.artifacts_dir, self.lane, self.handle, self.session.builder,
-                                 config.max_queued)
+                                 config.max_queued, max_seconds=config.max_edit_seconds, max_running=config.max_edits)
         self.jobs = IndexJobs(self.lane, self.session.builder)
         self.asks = AskRunner(self.lane, self.session.ask, config.max_queued)
         self.imports = ImportJobs(self.lane, self._library, lambda: self.session.perception.embedder, config.max_queued)
@@ -248,8 +248,9 @@ class VideoService:
         return self.media.clip(self.handle(video_id), start_s, end_s)
 
     def close(self) -> None:
-        """Stop the questions under way (at their next step), wait for the lane, free the models."""
+        """Stop the questions under way (at their next step), wait for the lane and the edits, free the models."""
         self.asks.cancel_all()
         self.lane.close()
+        self.edits.close()
         self.session.close()
         self._library.close()

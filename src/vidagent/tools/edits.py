@@ -9,7 +9,8 @@ The tools (``vidagent.tools.utility``), the commands and the server's routes all
 
 Two requests for the same output at once (two threads of a server) make it once: the second waits for
 the first and answers with its file; a process that loses the race to another (the command beside the
-server) takes the file the other made.
+server) takes the file the other made. ``max_seconds`` refuses an edit that would cover more of the video
+(``EditTooLong``), before any of it is made.
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ DEFAULT_STEP_S = 0.5  # the objects stage's sampling step when the memory cannot
 HIGHLIGHT_MARGIN_S = 1.0  # a highlighted clip starts this long before the object is first seen, ends after
 MAX_FRAME_RATE = 30.0  # frames are written at most this many a second
 MAX_FRAMES = 3000  # ... and at most this many at once
+
+
+class EditTooLong(ToolInputError):
+    """An edit that would cover more of the video than its maker allows (``VideoEdits(max_seconds=)``)."""
+
+    def __init__(self, kind: str, seconds: float, limit: float) -> None:
+        super().__init__(f"the {kind} would cover {seconds:.1f} s of the video, more than the {limit:g} s allowed: "
+                         "ask for a shorter window")
+        self.kind, self.seconds, self.limit = kind, seconds, limit
 
 
 @dataclass(frozen=True)
@@ -112,9 +122,10 @@ def sampling_step(times: list[float]) -> float:
 class VideoEdits:
     """Edits of one video file, written to ``artifacts_dir`` by content (or to a target given)."""
 
-    def __init__(self, video: Video, artifacts_dir: Path) -> None:
+    def __init__(self, video: Video, artifacts_dir: Path, *, max_seconds: float | None = None) -> None:
         self.video = video
         self.artifacts_dir = Path(artifacts_dir)
+        self.max_seconds = max_seconds
 
     def clip(self, start_s: float, end_s: float, *, target: Path | None = None,
              progress: Progress | None = None) -> Edit:
@@ -154,6 +165,7 @@ class VideoEdits:
         if count > MAX_FRAMES:
             raise ToolInputError(f"{count} frames is more than {MAX_FRAMES} at once: take a lower rate or a shorter "
                                  "window")
+        self._check_length("frames", (start, end))
         path = target or self.artifacts_dir / self._name("frames", {"window": [start, end], "fps": fps,
                                                                     "format": image_format}, "")
         started = time.perf_counter()
@@ -168,6 +180,7 @@ class VideoEdits:
 
     def _video_edit(self, kind: str, window: tuple[float, float], settings: dict[str, Any], target: Path | None,
                     make: Callable[[Path], Path]) -> Edit:
+        self._check_length(kind, window)
         path = target or self.artifacts_dir / self._name(kind, {"window": list(window), **settings}, ".mp4")
         started = time.perf_counter()
         reused = self._made_once(path, target is None, Path.is_file, lambda: make(path))
@@ -188,6 +201,11 @@ class VideoEdits:
                     return True
                 raise
             return False
+
+    def _check_length(self, kind: str, window: tuple[float, float]) -> None:
+        seconds = window[1] - window[0]
+        if self.max_seconds is not None and seconds > self.max_seconds + 1e-6:
+            raise EditTooLong(kind, seconds, self.max_seconds)
 
     def _window(self, start_s: float, end_s: float, *, allow_instant: bool = False) -> tuple[float, float]:
         try:
