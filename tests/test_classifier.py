@@ -18,7 +18,8 @@ from vidagent.perception.base import Label
 from vidagent.perception.detections import make_detections
 from vidagent.perception.classifier import (INPUT_SIZE, ONNX_FILENAME, EfficientNetClassifier, imagenet_labels,
                                             preprocess)
-from vidagent.perception.describer import DetectorDescriber, frame_labels_phrase
+from vidagent.perception.describer import DetectorDescriber, confident_frame_labels
+from vidagent.perception.frame_words import frame_labels_phrase, seen_words
 from vidagent.perception.object_kind import kind_note, square_crop
 
 MODELS_DIR = Settings.from_env().models_dir
@@ -85,12 +86,13 @@ def test_kind_notes_need_confidence_and_agreement_with_the_detector() -> None:
     assert kind_note("person", []) == ""
 
 
-def test_frame_phrase_keeps_the_likely_guesses_only() -> None:
-    assert frame_labels_phrase([Label("drum", 0.61), Label("drumstick", 0.1)]) == \
+def test_frame_guesses_keep_the_likely_ones_only() -> None:
+    assert confident_frame_labels([Label("drum", 0.61), Label("drumstick", 0.1)]) == (Label("drum", 0.61),)
+    assert frame_labels_phrase(confident_frame_labels([Label("drum", 0.61), Label("drumstick", 0.1)])) == \
         "ImageNet guesses for the frame: drum 61%."
-    assert frame_labels_phrase([Label("racket", 0.52), Label("ballplayer", 0.24)]) == \
+    assert frame_labels_phrase(confident_frame_labels([Label("racket", 0.52), Label("ballplayer", 0.24)])) == \
         "ImageNet guesses for the frame: racket 52%, ballplayer 24%."
-    assert frame_labels_phrase([Label("oboe", 0.1)]) == ""
+    assert frame_labels_phrase(confident_frame_labels([Label("oboe", 0.1)])) == ""
 
 
 def test_square_crop_is_clipped_to_the_image() -> None:
@@ -116,11 +118,11 @@ class _OneDogDetector:
 def test_describer_adds_the_kind_and_the_frame_guesses(classifier: EfficientNetClassifier) -> None:
     describer = DetectorDescriber(_OneDogDetector(), classifier=classifier)
     (description,) = describer.describe([frame_at("github_Video-LLaMA/skateboarding_dog.mp4", 1.0)])
-    assert "ImageNet guesses for the frame: Border collie" in description.text
-    assert description.objects == ("dog",)
+    assert "ImageNet guesses for the frame: Border collie" in seen_words(description)
+    assert [o.label for o in description.objects] == ["dog"] and description.labels[0].name == "Border collie"
     assert "efficientnet" in describer.name and "ImageNet" in describer.memory_note
     plain = DetectorDescriber(_OneDogDetector())
-    assert "ImageNet" not in plain.describe([frame_at("github_Video-LLaMA/skateboarding_dog.mp4", 1.0)])[0].text
+    assert "ImageNet" not in seen_words(plain.describe([frame_at("github_Video-LLaMA/skateboarding_dog.mp4", 1.0)])[0])
     assert plain.name != describer.name  # a library built without it is rebuilt with it
 
 

@@ -1,4 +1,5 @@
-"""DetectorDescriber and its helpers: hand-made pixels and boxes, then the real detector on real frames.
+"""DetectorDescriber (facts) and frame_words (their words): hand-made pixels and boxes, then the real
+detector on real frames.
 
 Frames were checked by eye: in 01_dog.mp4 at 1 s a woman (white top, blue jeans) stands on the
 left and a white dog with brown patches is right of centre; skateboarding_dog.mp4 at 12 s shows
@@ -14,13 +15,14 @@ import pytest
 
 from conftest import frame_at
 from vidagent.config import Settings
-from vidagent.perception.base import TextBox
+from vidagent.perception.base import FrameDescription, Label, SeenObject, TextBox
+from vidagent.perception.colour import colour_name
+from vidagent.perception.describer import DESCRIPTION_PREFIX, DESCRIPTION_PREFIX_OCR, DetectorDescriber
 from vidagent.perception.detections import make_detections, no_detections
-from vidagent.perception.describer import (DESCRIPTION_PREFIX, DESCRIPTION_PREFIX_OCR, MAX_WORDS,
-                                           DetectorDescriber, colour_name, position_words,
-                                           size_word)
 from vidagent.perception.detector import COCO_LABELS, CenterNetDetector
 from vidagent.perception.node_assets import detector_assets_installed
+from vidagent.perception.frame_words import (MAX_WORDS, describer_sentence, position_words, seen_words,
+                                             size_word)
 
 MODELS_DIR = Settings.from_env().models_dir
 
@@ -116,13 +118,30 @@ def scene() -> np.ndarray:
     return image
 
 
-def test_sentence_groups_classes_with_colour_size_position():
+def test_facts_then_words_group_classes_with_colour_size_position():
     detector = FakeDetector([(0, 100, 150, 300, "person"), (400, 300, 600, 400, "dog"),
                              (500, 0, 560, 50, "dog")])
-    (desc,) = DetectorDescriber(detector).describe([scene()])
-    assert desc.text == (f"{DESCRIPTION_PREFIX} 1 person (red, medium, middle left); "
-                         "2 dogs (white, medium, bottom right; blue, small, top right).")
-    assert desc.objects == ("person", "dog", "dog") and desc.on_screen_text == ()
+    describer = DetectorDescriber(detector)
+    (desc,) = describer.describe([scene()])
+    assert desc.caption is None and desc.size == (600, 400) and desc.on_screen_text == ()
+    assert [(o.label, o.box, o.colour) for o in desc.objects] == [
+        ("person", (0, 100, 150, 300), "red"), ("dog", (400, 300, 600, 400), "white"),
+        ("dog", (500, 0, 560, 50), "blue")]
+    assert desc.objects[0].score == pytest.approx(0.9)
+    assert seen_words(desc) == "1 person (red, medium, middle left); 2 dogs (white, medium, bottom right; blue, small, top right)."
+    assert describer.label == DESCRIPTION_PREFIX
+    assert describer_sentence(desc, describer.label) == f"{DESCRIPTION_PREFIX} {seen_words(desc)}"
+
+
+def test_words_of_kinds_poses_and_frame_guesses():
+    frame = FrameDescription(objects=(SeenObject("person", 0.9, (0, 0, 300, 400), "white", "ballplayer", "standing"),
+                                      SeenObject("dog", 0.8, (500, 300, 560, 350), "", "Border collie")),
+                             labels=(Label("drum", 0.614), Label("drumstick", 0.1)), size=(600, 400))
+    assert seen_words(frame) == ("1 person (ballplayer?, standing, white, large, middle left); "
+                                 "1 dog (Border collie?, small, bottom right). "
+                                 "ImageNet guesses for the frame: drum 61%, drumstick 10%.")
+    assert seen_words(FrameDescription(caption="a  dog\nruns")) == "a dog runs"  # a caption is what was seen
+    assert describer_sentence(FrameDescription(caption="a dog", on_screen_text=("EXIT",))) == 'a dog On-screen text: "EXIT".'
 
 
 def test_empty_frame_says_so_and_reports_text():
@@ -131,7 +150,8 @@ def test_empty_frame_says_so_and_reports_text():
                          TextBox("Gate 12", (100, 10, 150, 30), 0.9)])
     describer = DetectorDescriber(FakeDetector([]), reader)
     (desc,) = describer.describe([scene()])
-    assert desc.text == f'{DESCRIPTION_PREFIX_OCR} no COCO objects detected. On-screen text: "EXIT", "Gate 12".'
+    assert describer_sentence(desc, describer.label) == \
+        f'{DESCRIPTION_PREFIX_OCR} no COCO objects detected. On-screen text: "EXIT", "Gate 12".'
     assert desc.on_screen_text == ("EXIT", "Gate 12") and desc.objects == ()
     assert [b.text for b in desc.text_boxes] == ["EXIT", "Gate 12"]
     assert "fake-ocr" in describer.name
@@ -146,12 +166,15 @@ def test_crowded_frame_stays_short():
             boxes.append((x, y, x + rng.uniform(5, 100), y + rng.uniform(5, 100), label))
     long_text = TextBox(" ".join(f"word{i}" for i in range(40)), (0, 0, 600, 20), 0.9)
     image = rng.integers(0, 255, (400, 600, 3), dtype=np.uint8)
-    (desc,) = DetectorDescriber(FakeDetector(boxes), FakeReader([long_text])).describe([image])
-    assert len(desc.text.split()) <= MAX_WORDS
-    assert len(re.findall(r"(?<!\w)6 [a-z]+", desc.text)) == 4  # 4 classes counted...
-    assert re.search(r"also \w+, \w+, \w+\.", desc.text)  # ...and the other 3 named
-    assert '"word0 word1' in desc.text and "word39" not in desc.text
-    assert len(desc.objects) == 42
+    describer = DetectorDescriber(FakeDetector(boxes), FakeReader([long_text]))
+    (desc,) = describer.describe([image])
+    seen = seen_words(desc)
+    assert len(seen.split()) <= MAX_WORDS
+    assert len(re.findall(r"(?<!\w)6 [a-z]+", seen)) == 4  # 4 classes counted...
+    assert re.search(r"also \w+, \w+, \w+\.", seen)  # ...and the other 3 named
+    sentence = describer_sentence(desc, describer.label)
+    assert '"word0 word1' in sentence and "word11…" in sentence and "word12" not in sentence
+    assert len(desc.objects) == 42  # every detection is kept as a fact, whatever the words name
 
 
 # ----------------------------------------------------------------------------- real detector
@@ -166,23 +189,23 @@ def describer():
         yield DetectorDescriber(detector)
 
 
+@pytest.mark.models
 def test_real_frames(describer):
     dog_scene = frame_at("github_sam2/01_dog.mp4", 1.0)
     skate = frame_at("github_Video-LLaMA/skateboarding_dog.mp4", 12.0)
     blank = np.zeros((360, 640, 3), np.uint8)
-    woman, skater, empty = describer.describe([dog_scene, skate, blank])
+    woman, skater, empty = (seen_words(d) for d in describer.describe([dog_scene, skate, blank]))
 
-    assert woman.text.startswith(DESCRIPTION_PREFIX)
-    assert "1 person (" in woman.text and "1 dog (white" in woman.text
-    assert "middle left" in woman.text.split("1 dog")[0]  # the woman stands on the left
-    assert set(woman.objects) == {"person", "dog"}
+    assert "1 person (" in woman and "1 dog (white" in woman
+    assert "middle left" in woman.split("1 dog")[0]  # the woman stands on the left
 
-    assert "1 dog (black" in skater.text and "1 skateboard (grey" in skater.text
-    assert empty.text == f"{DESCRIPTION_PREFIX} no COCO objects detected." and empty.objects == ()
-    for desc in (woman, skater, empty):
-        assert len(desc.text.split()) <= MAX_WORDS
+    assert "1 dog (black" in skater and "1 skateboard (grey" in skater
+    assert empty == "no COCO objects detected."
+    for seen in (woman, skater, empty):
+        assert len(seen.split()) <= MAX_WORDS
 
 
+@pytest.mark.models
 def test_the_detector_describer_tells_the_llm_no_captioner_wrote_its_descriptions(describer):
     note = describer.memory_note
     assert note.startswith("No captioning model is installed: each description lists what an object detector "
@@ -195,6 +218,7 @@ def test_the_detector_describer_tells_the_llm_no_captioner_wrote_its_description
     assert "Descriptions do not name actions" in with_text
 
 
+@pytest.mark.models
 def test_people_get_pose_words_from_the_real_pose_model(describer):
     """hitting_baseball.mp4 at 1 s: the batter stands at the plate (checked by eye)."""
     from vidagent.perception.node_assets import pose_assets_installed
@@ -205,7 +229,10 @@ def test_people_get_pose_words_from_the_real_pose_model(describer):
     with MoveNetPose(MODELS_DIR) as pose:
         with_pose = DetectorDescriber(describer.detector, pose=pose)
         (description,) = with_pose.describe([frame_at("github_Ask-Anything/hitting_baseball.mp4", 1.0)])
-    people = description.text.split("people (")[1].split(")")[0]
-    assert "standing" in people and "baseball bat" in description.text
+    text = seen_words(description)
+    people = text.split("people (")[1].split(")")[0]
+    assert "standing" in people and "baseball bat" in text
+    assert any("standing" in o.pose for o in description.objects if o.label == "person")
     assert "body-pose model" in with_pose.memory_note and "movenet" in with_pose.name
-    assert "standing" not in describer.describe([frame_at("github_Ask-Anything/hitting_baseball.mp4", 1.0)])[0].text
+    plain = describer.describe([frame_at("github_Ask-Anything/hitting_baseball.mp4", 1.0)])[0]
+    assert "standing" not in seen_words(plain) and not any(o.pose for o in plain.objects)

@@ -218,8 +218,8 @@ def test_blip_captioner_describes_each_frame(checkpoints, images):
     captioner = HFCaptioner(checkpoints["blip_caption"], max_new_tokens=6, batch_size=2)
     described = captioner.describe(images)
     assert len(described) == len(images)
-    assert all(isinstance(d, FrameDescription) and isinstance(d.text, str) for d in described)
-    assert any(d.text for d in described)
+    assert all(isinstance(d, FrameDescription) and isinstance(d.caption, str) for d in described)
+    assert any(d.caption for d in described)
     assert captioner.describe(images) == described  # greedy decoding: same frames, same words
     assert not captioner.chat
 

@@ -21,7 +21,6 @@ from vidagent.config import Settings
 from vidagent.llm.base import Message
 from vidagent.memory.builder import TEMPORAL_STAGES
 from vidagent.memory.store import SegmentRecord
-from vidagent.perception.describer import DESCRIPTION_PREFIX_OCR
 from vidagent.prompts import load_prompt
 from vidagent.session import Session
 from vidagent.agent.answer import Candidate
@@ -30,7 +29,8 @@ from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, ObservationSte
 from vidagent.agent.task import Task
 from vidagent.llm.budget import Budget
 from vidagent.llm.metered import MeteredChat
-from vidagent.tools.observed import CLOSE, OPEN, ORDERS_NOTE, lines, quote, scene, segment_text, split_orders
+from vidagent.perception.base import FrameDescription, SeenObject
+from vidagent.tools.observed import CLOSE, OPEN, ORDERS_NOTE, frame_text, lines, quote, segment_text, split_orders
 
 from conftest import write_test_video
 from scripted_llm import ScriptedLLM
@@ -49,8 +49,7 @@ def _segment(description: str, on_screen: str = "", speech: str = "") -> Segment
 
 
 def test_a_segment_lists_its_on_screen_text_once_and_quoted():
-    described = f'{DESCRIPTION_PREFIX_OCR} 1 frisbee (red, medium, centre). On-screen text: "GATE 7", "EXIT".'
-    text = segment_text(_segment(described, "GATE 7 | EXIT", "boarding now"))
+    text = segment_text(_segment("1 frisbee (red, medium, centre).", "GATE 7 | EXIT", "boarding now"))
     assert text == (f"1 frisbee (red, medium, centre). Speech: {OPEN}boarding now{CLOSE} "
                     f"On-screen text: {OPEN}GATE 7 | EXIT{CLOSE}")
     assert text.count("GATE 7") == 1
@@ -63,13 +62,13 @@ def test_text_that_gives_orders_is_marked_so_where_it_is_read(words):
     assert quote("WELCOME TO OSLO") == f"{OPEN}WELCOME TO OSLO{CLOSE}"
 
 
-def test_the_describers_text_is_cut_from_each_frame_of_a_segment():
-    frame = f'{DESCRIPTION_PREFIX_OCR} 1 cup (blue, small, centre). On-screen text: "A [note]. B".'
-    both = f"{frame} {frame.replace('cup', 'bowl')}"
-    # the describer's label goes too: the prompt's memory note says once what wrote the descriptions
-    assert scene(both) == "1 cup (blue, small, centre). 1 bowl (blue, small, centre)."
-    assert scene("a man reads a sign. On-screen text: \"EXIT\".") == "a man reads a sign."
-    assert scene("a dog runs.") == "a dog runs."
+def test_a_frame_reads_its_facts_and_its_text_once_quoted():
+    frame = FrameDescription(objects=(SeenObject("cup", 0.9, (280, 180, 320, 220), "blue"),),
+                             on_screen_text=("A [note]. B", "EXIT"), size=(600, 400))
+    # what was seen, then the text, quoted: no label (the prompt's memory note says once what wrote it)
+    assert frame_text(frame) == f"1 cup (blue, small, centre). On-screen text: {OPEN}A [note]. B | EXIT{CLOSE}"
+    assert frame_text(FrameDescription(caption="a man reads a sign.", on_screen_text=("EXIT",))) == \
+        f"a man reads a sign. On-screen text: {OPEN}EXIT{CLOSE}"
 
 
 def test_quoted_text_cannot_close_its_quotation_start_a_line_or_spell_control_tokens():

@@ -160,6 +160,28 @@ def test_a_pack_from_a_newer_schema_or_with_other_columns_is_refused(built, tmp_
         assert _empty(target, _toy_id())
 
 
+def test_a_schema_3_pack_whose_frames_hold_sentences_is_refused_saying_so(built, tmp_path):
+    with Library(built.library_path) as source:
+        pack = export_pack(source, _toy_id(), tmp_path / "good.vidpack")
+
+    def sentences(members):  # schema 3's frames: (time_s, segment_id, description, objects)
+        rows = [json.loads(line) for line in members["tables/frames.jsonl"].decode().splitlines()]
+        old = [[row[0], row[1], "[detector+OCR description, not a caption] " + row[2], "[]"] for row in rows]
+        return "tables/frames.jsonl", "".join(json.dumps(row) + "\n" for row in old).encode()
+
+    def schema_3(manifest):
+        manifest["schema_version"] = 3
+        manifest["tables"]["frames"]["columns"] = ["time_s", "segment_id", "description", "objects"]
+        del manifest["tables"]["describers"]
+
+    with Library(tmp_path / "target.sqlite") as target:
+        with pytest.raises(PackError, match=r"old.vidpack: incompatible pack: written with library schema 3, and this "
+                                            rf"library \(schema {SCHEMA_VERSION}\) has other columns in table 'frames'"):
+            import_pack(target, _rewrite(pack, tmp_path / "old.vidpack", manifest_change=schema_3,
+                                         member_change=sentences))
+        assert _empty(target, _toy_id())
+
+
 def test_a_pack_from_an_older_schema_that_lacks_a_table_is_imported(built, tmp_path):
     video_id = _toy_id()
     with Library(built.library_path) as source:

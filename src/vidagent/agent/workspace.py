@@ -130,12 +130,12 @@ def video_memory(builder: MemoryBuilder, handle: Video | StoredVideo, stages: Se
 
 
 def memory_note(memories: Sequence[VideoMemory], describer_note: str) -> str:
-    """What the planners are told the memory's descriptions are: the describer's note, or an imported
-    memory's own (the notes of several kinds of memory, one after the other)."""
+    """What the planners are told the memory's descriptions are: each memory's own note (what described
+    its frames, or where an imported memory's captions came from), else the describer's (the notes of
+    several kinds of memory, one after the other)."""
     notes: list[str] = []
     for memory in memories:
-        provenance = getattr(memory.video, "provenance", None)
-        note = provenance.note if provenance else describer_note
+        note = memory.note or describer_note
         if note not in notes:
             notes.append(note)
     return "\n".join(notes) if notes else describer_note

@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from vidagent.perception.describer import position_words, size_word
+from vidagent.perception.frame_words import position_words, size_word
 
 Box = Sequence[float]
 

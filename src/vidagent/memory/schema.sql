@@ -1,4 +1,4 @@
--- vidagent library schema (version 3). One database holds the memory of many videos.
+-- vidagent library schema (version 4). One database holds the memory of many videos.
 -- Every row belongs to a video (videos.video_id = BLAKE2b of the file's bytes) and was written
 -- by one build stage; a stage's rows and its row in `stages` are committed in one transaction,
 -- so rows exist only for stages that finished.
@@ -32,14 +32,31 @@ CREATE TABLE IF NOT EXISTS stages (
     PRIMARY KEY (video_id, stage)
 );
 
--- Stage "frames": sampled frames described by the frame describer.
+-- Stage "frames": what was seen in each sampled frame, as facts (schema 4; schema 3 kept a sentence).
+-- A frame is known by a captioning model's caption, or (offline) by the objects a detector found and
+-- the frame's image-classifier guesses. Its on-screen text is in text_in_frame, how the picture moves in
+-- motion. `description` is those facts in words (vidagent.perception.frame_words), for SQL readers only.
 CREATE TABLE IF NOT EXISTS frames (
     video_id    TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
     time_s      REAL NOT NULL,
     segment_id  INTEGER NOT NULL,
-    description TEXT NOT NULL,
-    objects     TEXT NOT NULL,          -- JSON list of object phrases
+    description TEXT NOT NULL,          -- what was seen, in words (derived from the columns below)
+    caption     TEXT,                   -- a captioning model's sentence; NULL where no captioner ran
+    objects     TEXT NOT NULL,          -- JSON list, one per detection in the detector's order:
+                                        -- {"label", "score", "box": [x1, y1, x2, y2] (pixels of the frame
+                                        -- described), "colour", "kind" (a confident ImageNet guess), "pose"}
+    labels      TEXT NOT NULL,          -- JSON list of [name, score]: confident whole-frame ImageNet guesses
+    width       INTEGER NOT NULL,       -- of the frame described (its boxes are in its pixels)
+    height      INTEGER NOT NULL,
     PRIMARY KEY (video_id, time_s)
+);
+
+-- Stage "frames": what described them, said once per memory rather than in every frame.
+CREATE TABLE IF NOT EXISTS describers (
+    video_id    TEXT PRIMARY KEY REFERENCES videos(video_id) ON DELETE CASCADE,
+    describer   TEXT NOT NULL,          -- the describer's name (models and options)
+    label       TEXT NOT NULL,          -- its mark, e.g. "[detector description, not a caption]"; "" for captions
+    note        TEXT NOT NULL           -- what an LLM reading the descriptions should know (the memory note)
 );
 
 -- Stage "frames": on-screen text read in those frames (OCR).
@@ -66,10 +83,10 @@ CREATE TABLE IF NOT EXISTS segments (
     segment_id     INTEGER NOT NULL,
     start_s        REAL NOT NULL,
     end_s          REAL NOT NULL,
-    description    TEXT NOT NULL,       -- what was seen (caption or detector description)
+    description    TEXT NOT NULL,       -- what was seen, in words: its frames' (and motion's), or an imported caption
     speech         TEXT NOT NULL,       -- speech overlapping the segment
     on_screen_text TEXT NOT NULL,
-    embedding      BLOB NOT NULL,       -- float32 text embedding of the three fields
+    embedding      BLOB NOT NULL,       -- float32 text embedding of the describer's sentences, speech and text
     PRIMARY KEY (video_id, segment_id)
 );
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -21,14 +22,19 @@ import numpy as np
 
 from vidagent.errors import MemoryStoreError
 from vidagent.memory.stored_video import CaptionProvenance, StoredVideo
-from vidagent.sqlite import open_sqlite
+from vidagent.perception.base import FrameDescription, Label, SeenObject, TextBox
+from vidagent.perception.frame_words import distinct_lines, reading_order, seen_words
+from vidagent.sqlite import open_sqlite, table_columns
 from vidagent.video.video import VideoInfo
 
-SCHEMA_VERSION = 3
+# 4: frames keep what was seen as facts (caption, objects, labels, size) and the describer once per memory
+SCHEMA_VERSION = 4
+
+log = logging.getLogger(__name__)
 
 # Which tables each build stage owns (deleted and rewritten together).
 STAGE_TABLES: dict[str, tuple[str, ...]] = {
-    "frames": ("frames", "text_in_frame"),
+    "frames": ("frames", "text_in_frame", "describers"),
     "speech": ("speech",),
     "segments": ("segments", "clips", "caption_sources"),  # caption_sources: memories imported from captions
     "objects": ("detections", "tracks", "objects", "object_segments"),
@@ -55,21 +61,59 @@ class SegmentRecord:
     on_screen_text: str
     embedding: np.ndarray
 
-    def as_text(self) -> str:
-        """The segment as the agent reads it."""
-        parts = [self.description]
-        if self.speech:
-            parts.append(f'Speech: "{self.speech}"')
-        if self.on_screen_text:
-            parts.append(f'On-screen text: "{self.on_screen_text}"')
-        return " ".join(parts)
+    def row(self) -> tuple[Any, ...]:
+        """Its ``segments`` row (without video_id)."""
+        return (self.segment_id, self.start_s, self.end_s, self.description, self.speech, self.on_screen_text,
+                np.asarray(self.embedding, np.float32).tobytes())
 
 
 @dataclass(frozen=True)
 class FrameRecord:
+    """One sampled frame of the memory: when, in which segment, and what was seen in it (facts;
+    its ``on_screen_text`` and ``text_boxes`` come from ``text_in_frame``)."""
+
     time_s: float
     segment_id: int
-    description: str
+    seen: FrameDescription
+
+    @property
+    def description(self) -> str:
+        """What was seen, in words (``frame_words.seen_words``)."""
+        return seen_words(self.seen)
+
+
+@dataclass(frozen=True)
+class DescriberRecord:
+    """What described a memory's frames, said once per memory: its name, the mark its sentences
+    begin with ("" for captions) and the note an LLM reading the descriptions is given."""
+
+    describer: str
+    label: str
+    note: str
+
+
+def frames_stage_rows(frames: Sequence[FrameRecord], describer: DescriberRecord) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows of stage ``frames`` (tables ``frames``, ``text_in_frame``, ``describers``) for ``frames``,
+    to hand to ``Library.write_stage``."""
+    frame_rows: list[tuple[Any, ...]] = []
+    text_rows: list[tuple[Any, ...]] = []
+    for frame in frames:
+        seen = frame.seen
+        objects = [{"label": o.label, "score": o.score, "box": list(o.box), "colour": o.colour, "kind": o.kind,
+                    "pose": o.pose} for o in seen.objects]
+        labels = [[label.name, label.score] for label in seen.labels]
+        frame_rows.append((frame.time_s, frame.segment_id, frame.description, seen.caption,
+                           json.dumps(objects, ensure_ascii=False), json.dumps(labels, ensure_ascii=False),
+                           seen.size[0], seen.size[1]))
+        text_rows.extend((frame.time_s, frame.segment_id, box.text, *box.box, box.score) for box in seen.text_boxes)
+    return {"frames": frame_rows, "text_in_frame": text_rows,
+            "describers": [(describer.describer, describer.label, describer.note)]}
+
+
+def segments_stage_rows(segments: Sequence[SegmentRecord], clips: Sequence[tuple[Any, ...]] = ()
+                        ) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows of stage ``segments`` for ``segments`` (and clip rows, as ``merge_into_clips`` makes them)."""
+    return {"segments": [segment.row() for segment in segments], "clips": list(clips)}
 
 
 @dataclass(frozen=True)
@@ -124,8 +168,24 @@ class Library:
                 raise MemoryStoreError(
                     f"{self.path} was written by a newer vidagent (schema {row[0]} > {SCHEMA_VERSION}); upgrade vidagent"
                 )
-            elif int(row[0]) < SCHEMA_VERSION:  # older schemas only lack tables, created above
+            elif int(row[0]) < SCHEMA_VERSION:
+                self._upgrade(schema)
                 self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+
+    def _upgrade(self, schema: str) -> None:
+        """Bring an older library to this schema: older schemas lack tables (created by ``schema``), and
+        schema 3's ``frames`` kept a sentence per frame: that table is dropped with its stage, which
+        rebuilds when next needed (the frames stage's config names its facts version, so every stage
+        reading it rebuilds once through its config hash too)."""
+        if "caption" not in table_columns(self._conn, "frames"):
+            self._conn.executescript("""BEGIN;
+                DROP TABLE frames;
+                DELETE FROM text_in_frame;
+                DELETE FROM stages WHERE stage = 'frames';
+                DELETE FROM stage_checkpoints WHERE stage = 'frames';
+                COMMIT;""")
+            self._conn.executescript(schema)
+            log.info("%s: upgraded to schema %d; frame memories rebuild when next needed", self.path, SCHEMA_VERSION)
 
     def close(self) -> None:
         with self._lock:
@@ -290,12 +350,36 @@ class Library:
         ]
 
     def frames(self, video_id: str) -> list[FrameRecord]:
+        """The sampled frames in time order, each with what was seen in it (its text read too)."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT time_s, segment_id, description FROM frames WHERE video_id=? ORDER BY time_s",
-                (video_id,),
+                """SELECT time_s, segment_id, caption, objects, labels, width, height FROM frames
+                   WHERE video_id=? ORDER BY time_s""", (video_id,)).fetchall()
+            texts = self._conn.execute(
+                "SELECT time_s, text, x1, y1, x2, y2, score FROM text_in_frame WHERE video_id=?", (video_id,)
             ).fetchall()
-        return [FrameRecord(*row) for row in rows]
+        boxes: dict[float, list[TextBox]] = {}
+        for time_s, text, x1, y1, x2, y2, score in texts:
+            boxes.setdefault(time_s, []).append(TextBox(text, (x1, y1, x2, y2), score))
+        out = []
+        for time_s, segment_id, caption, objects, labels, width, height in rows:
+            read = tuple(reading_order(boxes.get(time_s, [])))
+            seen = FrameDescription(
+                caption=caption,
+                objects=tuple(SeenObject(o["label"], o["score"], tuple(o["box"]), o["colour"], o["kind"], o["pose"])
+                              for o in json.loads(objects)),
+                labels=tuple(Label(name, score) for name, score in json.loads(labels)),
+                on_screen_text=distinct_lines(read), text_boxes=read, size=(width, height))
+            out.append(FrameRecord(time_s, segment_id, seen))
+        return out
+
+    def describer(self, video_id: str) -> DescriberRecord | None:
+        """What described the video's frames (None before the frames stage is built, or for an
+        imported memory)."""
+        with self._lock:
+            row = self._conn.execute("SELECT describer, label, note FROM describers WHERE video_id=?",
+                                     (video_id,)).fetchone()
+        return DescriberRecord(*row) if row else None
 
     def objects(self, video_id: str) -> list[ObjectRecord]:
         with self._lock:

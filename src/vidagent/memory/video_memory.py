@@ -33,6 +33,16 @@ class VideoMemory:
         return getattr(self.video, "has_pixels", True)
 
     @property
+    def note(self) -> str:
+        """What an LLM reading this memory's descriptions is told they are, said once per memory: an
+        imported memory's note, else the note of what described its frames ("" before it is built)."""
+        provenance = getattr(self.video, "provenance", None)
+        if provenance is not None:
+            return provenance.note
+        describer = self.library.describer(self.video_id)
+        return describer.note if describer else ""
+
+    @property
     def segment_seconds(self) -> float:
         """How long a segment is (2 s for a built memory; an imported one's captions set their own)."""
         segments = self.segments

@@ -64,13 +64,34 @@ class Pose:
 
 
 @dataclass(frozen=True)
-class FrameDescription:
-    """What the describer saw in one frame: a sentence plus the structured facts behind it."""
+class SeenObject:
+    """One object a detector found in a frame, with the words other models added about it."""
 
-    text: str
-    objects: tuple[str, ...] = field(default=())
+    label: str  # the detector's class name ("dog")
+    score: float
+    box: tuple[float, float, float, float]  # x1, y1, x2, y2 in pixels of the described frame
+    colour: str = ""  # its dominant colour ("white and brown"); "" where it was too small to tell
+    kind: str = ""  # an image classifier's confident guess of what it is ("Border collie"); "" for none
+    pose: str = ""  # body-pose words for a person ("standing, arms raised"); "" for none
+
+
+@dataclass(frozen=True)
+class FrameDescription:
+    """What was seen in one frame, as facts (``vidagent.perception.frame_words`` puts them in words).
+
+    ``caption`` is a captioning model's sentence, or ``None`` where no captioner ran and the frame is
+    known by its ``objects`` (a detector's, with colours, kinds and poses) and ``labels`` (whole-frame
+    image-classifier guesses, likeliest first). ``on_screen_text`` holds the distinct lines a text
+    reader found, in reading order, and ``text_boxes`` those readings with their boxes and scores.
+    ``size`` is the (width, height) of the frame the boxes are in.
+    """
+
+    caption: str | None = None
+    objects: tuple[SeenObject, ...] = field(default=())
+    labels: tuple[Label, ...] = field(default=())
     on_screen_text: tuple[str, ...] = field(default=())
     text_boxes: tuple[TextBox, ...] = field(default=())
+    size: tuple[int, int] = (0, 0)
 
 
 class TextEmbedder(Protocol):
@@ -128,14 +149,17 @@ class ObjectDetector(Protocol):
 
 
 class FrameDescriber(Protocol):
-    """Describes frames in words (a captioner, or the offline stand-in built from other models).
+    """Describes frames (a captioner, or the offline stand-in built from other models).
 
     ``memory_note`` tells an LLM reading the descriptions what wrote them (e.g. that they are
-    detector lists, not captions); an empty string when there is nothing to say.
+    detector lists, not captions); an empty string when there is nothing to say. ``label`` is the
+    mark the describer's sentences begin with ("[detector description, not a caption]"; "" for a
+    captioner): said once per memory, and part of the text segment embeddings are made from.
     """
 
     name: str
     memory_note: str
+    label: str
 
     def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]: ...
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from vidagent.memory.store import Library
 from vidagent.memory.stored_video import is_memory_id
+from vidagent.server.display import shown_segment
 from vidagent.server.errors import NotFoundError
 from vidagent.sqlite import open_sqlite
 
@@ -148,7 +149,8 @@ class Catalog:
         return {
             "video": entry.to_dict(),
             "segments": [{"segment_id": s.segment_id, "start_s": s.start_s, "end_s": s.end_s,
-                          "description": s.description, "speech": s.speech, "on_screen_text": s.on_screen_text}
+                          "description": s.description, "speech": s.speech, "on_screen_text": s.on_screen_text,
+                          "text": shown_segment(s)}
                          for s in library.segments(video_id)],
             "speech": [{"start_s": start, "end_s": end, "text": text} for start, end, text in library.speech(video_id)],
             "text": [{"time_s": time_s, "segment_id": segment, "text": text}

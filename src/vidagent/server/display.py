@@ -15,18 +15,20 @@ from typing import Any, Sequence
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.steps import Step
 from vidagent.agent.task import option_label
-from vidagent.perception.describer import DESCRIPTION_PREFIX, DESCRIPTION_PREFIX_OCR
-from vidagent.tools.observed import CLOSE, OPEN
+from vidagent.memory.store import SegmentRecord
+from vidagent.tools.observed import CLOSE, OPEN, segment_text
 
 _MARKUP = re.compile(f"{re.escape(OPEN)}|{re.escape(CLOSE)}")
-# the describer's label ("[detector+OCR description, not a caption]"): the same on every segment, so on an
-# evidence card it hid what differs (the page says once what wrote the descriptions)
-_LABEL = re.compile("|".join(re.escape(label) for label in (DESCRIPTION_PREFIX, DESCRIPTION_PREFIX_OCR)) + r"\s*")
 
 
 def plain(text: str) -> str:
     """``text`` without the ``<video_text>`` tags (their content stays, quoted)."""
     return _MARKUP.sub(lambda match: "“" if match.group(0) == OPEN else "”", text)
+
+
+def shown_segment(segment: SegmentRecord) -> str:
+    """A segment as people read it: as planners do (``segment_text``), without the markup."""
+    return plain(segment_text(segment))
 
 
 def option_text(index: int, choices: Sequence[str]) -> str:
@@ -70,6 +72,6 @@ def shown_answer_data(answer: dict[str, Any]) -> dict[str, Any]:
     index = answer.get("choice_index")
     return {**answer, "answer": plain(answer.get("answer") or ""),
             "option": option_label(index) if index is not None else None,
-            "evidence": [{**item, "text": _LABEL.sub("", plain(item.get("text", ""))).strip()}
+            "evidence": [{**item, "text": plain(item.get("text", "")).strip()}
                          for item in answer.get("evidence", [])],
             "candidates": [{**item, "text": plain(item.get("text", ""))} for item in answer.get("candidates", [])]}

@@ -34,8 +34,8 @@ from vidagent.perception.base import (FrameDescriber, ObjectDetector, OpenVocabu
 from vidagent.perception.detections import class_names
 from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
-from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media, unlabelled
-from vidagent.tools.observed import frame_text, lines, quote, quote_all, with_text
+from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media
+from vidagent.tools.observed import frame_text, lines, quote, quote_all, segment_text, with_text
 from vidagent.video.sampling import spread_evenly
 from vidagent.video.source import SourceKind
 from vidagent.video.video import SampledFrame
@@ -145,7 +145,8 @@ class AssistModules:
         image = _still(media)
         if not _given(query):
             description = self.describer.describe([image.pixels])[0]
-            return Observation(f"Description: {frame_text(description)}", evidence=_evidence(image, description.text))
+            seen = frame_text(description)
+            return Observation(f"Description: {seen}", evidence=_evidence(image, seen))
         frame = SampledFrame(image.source.window[0] if image.source.window else 0.0, image.pixels)
         result = self.vqa.answer(query, [frame])
         return Observation(f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}",
@@ -155,7 +156,7 @@ class AssistModules:
         return self._narration(_moving(media), self.shapes.module_lines)
 
     def _narration(self, video: VideoMedia, max_lines: int | None = None, max_chars: int | None = None) -> Observation:
-        narration = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {with_text(unlabelled(s.description), s.on_screen_text)}"
+        narration = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {with_text(s.description, s.on_screen_text)}"
                      for s in video.segments()]
         if not narration:
             return Observation("The memory holds no narration for this source.", is_error=True)
@@ -293,11 +294,11 @@ class AssistModules:
         clip = video.clip(first.start_s, last.end_s)
         start, end = clip.window
         found = match.segment
-        seen = with_text(unlabelled(found.description), found.on_screen_text)
+        seen = with_text(found.description, found.on_screen_text)
         return Observation(f"The best match is {found.start_s:.1f}-{found.end_s:.1f} s "
                            f"(similarity {match.score:.2f}): {seen}\n"
                            f"Cut the clip {start:.1f}-{end:.1f} s around it.",
-                           evidence=(Evidence(start, end, found.description, video.source.id),), media=(clip,))
+                           evidence=(Evidence(start, end, segment_text(found), video.source.id),), media=(clip,))
 
     def subtitle_ground(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)

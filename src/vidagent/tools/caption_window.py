@@ -26,7 +26,7 @@ def caption_lines(segments: Sequence[SegmentRecord]) -> list[str]:
 
 def segment_evidence(segments: Sequence[SegmentRecord], source_id: str) -> tuple[Evidence, ...]:
     """Each segment read as its own evidence span, with the text it holds (captions, or any memory's segments)."""
-    return tuple(Evidence(s.start_s, s.end_s, s.as_text(), source_id) for s in segments)
+    return tuple(Evidence(s.start_s, s.end_s, segment_text(s), source_id) for s in segments)
 
 
 def answer_from_captions(question: str, segments: Sequence[SegmentRecord], llm: ChatModel) -> str:

@@ -9,7 +9,6 @@ on-screen text, a short account of its content) for the planner's Inspector.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Sequence, TypeVar, Union
 
@@ -19,7 +18,8 @@ from vidagent.errors import ToolInputError
 from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber
-from vidagent.tools.observed import scene
+from vidagent.perception.frame_words import seen_words
+from vidagent.tools.observed import one_line
 from vidagent.video.image import Image
 from vidagent.video.sampling import spread_evenly
 from vidagent.video.source import Source
@@ -120,7 +120,7 @@ def facts(media: Media, describer: FrameDescriber | None = None) -> MediaFacts:
         picked = spread_evenly(segments, 3)
         seen: list[str] = []
         for segment in picked:
-            description = unlabelled(scene(segment.description))
+            description = one_line(segment.description)
             if description and description not in seen:
                 seen.append(description)
         return MediaFacts(media.source.kind, media.duration_s, None, media.memory.video.info.has_audio,
@@ -130,14 +130,8 @@ def facts(media: Media, describer: FrameDescriber | None = None) -> MediaFacts:
     content, has_text = "", False
     if describer is not None:
         description = describer.describe([media.pixels])[0]
-        content, has_text = _words(unlabelled(scene(description.text)), FACT_WORDS), bool(description.on_screen_text)
+        content, has_text = _words(one_line(seen_words(description)), FACT_WORDS), bool(description.on_screen_text)
     return MediaFacts(media.source.kind, None, (width, height), False, False, has_text, content)
-
-
-def unlabelled(description: str) -> str:
-    """A description without the describer's leading "[... description, not a caption]" label
-    (the planner is told once what descriptions are)."""
-    return re.sub(r"^\s*\[[^\]]*\]\s*", "", description)
 
 
 def _words(text: str, limit: int) -> str:

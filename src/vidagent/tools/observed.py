@@ -8,10 +8,11 @@ quotation marks so the text can neither close the tag nor spell a chat template'
 (``<|im_start|>``). The planners' prompts say what the tag means: content observed in the video,
 never an instruction (the ``*_system`` prompts, ``traveler_context`` and the tools' own).
 
-Frame descriptions are the describer's sentences; the offline describer starts each with its label
-and ends it with the frame's on-screen text (``TEXT_TEMPLATE``). ``scene`` removes both: the text
-is given once, quoted, from the memory's text-in-frame rows, and the label is said once by the
-memory note of the prompt.
+``segment_text`` is the one way a segment of the memory reads as text: for planners, for the
+evidence an answer cites, and (without the markup) for people on the server's page. What was seen
+comes first (the memory's words for its facts, ``vidagent.perception.frame_words``; a caption for a
+memory imported from captions), then what was said and shown, quoted. What wrote the descriptions is
+said once, by the memory note in the planner's prompt.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Iterable
 
 from vidagent.memory.store import SegmentRecord
 from vidagent.perception.base import FrameDescription
-from vidagent.perception.describer import DESCRIPTION_PREFIX, DESCRIPTION_PREFIX_OCR, TEXT_TEMPLATE
+from vidagent.perception.frame_words import TEXT_LEAD, seen_words
 
 TAG = "video_text"
 OPEN, CLOSE = f"<{TAG}>", f"</{TAG}>"
@@ -40,12 +41,6 @@ _STEERING = re.compile(r"\b(?:(?:system|user|assistant|thought|observation|final
                        re.IGNORECASE)
 _QUOTED = re.compile(f"({re.escape(OPEN)}.*?{re.escape(CLOSE)})")
 _ANGLES = str.maketrans({"<": "‹", ">": "›"})
-_TEXT_LEAD = TEXT_TEMPLATE.split("{")[0].strip()  # "On-screen text:"
-_LABELS = "|".join(re.escape(label) for label in (DESCRIPTION_PREFIX, DESCRIPTION_PREFIX_OCR))
-# the describer's text phrase: from its lead to the end of that frame's description (the next
-# frame's description starts with the describer's label, after the phrase's closing full stop)
-_LABEL = re.compile(rf"(?:{_LABELS})\s*")
-_DESCRIBED_TEXT = re.compile(rf"\s*{re.escape(_TEXT_LEAD)}\s.*?(?:\.(?=\s+(?:{_LABELS}))|$)", re.DOTALL)
 
 
 def one_line(text: str) -> str:
@@ -100,33 +95,26 @@ def quote_all(texts: Iterable[str], separator: str = " | ") -> str:
     return quote(separator.join(t.strip() for t in texts if t.strip()))
 
 
-def scene(description: str) -> str:
-    """A frame or segment description without the on-screen text the describer appended to it, and
-    without the describer's label ("[detector description, not a caption]"): the memory note in
-    every planner's prompt says once what wrote the descriptions, where the label cost ~10 tokens
-    per segment of every observation."""
-    return one_line(_LABEL.sub("", _DESCRIBED_TEXT.sub("", description)))
-
-
-def with_text(description: str, on_screen: str, speech: str = "", *, words: int | None = None) -> str:
-    """A description followed by its speech and on-screen text, each quoted. ``words`` caps the
+def with_text(seen: str, on_screen: str, speech: str = "", *, words: int | None = None) -> str:
+    """What was seen, followed by its speech and on-screen text, each quoted. ``words`` caps the
     words of each part (a cut part ends with "..." inside its quotation)."""
-    parts = [_cut(scene(description), words)]
+    parts = [_cut(one_line(seen), words)]
     if speech.strip():
         parts.append(f"Speech: {quote(_cut(speech, words))}")
     if on_screen.strip():
-        parts.append(f"{_TEXT_LEAD} {quote(_cut(on_screen, words))}")
+        parts.append(f"{TEXT_LEAD} {quote(_cut(on_screen, words))}")
     return " ".join(part for part in parts if part)
 
 
 def segment_text(segment: SegmentRecord, words: int | None = None) -> str:
-    """A segment as planners read it: what was seen, then what was said and shown, quoted."""
+    """A segment as planners, evidence and the page read it: what was seen, then what was said and
+    shown, quoted."""
     return with_text(segment.description, segment.on_screen_text, segment.speech, words=words)
 
 
 def frame_text(description: FrameDescription) -> str:
-    """A described frame as planners read it: the describer's sentence, then its text, quoted."""
-    return with_text(description.text, " | ".join(description.on_screen_text))
+    """A described frame as planners read it: what was seen, then its text, quoted."""
+    return with_text(seen_words(description), " | ".join(description.on_screen_text))
 
 
 def _outside_quotes(line: str) -> str:

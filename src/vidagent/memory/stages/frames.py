@@ -1,19 +1,22 @@
-"""Stage ``frames``: one description per sampled frame (captioner, or the offline detector+OCR
-describer) and the on-screen text read in it; one frame per segment by default."""
+"""Stage ``frames``: what was seen in each sampled frame, as facts (a captioner's caption, or the
+offline describer's objects and guesses) and the on-screen text read in it; one frame per segment by
+default. What described the frames (its label and memory note) is written once per memory."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping, Sequence
 
 from vidagent.memory.stages.base import Rows
-from vidagent.memory.store import Library
-from vidagent.perception.base import FrameDescriber
+from vidagent.memory.store import DescriberRecord, FrameRecord, Library, frames_stage_rows
+from vidagent.perception.base import FrameDescriber, FrameDescription, Label, SeenObject, TextBox
 from vidagent.video.change import ChangeLimits
 from vidagent.video.sampling import midpoints
 from vidagent.video.video import SampledFrame, Video
 
 FRAME_MAX_SIDE = 768
+# Raise when what a frame's result holds changes, so stored frames (and the stages reading them) rebuild.
+# 2: facts (caption, objects, labels, size) instead of the describer's sentence.
+FACTS_VERSION = 2
 
 
 class FramesStage:
@@ -35,6 +38,7 @@ class FramesStage:
             "frames_per_segment": self.frames_per_segment,
             "segment_seconds": self.segment_seconds,
             "max_side": self.max_side,
+            "facts": FACTS_VERSION,
             **({"reuse_near_duplicates": self.reuse.config()} if self.reuse else {}),
         }
 
@@ -49,22 +53,33 @@ class FramesStage:
         ]
 
     def process(self, frames: Sequence[SampledFrame]) -> list[Any]:
-        described = self.describer.describe([frame.image for frame in frames])
-        return [
-            {
-                "text": d.text,
-                "objects": list(d.objects),
-                "text_boxes": [[box.text, *box.box, box.score] for box in d.text_boxes],
-            }
-            for d in described
-        ]
+        return [_result(d) for d in self.describer.describe([frame.image for frame in frames])]
 
     def finish(self, video: Video, library: Library, results: Mapping[float, Any]) -> Rows:
-        frame_rows: list[tuple[Any, ...]] = []
-        text_rows: list[tuple[Any, ...]] = []
-        for time_s, segment_id in self._planned(video):
-            result = results[time_s]
-            frame_rows.append((time_s, segment_id, result["text"], json.dumps(result["objects"])))
-            for text, x1, y1, x2, y2, score in result["text_boxes"]:
-                text_rows.append((time_s, segment_id, text, x1, y1, x2, y2, score))
-        return {"frames": frame_rows, "text_in_frame": text_rows}
+        frames = [FrameRecord(time_s, segment_id, _description(results[time_s]))
+                  for time_s, segment_id in self._planned(video)]
+        describer = DescriberRecord(self.describer.name, self.describer.label, self.describer.memory_note)
+        return frames_stage_rows(frames, describer)
+
+
+def _result(d: FrameDescription) -> dict[str, Any]:
+    """A described frame as a JSON-serialisable result (checkpointed as it is)."""
+    return {
+        "caption": d.caption,
+        "objects": [[o.label, o.score, list(o.box), o.colour, o.kind, o.pose] for o in d.objects],
+        "labels": [[label.name, label.score] for label in d.labels],
+        "on_screen_text": list(d.on_screen_text),
+        "text_boxes": [[box.text, *box.box, box.score] for box in d.text_boxes],
+        "size": list(d.size),
+    }
+
+
+def _description(result: Mapping[str, Any]) -> FrameDescription:
+    return FrameDescription(
+        caption=result["caption"],
+        objects=tuple(SeenObject(label, score, tuple(box), colour, kind, pose)  # type: ignore[arg-type]
+                      for label, score, box, colour, kind, pose in result["objects"]),
+        labels=tuple(Label(name, score) for name, score in result["labels"]),
+        on_screen_text=tuple(result["on_screen_text"]),
+        text_boxes=tuple(TextBox(text, (x1, y1, x2, y2), score) for text, x1, y1, x2, y2, score in result["text_boxes"]),
+        size=(int(result["size"][0]), int(result["size"][1])))

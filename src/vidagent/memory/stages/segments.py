@@ -1,8 +1,11 @@
 """Stage ``segments``: the temporal memory. Per segment (2 s by default): what was seen, said and
 shown, with a text embedding of the three; plus clip-level descriptions, where runs of
-consecutive segments that read alike are merged into one clip. Where the ``motion`` stage is
-part of the build, what was seen ends with how the picture moves ("Motion: camera pans right;
-scene cut at 4.2 s.")."""
+consecutive segments that read alike are merged into one clip. What was seen is its frames' facts
+in words (``frame_words.seen_words``, each distinct wording once); where the ``motion`` stage is
+part of the build, it ends with how the picture moves ("Motion: camera pans right; scene cut at
+4.2 s."). The embedding is made from the describer's whole sentences (its label, what was seen and
+each frame's on-screen text), then the speech and the on-screen text: the text it was made from
+since schema 1, so retrieval ranks segments as it did."""
 
 from __future__ import annotations
 
@@ -11,8 +14,9 @@ from typing import Any, Iterable
 import numpy as np
 
 from vidagent.memory.stages.base import Rows
-from vidagent.memory.store import Library, config_key
+from vidagent.memory.store import Library, SegmentRecord, config_key, segments_stage_rows
 from vidagent.perception.base import TextEmbedder
+from vidagent.perception.frame_words import describer_sentence
 from vidagent.video.video import Video
 
 # Cosine between consecutive segment embeddings (E5) at or above which they join one clip. Measured on
@@ -20,6 +24,7 @@ from vidagent.video.video import Video
 # change 0.91-0.94 (2.avi: cook -> carrots -> bowl); the dog leaving the skateboard 0.968.
 CLIP_MERGE_SIMILARITY = 0.975
 MAX_CLIP_SEGMENTS = 15
+MOTION_TEMPLATE = "Motion: {phrase}."
 
 
 class SegmentsStage:
@@ -49,24 +54,29 @@ class SegmentsStage:
         video_id = video.content_hash
         segments = video.segments(self.segment_seconds)
         frames = library.frames(video_id)
+        describer = library.describer(video_id)
+        label = describer.label if describer else ""
         speech = library.speech(video_id)
         texts = library.text_in_frames(video_id)
         motion = library.motion_phrases(video_id) if self.motion_config is not None else {}
         rows: list[list[Any]] = []
         documents: list[str] = []
         for segment in segments:
-            seen = unique_texts(f.description for f in frames if f.segment_id == segment.segment_id)
+            mine = [f for f in frames if f.segment_id == segment.segment_id]
+            seen = unique_texts(f.description for f in mine)
+            sentences = unique_texts(describer_sentence(f.seen, label) for f in mine)
             said = unique_texts(text for start, end, text in speech if start < segment.end_s and end > segment.start_s)
             shown = unique_texts(text for _, sid, text in texts if sid == segment.segment_id)
             moving = motion.get(segment.segment_id, "")
             if moving:
-                seen.append(f"Motion: {moving}.")
+                seen.append(MOTION_TEMPLATE.format(phrase=moving))
+                sentences.append(MOTION_TEMPLATE.format(phrase=moving))
             description, spoken, on_screen = " ".join(seen), " ".join(said), " | ".join(shown)
             rows.append([segment.segment_id, segment.start_s, segment.end_s, description, spoken, on_screen])
-            documents.append(" ".join(part for part in (description, spoken, on_screen) if part))
+            documents.append(" ".join(part for part in (" ".join(sentences), spoken, on_screen) if part))
         embeddings = np.asarray(self.embedder.embed_passages(documents), np.float32) if documents else np.zeros((0, 0))
-        segment_rows = [(*row, vector.tobytes()) for row, vector in zip(rows, embeddings)]
-        return {"segments": segment_rows, "clips": merge_into_clips(rows, embeddings)}
+        records = [SegmentRecord(*row, vector) for row, vector in zip(rows, embeddings)]
+        return segments_stage_rows(records, merge_into_clips(rows, embeddings))
 
 
 def merge_into_clips(rows: list[list[Any]], embeddings: np.ndarray) -> list[tuple[Any, ...]]:

@@ -53,6 +53,8 @@ class HFCaptioner:
         self.name = format_spec(model, {"prompt": prompt, "max_new_tokens": max_new_tokens, "num_beams": num_beams})
         self._loaded: LazyModel[LoadedModel] = LazyModel(self._load)
 
+    label = ""  # ``FrameDescriber``: captions carry no mark
+
     @property
     def memory_note(self) -> str:
         """``FrameDescriber``: the descriptions are this model's captions."""
@@ -87,7 +89,7 @@ class HFCaptioner:
 
     def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]:
         """``FrameDescriber``: the caption of each image (no structured objects or text)."""
-        return [FrameDescription(text=caption) for caption in self.caption(images)]
+        return [FrameDescription(caption=caption) for caption in self.caption(images)]
 
     def _load(self) -> LoadedModel:
         loaded = load_model(self.model, CAPTIONER_CLASSES, role="captioner", options=self.options)

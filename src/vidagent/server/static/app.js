@@ -185,7 +185,7 @@ function renderTimeline() {
   };
   const lanes = [];
   lanes.push(lane("Segments", memory.segments.map((s) => block("segment", s.start_s, s.end_s, String(s.segment_id),
-    `${seconds(s.start_s)}–${seconds(s.end_s)}\n${s.description}`, () => showSegment(s))), "segments"));
+    `${seconds(s.start_s)}–${seconds(s.end_s)}\n${s.text}`, () => showSegment(s))), "segments"));
   if (memory.speech.length) lanes.push(lane("Speech", memory.speech.map((s) => block("speech", s.start_s, s.end_s, s.text, `“${s.text}”`)), "speech"));
   if (memory.text.length) {
     lanes.push(lane("On-screen text", memory.text.map((t) => block("text", t.time_s, t.time_s + Math.min(1, duration / 40), "", `${seconds(t.time_s)}: ${t.text}`)), "text"));
@@ -206,13 +206,9 @@ function renderTimeline() {
   drawOverlay();
 }
 
-// the describer's label ("[detector+OCR description, not a caption]") is on every segment: the legend says it once
-const unlabelled = (text) => text.replace(/^\[[^\]]*not a caption\]\s*/, "");
-
+// a segment as the planners read it (what was seen, then its speech and on-screen text), rendered by the server
 function showSegment(segment) {
-  const parts = [el("b", {}, `Segment ${segment.segment_id} · ${seconds(segment.start_s)}–${seconds(segment.end_s)}: `), unlabelled(segment.description)];
-  if (segment.speech) parts.push(el("div", {}, el("b", {}, "Speech: "), `“${segment.speech}”`));
-  if (segment.on_screen_text) parts.push(el("div", {}, el("b", {}, "On-screen text: "), segment.on_screen_text));
+  const parts = [el("b", {}, `Segment ${segment.segment_id} · ${seconds(segment.start_s)}–${seconds(segment.end_s)}: `), segment.text];
   $("#segment-detail").replaceChildren(...parts);
   $("#segment-detail").classList.remove("muted");
 }
