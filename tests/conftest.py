@@ -1,9 +1,24 @@
-"""Shared test fixtures: the project's test data lives beside the repository in ../shared/data."""
+"""Shared test fixtures: the project's test data lives beside the repository in ../shared/data.
+
+Two markers split the suite into tiers: ``models`` (runs a real model: the offline models that
+`vidagent models install` installs, the ones shipped in packages such as E5, Whisper and RapidOCR,
+Hugging Face backends or the embedded chat model) and ``clips`` (reads ../shared/data). The fast tier,
+``pytest -m "not models and not clips"``, runs everything else (the fakes in ``tests/fakes`` stand in
+for the models there). ``--require-models`` turns a skip of a marked test (a model, a clip or a tool
+install.sh installs is missing) into a failure, so CI cannot pass by skipping.
+
+Marks come from the fixtures a test uses (``MODEL_FIXTURES``, ``CLIP_FIXTURES``) and from the calls in
+its source (``video_path``, ``frame_at``); a module or test marks itself where neither shows. A test
+without the ``models`` mark that loads a real model fails (``_no_real_models``), so the marks stay true.
+"""
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import struct
+import sys
 from pathlib import Path
 
 import av
@@ -11,6 +26,8 @@ import numpy as np
 import pytest
 
 from vidagent.config import Settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers (fakes, media_corpus, ...) from any folder
 
 DATA = Path(os.environ.get("VIDAGENT_TEST_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 VIDEOS = DATA / "videos"
@@ -125,3 +142,116 @@ def temporal_library(tmp_path_factory, models_dir: Path) -> Path:
     finally:
         perception.close()
     return home
+
+
+# -- tiers ------------------------------------------------------------------------------------------
+MODEL_FIXTURES = {"perception", "temporal_library"}  # fixtures that run real models
+CLIP_FIXTURES = {"temporal_library"}  # fixtures that read ../shared/data
+# calls that read a clip, the clips' names (helpers take them), the data folder
+_CLIP_CALL = re.compile(r"\b(video_path|frame_at)\(|\bTEMPORAL_(TOY|TEXT)\b|\b(github|debian|pypi)_[\w.-]+/|\bVIDEOS\b|\bDATA\b")
+
+# Where each real model loads (module, class, method): a test without the ``models`` mark that gets
+# there fails. A name that is gone (renamed in a refactor) only weakens the check.
+_MODEL_LOADS = (
+    ("vidagent.perception.text_embedding", "E5TextEmbedder", "_ensure_loaded"),
+    ("vidagent.perception.speech", "WhisperSpeechToText", "_ensure_loaded"),
+    ("vidagent.perception.ocr", "RapidTextReader", "_ensure_loaded"),
+    ("vidagent.perception.classifier", "EfficientNetClassifier", "_load"),
+    ("vidagent.perception.node_worker", "NodeModel", "_ensure_worker"),
+    ("vidagent.perception.hf.loading", "LazyModel", "get"),
+    ("vidagent.llm.local", "LocalGGUFBackend", "_ensure_loaded"),
+)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--require-models", action="store_true",
+                     help="fail (not skip) a test that needs models or clips when they are missing (CI)")
+
+
+def _sources(item) -> str:
+    """The test function's source and that of the fixtures it uses (defined in test files)."""
+    functions = [getattr(item, "function", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    for definitions in (info.name2fixturedefs.values() if info else ()):
+        functions += [definition.func for definition in definitions]
+    texts = []
+    for function in functions:
+        try:
+            texts.append(inspect.getsource(function))
+        except (OSError, TypeError):
+            pass
+    return "\n".join(texts)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & MODEL_FIXTURES:
+            item.add_marker(pytest.mark.models)
+        if fixtures & CLIP_FIXTURES or _CLIP_CALL.search(_sources(item)):
+            item.add_marker(pytest.mark.clips)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and item.config.getoption("--require-models") and \
+            (item.get_closest_marker("models") or item.get_closest_marker("clips")):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"--require-models: this test would have skipped: {reason}"
+
+
+class _ModelGuard:
+    """Outside the ``models`` tier, loading a real model is an error (the mark is missing): the load
+    raises where it happens, and the test fails even where its caller turned that error into an
+    answer. The loads are patched once, for the whole run; a test's fixtures (module-scoped ones
+    too, made in its setup) count as the test."""
+
+    def __init__(self) -> None:
+        self.item = None
+        self.loaded: list[str] = []
+
+    def install(self) -> None:
+        import importlib
+
+        for module_name, class_name, method in _MODEL_LOADS:
+            try:
+                owner = getattr(importlib.import_module(module_name), class_name)
+            except Exception:  # noqa: BLE001 - a module that does not import cannot load a model either
+                continue
+            if hasattr(owner, method):
+                setattr(owner, method, self._guarded(getattr(owner, method), f"{class_name}.{method}"))
+
+    def _guarded(self, original, where: str):
+        guard = self
+
+        def load(*args, **kwargs):
+            if guard.item is not None and guard.item.get_closest_marker("models") is None:
+                guard.loaded.append(where)
+                raise AssertionError(f"a real model loaded ({where}) in a test not marked `models`")
+            return original(*args, **kwargs)
+        return load
+
+
+_GUARD = _ModelGuard()
+
+
+def pytest_sessionstart(session):
+    _GUARD.install()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _GUARD.item, _GUARD.loaded = item, []
+    yield
+    _GUARD.item = None
+
+
+@pytest.fixture(autouse=True)
+def _no_real_models():
+    yield
+    if _GUARD.loaded:
+        pytest.fail(f"a real model loaded ({', '.join(sorted(set(_GUARD.loaded)))}) in a test not marked "
+                    "`models`: mark it, or give it the fakes in tests/fakes")

@@ -90,6 +90,7 @@ def test_background_in_the_corners_counts_less(model):
 # ----------------------------------------------------------------------------- real crops
 
 
+@pytest.mark.models
 def test_same_dog_later_vs_other_dogs(model):
     dogs = sorted(tracks(DOG01, "dog").values(), key=lambda t: t[0].time_s)
     early = model.features(crops_of(DOG01, dogs[0]))  # 0.25-0.75 s
@@ -101,6 +102,7 @@ def test_same_dog_later_vs_other_dogs(model):
     assert same.mean() > other.mean() + 0.5
 
 
+@pytest.mark.models
 def test_boy_and_batter_are_different_people(model):
     boy, batter = sorted((t for t in tracks(BASEBALL, "person").values() if len(t) >= 15),
                          key=lambda t: t[0].box[0])
@@ -115,6 +117,7 @@ def test_boy_and_batter_are_different_people(model):
     assert np.median(model.similarity(batter_f[:4], batter_f[17:20])) > 0.62
 
 
+@pytest.mark.models
 def test_two_sailboats_differ_more_than_one_boat_over_time(model):
     boats = sorted((t for t in tracks(BOATS, "boat").values() if len(t) >= 20), key=lambda t: t[0].box[0])
     grey, white = (model.features(crops_of(BOATS, t)) for t in boats)
@@ -124,6 +127,7 @@ def test_two_sailboats_differ_more_than_one_boat_over_time(model):
     assert np.median(model.similarity(white[:5], white[-5:])) > 0.9
 
 
+@pytest.mark.models
 def test_yellow_dog_is_not_the_man_called_dog(model):
     dogs = sorted(tracks(SNOW, "dog").values(), key=len, reverse=True)
     yellow = model.features(crops_of(SNOW, dogs[0], times={0.25, 0.75, 1.75, 2.25, 2.75}))
@@ -132,6 +136,7 @@ def test_yellow_dog_is_not_the_man_called_dog(model):
     assert np.median(model.similarity(yellow[:2], yellow[2:])) > 0.62
 
 
+@pytest.mark.models
 def test_speed_per_crop(model):
     crops = [clip(BASEBALL).crop(d.frame, d.box) for t in tracks(BASEBALL).values() for d in t]
     start = time.perf_counter()

@@ -70,6 +70,7 @@ def test_llm_threads_come_from_the_environment():
     assert Settings.from_env({}).llm.threads is None  # all CPUs
 
 
+@pytest.mark.models
 def test_an_hf_detector_needs_no_offline_detector_installed(tmp_path: Path):
     empty = tmp_path / "models"
     empty.mkdir()

@@ -80,6 +80,7 @@ def _videos(library_path: Path) -> list[str]:
         return [row["video_id"] for row in library.video_rows()]
 
 
+@pytest.mark.models
 def test_llovi_captions_become_one_memory_per_video_with_their_seconds(tmp_path, embedder, ego_slice):
     path, ids = ego_slice
     with Library(tmp_path / "lib.sqlite") as library:
@@ -102,6 +103,7 @@ def test_llovi_captions_become_one_memory_per_video_with_their_seconds(tmp_path,
         assert rows[f"egoschema:{ids[0]}"]["captioner"].startswith("LaViLa")
 
 
+@pytest.mark.models
 def test_videoagents_zip_becomes_memories_keyed_by_second(tmp_path, embedder, nextqa_slice):
     path, videos = nextqa_slice
     with Library(tmp_path / "lib.sqlite") as library:
@@ -115,6 +117,7 @@ def test_videoagents_zip_becomes_memories_keyed_by_second(tmp_path, embedder, ne
         assert library.caption_provenance(memory.video_id).file.endswith(f"!nextqa_allcaps_1fps/{videos[0]}_cap.json")
 
 
+@pytest.mark.models
 def test_importing_the_same_file_again_rebuilds_nothing_and_a_stopped_import_resumes(tmp_path, embedder, ego_slice):
     path, ids = ego_slice
     with Library(tmp_path / "lib.sqlite") as library:
@@ -142,6 +145,7 @@ class _FailingEmbedder:
         return self.embedder.embed_passages(texts)
 
 
+@pytest.mark.models
 def test_an_import_that_fails_half_way_leaves_whole_memories_only(tmp_path, embedder, ego_slice):
     path, ids = ego_slice
     with Library(tmp_path / "lib.sqlite") as library:
@@ -228,6 +232,7 @@ def test_a_generic_jsonl_keeps_each_captions_own_times(tmp_path):
     assert [(c.start_s, c.end_s) for c in videos[0].captions] == [(0.0, 4.5), (4.5, 9.0)] and videos[0].duration_s == 9.0
 
 
+@pytest.mark.models
 def test_tools_read_captions_where_they_would_look_at_frames_and_objects_are_withheld(tmp_path, embedder, ego_slice,
                                                                                    models_dir):
     from vidagent.session import Session
@@ -286,6 +291,7 @@ def test_the_import_command_reports_and_refuses_in_one_line(tmp_path, ego_slice)
     assert missing.returncode == 2 and "no memory with this id" in missing.stderr
 
 
+@pytest.mark.models
 def test_the_library_function_imports_and_ask_reads_the_memory_by_its_id(tmp_path, nextqa_slice, models_dir):
     import vidagent
 
@@ -297,6 +303,7 @@ def test_the_library_function_imports_and_ask_reads_the_memory_by_its_id(tmp_pat
     assert answer.video_id == f"nextqa:{videos[0]}" and answer.choice_index in (0, 1)
 
 
+@pytest.mark.models
 def test_a_wide_range_is_skimmed_evenly_and_react_skims_a_long_video_first(tmp_path, embedder, ego_slice, models_dir):
     from vidagent.session import Session
 

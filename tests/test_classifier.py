@@ -72,6 +72,7 @@ def test_probabilities_are_a_distribution_per_image_in_batches(classifier: Effic
     assert classifier.classify([]) == []
 
 
+@pytest.mark.models
 def test_missing_model_says_how_to_install_it(tmp_path) -> None:
     with pytest.raises(ModelUnavailableError, match="vidagent models install efficientnet-lite0"):
         EfficientNetClassifier(tmp_path).classify([np.zeros((32, 32, 3), np.uint8)])

@@ -233,6 +233,7 @@ def test_boats(detector):
     assert max((b[2] - b[0]) * (b[3] - b[1]) for b in boats) > 0.05 * image.shape[0] * image.shape[1]
 
 
+@pytest.mark.models
 @needs_assets
 def test_blank_frames_have_no_detections(detector):
     frames = [np.zeros((360, 640, 3), np.uint8), np.full((480, 480, 3), 128, np.uint8),
@@ -271,6 +272,7 @@ def test_worker_is_reused_and_closed():
     assert proc.poll() is not None  # the context manager stopped it
 
 
+@pytest.mark.models
 @needs_assets
 def test_dead_worker_raises_then_recovers():
     image = np.zeros((64, 64, 3), np.uint8)
@@ -286,6 +288,7 @@ def test_dead_worker_raises_then_recovers():
         d.close()
 
 
+@pytest.mark.models
 @needs_assets
 def test_worker_start_failure_reports_stderr(tmp_path):
     bad = CenterNetDetector(MODELS_DIR, node=str(_fake_node(tmp_path)))
@@ -300,6 +303,7 @@ def _fake_node(tmp_path: Path) -> Path:
     return script
 
 
+@pytest.mark.models
 @needs_assets
 def test_garbage_collection_stops_worker():
     d = CenterNetDetector(MODELS_DIR)

@@ -353,6 +353,7 @@ def test_judge_reads_yes_or_no():
     assert judge_answer(ScriptedLLM([]), item, "").correct is False  # nothing to judge, no call
 
 
+@pytest.mark.models
 def test_judged_run_grades_open_ended_answers_with_the_llm_and_counts_its_cost(tmp_path, settings):
     qa = write_questions(tmp_path / "qa.jsonl")
     result = run_eval(RunConfig(dataset=qa, planner="always_first", planner_options=(("text", "pink blossoms"),),
@@ -364,6 +365,7 @@ def test_judged_run_grades_open_ended_answers_with_the_llm_and_counts_its_cost(t
     assert "text matching alone: 100.0 %" in (tmp_path / "run" / "summary.md").read_text()
 
 
+@pytest.mark.models
 def test_killed_run_resumes_to_exactly_the_uninterrupted_results(tmp_path, settings, home, models_dir):
     qa = write_questions(tmp_path / "qa.jsonl")
     # With memory across questions (validated against the known answers, so what is kept does not hang on how a
@@ -392,6 +394,7 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_results(tmp_path, setti
     assert comparable(read_rows(out)) == comparable(whole.rows)
 
 
+@pytest.mark.models
 def test_two_ray_workers_equal_the_serial_run(tmp_path, settings):
     pytest.importorskip("ray")
     qa = write_questions(tmp_path / "qa.jsonl")

@@ -106,6 +106,7 @@ def _semantic(question: str, video: str = "v1", status: str = "valid", scope: st
                  status=status, scope=scope, provenance={"task_id": question})
 
 
+@pytest.mark.models
 def test_the_store_finds_valid_entries_about_the_video_above_the_threshold(tmp_path, embedder):
     store = ExperienceStore(tmp_path / "library.sqlite", embedder)
     first = store.add(_semantic("What colour is the car?"))
@@ -124,6 +125,7 @@ def test_the_store_finds_valid_entries_about_the_video_above_the_threshold(tmp_p
     store.close()
 
 
+@pytest.mark.models
 def test_clear_removes_exactly_what_it_names(tmp_path, embedder):
     store = ExperienceStore(tmp_path / "library.sqlite", embedder)
     store.add(_semantic("q one", video="v1"))
@@ -138,6 +140,7 @@ def test_clear_removes_exactly_what_it_names(tmp_path, embedder):
     store.close()
 
 
+@pytest.mark.models
 def test_traces_kept_by_the_earlier_example_bank_move_into_the_store(tmp_path, embedder):
     path = tmp_path / "library.sqlite"
     with sqlite3.connect(path) as conn:

@@ -123,6 +123,7 @@ def test_the_first_auto_class_that_knows_the_checkpoint_loads_it(checkpoints):
     assert type(loaded.model).__name__ == "BlipForQuestionAnswering"
 
 
+@pytest.mark.models
 def test_a_missing_model_folder_is_a_one_line_model_unavailable_error(tmp_path):
     missing = tmp_path / "no-such-model"
     with pytest.raises(ModelUnavailableError) as caught:
@@ -132,6 +133,7 @@ def test_a_missing_model_folder_is_a_one_line_model_unavailable_error(tmp_path):
     assert "\n" not in message
 
 
+@pytest.mark.models
 def test_a_folder_without_weights_is_a_model_unavailable_error(checkpoints, tmp_path):
     folder = tmp_path / "config-only"
     folder.mkdir()
@@ -140,6 +142,7 @@ def test_a_folder_without_weights_is_a_model_unavailable_error(checkpoints, tmp_
         DinoEmbedder(str(folder)).load()
 
 
+@pytest.mark.models
 def test_a_hub_model_not_in_the_cache_offline_says_how_to_get_it(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # read at load time: only the local cache is consulted
     with pytest.raises(ModelUnavailableError) as caught:
@@ -149,6 +152,7 @@ def test_a_hub_model_not_in_the_cache_offline_says_how_to_get_it(monkeypatch):
     assert "hf download vidagent-tests/no-such-detector" in message and "\n" not in message
 
 
+@pytest.mark.models
 def test_a_checkpoint_of_the_wrong_kind_is_refused_by_name(checkpoints):
     with pytest.raises(ModelUnavailableError, match=r"is a 'dinov2' model.*cannot use as a captioner"):
         HFCaptioner(checkpoints["dinov2"]).load()
@@ -352,6 +356,7 @@ def test_grounding_dino_labels_are_the_queries(checkpoints, images):
     np.testing.assert_allclose(single[1].confidence, results[1].confidence, atol=1e-5)
 
 
+@pytest.mark.models
 def test_grounding_dino_maps_caption_tokens_to_queries(checkpoints):
     detector = GroundingDinoDetector(checkpoints["grounding_dino"])
     caption, token_query = detector._caption(detector._loaded.get(), ["a dog", "red ball"])

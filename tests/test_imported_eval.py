@@ -23,6 +23,7 @@ from vidagent.perception.suite import text_embedder
 from vidagent.session import Session
 
 from conftest import DATA
+from fakes import HashingEmbedder, scripted_perception
 from scripted_llm import ScriptedLLM
 from test_eval_runner import SMALL_MODEL, comparable, kill_after_rows, read_rows
 
@@ -61,6 +62,33 @@ def ego(tmp_path_factory, models_dir) -> tuple[Settings, Path, list[dict]]:
     return settings, data / "questions_dev.json", questions
 
 
+ACTIONS = ("picks a bowl", "washes the tin with the sponge", "pours the water from the bowl", "opens the tap",
+           "dries a plate with a towel")
+
+
+@pytest.fixture(scope="module")
+def ego_rows(tmp_path_factory) -> tuple[Settings, Path, list[dict]]:
+    """Three videos of captions in LLoVi's LaViLa format and EgoSchema's question files (written here, a
+    caption a second), imported with the hashing embedder: the planners' logic without a model or the data."""
+    home = tmp_path_factory.mktemp("imported-rows")
+    data = home / "data"
+    data.mkdir()
+    ids = [f"0000000{i}-aaaa-bbbb-cccc-00000000000{i}" for i in range(3)]
+    questions = [{"q_uid": uid, "google_drive_id": "", "question": "What is C mainly doing in the video?",
+                  **{f"option {i}": text for i, text in enumerate(
+                      ("C is cooking.", "C is cleaning dishes.", "C is doing laundry.", "C is reading.",
+                       "C is painting."))}} for uid in ids]
+    (data / "questions_dev.json").write_text(json.dumps(questions))
+    (data / "subset_answers_dev.json").write_text(json.dumps({uid: 1 for uid in ids}))
+    slice_file = data / "lavila_slice.json"
+    slice_file.write_text(json.dumps({uid: [f"#C C {ACTIONS[(n + v) % len(ACTIONS)]}" for n in range(SECONDS)]
+                                      for v, uid in enumerate(ids)}))
+    settings = Settings(home=home, models=home / "models", experience="none")
+    with Library(settings.library_path) as library:
+        import_captions(library, HashingEmbedder(), slice_file, ImportOptions(namespace="egoschema"))
+    return settings, data / "questions_dev.json", questions
+
+
 def _choices(question: dict) -> list[str]:
     return [question[f"option {i}"] for i in range(5)]
 
@@ -73,11 +101,11 @@ def _any_step(messages: list[Message]) -> str:
 
 
 @pytest.mark.parametrize("planner", sorted(PLANNERS))
-def test_every_planner_answers_an_imported_question_with_a_scripted_model(ego, planner):
-    settings, _, questions = ego
+def test_every_planner_answers_an_imported_question_with_a_scripted_model(ego_rows, planner):
+    settings, _, questions = ego_rows
     question = questions[0]
     llm = ScriptedLLM([_any_step] * 200)
-    with Session(settings, llm=llm) as session:
+    with Session(settings, llm=llm, perception=scripted_perception()) as session:
         answer = session.ask(f"egoschema:{question['q_uid']}", question["question"], _choices(question),
                              planner=planner, planner_options=PLANNERS[planner])
     assert answer.choice_index is not None and answer.text == _choices(question)[answer.choice_index]
@@ -90,6 +118,7 @@ def test_every_planner_answers_an_imported_question_with_a_scripted_model(ego, p
     assert not any("Traceback" in text or "internal error" in text for text in errors)
 
 
+@pytest.mark.models
 @pytest.mark.slow
 @pytest.mark.parametrize("planner", sorted(PLANNERS))
 def test_every_planner_answers_an_imported_question_with_the_real_embedded_model(ego, planner):
@@ -104,6 +133,7 @@ def test_every_planner_answers_an_imported_question_with_the_real_embedded_model
     assert answer.usage.llm_calls >= (0 if planner == "random" else 1)
 
 
+@pytest.mark.models
 def test_eval_over_imported_memories_counts_segments_read_and_resumes_after_kill_9(ego, tmp_path, models_dir):
     settings, questions_file, questions = ego
     whole = run_eval(RunConfig(dataset=questions_file, planner="caption_only", out=tmp_path / "whole", progress=False),
@@ -125,8 +155,8 @@ def test_eval_over_imported_memories_counts_segments_read_and_resumes_after_kill
     assert comparable(read_rows(out)) == comparable(whole.rows)
 
 
-def test_eval_says_when_no_memory_of_the_benchmark_was_imported(ego, tmp_path):
-    settings, questions_file, _ = ego
+def test_eval_says_when_no_memory_of_the_benchmark_was_imported(ego_rows, tmp_path):
+    settings, questions_file, _ = ego_rows
     empty = replace(settings, home=tmp_path)
     with pytest.raises(Exception, match="none of the videos of questions_dev.json has a memory nextqa:<video>"):
         run_eval(RunConfig(dataset=questions_file, planner="random", memories="nextqa", out=tmp_path / "run",

@@ -178,6 +178,7 @@ def test_with_no_call_left_the_guard_takes_the_first_other_option():
     assert trace.of_type(FinalAnswerStep)[-1].thought == "(no remaining option was named: the first of them)"
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("planner, options", [
     ("react", {}), ("mcts", {"n": 1}), ("traveler", {"max_iterations": 1, "questions": 0}),
     ("peil", {"attempts": 1}), ("caption_only", {}),
@@ -243,6 +244,7 @@ def _unquoted(text: str) -> str:
     return re.sub(f"{re.escape(OPEN)}.*?{re.escape(CLOSE)}", "", text, flags=re.DOTALL)
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("planner, options", [
     ("react", {}), ("mcts", {"n": 1}), ("traveler", {"max_iterations": 1, "questions": 0}),
     ("peil", {"attempts": 1}),
@@ -264,6 +266,7 @@ def test_the_banner_reaches_each_planner_only_as_quoted_video_text(injection_hom
     assert answer.choice_index == 0
 
 
+@pytest.mark.models
 @pytest.mark.slow
 @pytest.mark.parametrize("planner, options", [
     ("react", {"max_steps": 3}), ("mcts", {"n": 1, "max_depth": 3}),

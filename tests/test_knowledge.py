@@ -115,6 +115,7 @@ def test_tsv_xlsx_parquet_and_sqlite_files_are_tables_too(tmp_path, embedder, li
 
 
 # -- documents ------------------------------------------------------------------------------------------
+@pytest.mark.models
 def test_a_pdf_is_cut_into_passages_that_say_their_page_and_are_embedded_once(tmp_path, embedder, limits):
     path = write_pdf(tmp_path / "guide.pdf", [
         "Welcome aboard. Life jackets are under every seat. Children must stay seated while the boat moves.",
@@ -131,6 +132,7 @@ def test_a_pdf_is_cut_into_passages_that_say_their_page_and_are_embedded_once(tm
     assert cached[0].stat().st_mtime_ns == stamp  # read from the cache, not embedded again
 
 
+@pytest.mark.models
 def test_markdown_html_and_text_keep_their_sections(tmp_path, embedder, limits):
     (tmp_path / "notes.md").write_text("# Boats\nIntro.\n\n## Safety\nWear a life jacket.\n")
     (tmp_path / "page.html").write_text("<html><head><title>Harbour</title><script>var x='hidden';</script></head>"
@@ -199,6 +201,7 @@ def test_the_table_tool_writes_sql_on_a_read_only_connection_and_cites_it(tmp_pa
     assert rows(source, "SELECT COUNT(*) FROM fares") == [(3,)]
 
 
+@pytest.mark.models
 def test_the_document_tool_reads_the_closest_passages_and_a_missing_answer_is_a_failed_call(tmp_path, embedder,
                                                                                            limits):
     path = write_pdf(tmp_path / "guide.pdf", ["Life jackets are under every seat.",

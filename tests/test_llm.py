@@ -49,6 +49,7 @@ def smol() -> LocalGGUFBackend:
 # --- the local backend -------------------------------------------------------------------------
 
 
+@pytest.mark.models
 def test_local_model_answers_a_trivial_question(qwen: LocalGGUFBackend) -> None:
     c = qwen.complete([Message("system", "You are a terse assistant."),
                        Message("user", "What is 2 + 2? Reply with the number only.")], max_tokens=8)
@@ -58,6 +59,7 @@ def test_local_model_answers_a_trivial_question(qwen: LocalGGUFBackend) -> None:
     assert qwen.load_seconds is not None
 
 
+@pytest.mark.models
 def test_local_model_honours_stop_strings_and_max_tokens(qwen: LocalGGUFBackend) -> None:
     ask = [Message("user", "Count from 1 to 10, separated by commas and spaces. Output only the numbers.")]
     c = qwen.complete(ask, stop=["5"], max_tokens=40)
@@ -66,6 +68,7 @@ def test_local_model_honours_stop_strings_and_max_tokens(qwen: LocalGGUFBackend)
     assert short.completion_tokens == 3
 
 
+@pytest.mark.models
 def test_local_model_reuses_the_kv_cache_for_a_shared_prefix(qwen: LocalGGUFBackend) -> None:
     facts = "\n".join(f"Segment {i}: a cyclist in a {c} jacket passes a bakery." for i, c in
                       enumerate(["red", "blue", "green", "yellow"] * 6))
@@ -80,11 +83,13 @@ def test_local_model_reuses_the_kv_cache_for_a_shared_prefix(qwen: LocalGGUFBack
     assert second.seconds < first.seconds
 
 
+@pytest.mark.models
 def test_local_model_reports_context_overflow_as_llm_error(smol: LocalGGUFBackend) -> None:
     with pytest.raises(LLMError, match="context"):
         smol.complete([Message("user", "word " * 1500)], max_tokens=4)
 
 
+@pytest.mark.models
 def test_missing_or_corrupt_model_files(tmp_path: Path) -> None:
     with pytest.raises(ModelUnavailableError, match="does not exist"):
         LocalGGUFBackend(tmp_path / "absent.gguf").complete([Message("user", "hi")])
@@ -101,6 +106,7 @@ def test_missing_or_corrupt_model_files(tmp_path: Path) -> None:
 # --- the LLM client and its cache ---------------------------------------------------------------
 
 
+@pytest.mark.models
 def test_llm_cache_hit_on_identical_call(qwen: LocalGGUFBackend, tmp_path: Path) -> None:
     llm = LLM(qwen, ResponseCache(tmp_path / "cache.sqlite"))
     ask = [Message("user", "Name the capital of France in one word.")]
@@ -137,6 +143,7 @@ def test_cache_key_covers_images_stop_and_sampling() -> None:
         cache_key("m", [Message("user", "hi")], stop=(), max_tokens=1, sampling=Sampling(0.7, seed=2))
 
 
+@pytest.mark.models
 def test_sampling_seeds_draw_distinct_completions_and_each_is_cached(smol: LocalGGUFBackend, tmp_path: Path) -> None:
     llm = LLM(smol, ResponseCache(tmp_path / "cache.sqlite"))
     ask = [Message("user", "Write one short sentence about a dog in a park.")]
@@ -155,6 +162,7 @@ def test_sampling_seeds_draw_distinct_completions_and_each_is_cached(smol: Local
         llm.chat(ask, n=0)
 
 
+@pytest.mark.models
 def test_first_token_logprobs_come_back_and_are_cached(smol: LocalGGUFBackend, tmp_path: Path) -> None:
     llm = LLM(smol, ResponseCache(tmp_path / "cache.sqlite"))
     ask = [Message("user", "Which is larger, 2 or 7? Reply with the number only.")]
@@ -287,6 +295,7 @@ def server(smol: LocalGGUFBackend) -> Iterator[tuple[str, type[_Handler]]]:
     httpd.server_close()
 
 
+@pytest.mark.models
 def test_openai_backend_talks_to_a_real_server(server: tuple[str, type[_Handler]]) -> None:
     url, handler = server
     backend = OpenAICompatibleBackend(f"{url}/ok/v1/", "smollm2", api_key="sk-test", timeout_s=60)
@@ -300,6 +309,7 @@ def test_openai_backend_talks_to_a_real_server(server: tuple[str, type[_Handler]
     assert sent["body"]["max_tokens"] == 12 and sent["body"]["temperature"] == 0.0
 
 
+@pytest.mark.models
 def test_openai_backend_sends_images_as_jpeg_data_urls(server: tuple[str, type[_Handler]]) -> None:
     url, handler = server
     image = np.zeros((32, 48, 3), np.uint8)
@@ -318,6 +328,7 @@ def test_openai_backend_sends_images_as_jpeg_data_urls(server: tuple[str, type[_
     assert image_data_url(image) == data_url
 
 
+@pytest.mark.models
 def test_openai_backend_estimates_usage_when_missing(server: tuple[str, type[_Handler]]) -> None:
     url, _ = server
     c = OpenAICompatibleBackend(f"{url}/nousage/v1", "m", timeout_s=60).complete(
@@ -325,6 +336,7 @@ def test_openai_backend_estimates_usage_when_missing(server: tuple[str, type[_Ha
     assert c.prompt_tokens > 0 and c.completion_tokens > 0
 
 
+@pytest.mark.models
 def test_openai_backend_retries_server_errors(server: tuple[str, type[_Handler]]) -> None:
     url, handler = server
     c = OpenAICompatibleBackend(f"{url}/flaky/v1", "m", timeout_s=60, backoff_s=0.05).complete(
@@ -344,6 +356,7 @@ def test_server_down_is_a_quick_clear_error() -> None:
     assert str(err.value) == f"LLM server at http://127.0.0.1:{port}/v1 is not reachable (connection refused)"
 
 
+@pytest.mark.models
 def test_slow_server_times_out(server: tuple[str, type[_Handler]]) -> None:
     url, handler = server
     backend = OpenAICompatibleBackend(f"{url}/slow/v1", "m", timeout_s=0.5, max_retries=1, backoff_s=0.05)
@@ -354,6 +367,7 @@ def test_slow_server_times_out(server: tuple[str, type[_Handler]]) -> None:
     assert handler.hits["slow"] == 2
 
 
+@pytest.mark.models
 def test_malformed_json_and_http_errors(server: tuple[str, type[_Handler]]) -> None:
     url, _ = server
     with pytest.raises(LLMError, match=r"LLM server at .*/bad/v1 returned malformed JSON"):
@@ -362,6 +376,7 @@ def test_malformed_json_and_http_errors(server: tuple[str, type[_Handler]]) -> N
         OpenAICompatibleBackend(f"{url}/denied/v1", "m").complete([Message("user", "hi")])
 
 
+@pytest.mark.models
 def test_openai_backend_sends_seed_and_n_and_returns_every_choice(server: tuple[str, type[_Handler]]) -> None:
     url, handler = server
     backend = OpenAICompatibleBackend(f"{url}/ok/v1", "smollm2", timeout_s=60)

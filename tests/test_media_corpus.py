@@ -45,6 +45,7 @@ def session(tmp_path_factory, models_dir: Path):
         yield opened
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_each_file_indexes_whole_or_fails_in_one_clear_line(corpus, session, name):
     case = corpus[name]

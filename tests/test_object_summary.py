@@ -112,6 +112,7 @@ def object_words(relative: str, track_ids: list[int]) -> tuple[str, str]:
     return appearance, motion
 
 
+@pytest.mark.models
 def test_real_dog_and_woman():
     dog_tracks = sorted(tracks(DOG01, "dog"))
     appearance, motion = object_words(DOG01, dog_tracks)  # the one dog (three tracks)
@@ -123,6 +124,7 @@ def test_real_dog_and_woman():
     assert appearance.endswith("person, medium") and motion.endswith("the middle left")
 
 
+@pytest.mark.models
 def test_real_skateboarding_dog_and_baseball_boys():
     (dog,) = tracks(SKATE, "dog")
     appearance, motion = object_words(SKATE, [dog])

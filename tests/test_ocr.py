@@ -44,6 +44,7 @@ def assert_well_formed(boxes: list[TextBox], image: np.ndarray) -> None:
         assert box.text == box.text.strip() and any(ch.isalnum() for ch in box.text)
 
 
+@pytest.mark.models
 def test_satisfies_protocol(reader):
     model: TextReader = reader
     assert model.name
@@ -75,6 +76,7 @@ def test_sail_number(reader):
     assert all("108" in found for found in hits), hits
 
 
+@pytest.mark.models
 def test_blank_frames_have_no_text(reader):
     for value in (0, 128, 255):
         assert reader.read(np.full((360, 640, 3), value, np.uint8)) == []
@@ -115,6 +117,7 @@ def test_greyscale_input(reader):
     assert "clideo.com" in texts(reader.read(grey))
 
 
+@pytest.mark.models
 def test_bad_input_is_rejected(reader):
     with pytest.raises(ValueError):
         reader.read(np.zeros((10, 10, 3), np.float32))
@@ -133,6 +136,7 @@ def test_thread_safe(reader):
     assert len(results) == 3 and all("clideo.com" in found for found in results)
 
 
+@pytest.mark.models
 def test_dictionary_copy_is_cached(tmp_path):
     first = RapidTextReader(cache_dir=tmp_path)
     first.load()
@@ -143,6 +147,7 @@ def test_dictionary_copy_is_cached(tmp_path):
     assert list(tmp_path.glob("*")) == copies  # reused, no temporary files left
 
 
+@pytest.mark.models
 def test_unwritable_cache_raises_model_unavailable(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
@@ -159,6 +164,7 @@ def test_reading_order_groups_lines():
     assert [b.text for b in reading_order(boxes)] == ["hello", "world", "tall", "below"]
 
 
+@pytest.mark.models
 def test_sessions_do_not_spin(reader):
     # busy-waiting onnxruntime threads halved OCR speed whenever another model kept the cores busy
     from rapidocr_onnxruntime.utils import infer_engine

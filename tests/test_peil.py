@@ -365,6 +365,7 @@ def test_knowledge_reason_sees_the_question_and_the_results_so_far(settings):
     assert "Query: What kind of website is it?" in prompt
 
 
+@pytest.mark.models
 def test_the_reasoners_read_a_long_videos_whole_narration(tmp_path):
     """narration_reason over a 3-minute memory (90 segments) reads all of it, not 15 lines."""
     import json

@@ -204,6 +204,7 @@ def person_words(models, relative: str, t: float) -> list[tuple[tuple[float, ...
     return [(box, describe_pose(p), p) for box, p in zip(boxes, poses)]
 
 
+@pytest.mark.models
 @needs_models
 @pytest.mark.parametrize(("relative", "t", "expected"), [
     ("github_Ask-Anything/yoga.mp4", 4.0, "lying down"),
@@ -219,6 +220,7 @@ def test_words_for_the_one_person_in_view(models, relative, t, expected):
     assert words == expected
 
 
+@pytest.mark.models
 @needs_models
 def test_batter_stands_and_the_cut_off_onlooker_gets_no_words(models):
     people = person_words(models, "github_Ask-Anything/hitting_baseball.mp4", 1.0)
@@ -228,6 +230,7 @@ def test_batter_stands_and_the_cut_off_onlooker_gets_no_words(models):
     assert batter[0][1] == "standing" and onlooker[0][1] == ""
 
 
+@pytest.mark.models
 @needs_models
 def test_keypoints_land_on_the_person(models):
     ((box, _, pose),) = person_words(models, "github_Ask-Anything/yoga.mp4", 8.5)
@@ -245,6 +248,7 @@ def test_keypoints_land_on_the_person(models):
     assert left_wrist[2] > 0
 
 
+@pytest.mark.models
 @needs_models
 def test_close_up_without_a_body_says_nothing(models):
     image = frame("github_Ask-Anything/playing_guitar.mp4", 3.0)
@@ -254,6 +258,7 @@ def test_close_up_without_a_body_says_nothing(models):
     assert describe_pose(pose) == ""
 
 
+@pytest.mark.models
 @needs_models
 def test_no_boxes_no_work_and_a_closed_worker_restarts(models):
     _, estimator = models
@@ -265,6 +270,7 @@ def test_no_boxes_no_work_and_a_closed_worker_restarts(models):
     assert estimator.worker_info["input"] == 192
 
 
+@pytest.mark.models
 @needs_models
 def test_speed_per_person(models):
     """Reports the cost per person (model + crop + transfer) on this machine; a loose upper bound."""

@@ -187,12 +187,14 @@ def groups_by_category(relative: str) -> dict[str, list[list[int]]]:
     return out
 
 
+@pytest.mark.models
 def test_one_woman_and_one_dog_from_three_dog_tracks():
     groups = groups_by_category(DOG01)
     assert len(groups["person"]) == 1
     assert len(groups["dog"]) == 1 and len(groups["dog"][0]) == 3
 
 
+@pytest.mark.models
 def test_snow_clip_man_merges_and_yellow_dog_stays_apart_from_him():
     groups = groups_by_category(SNOW)
     # The man's two person tracks (0.25-2.25 s, 3.75-4.75 s) are one person.
@@ -202,6 +204,7 @@ def test_snow_clip_man_merges_and_yellow_dog_stays_apart_from_him():
     assert len(groups["dog"]) == 2
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("relative, category, count", [
     (SKATE, "dog", 1), (BASEBALL, "person", 2), (BOATS, "boat", 2)])
 def test_object_counts_after_reid(relative, category, count):
@@ -210,6 +213,7 @@ def test_object_counts_after_reid(relative, category, count):
     assert len(long_groups) == count
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("relative", CLIPS)
 def test_groups_never_hold_tracks_that_share_a_frame(relative):
     tracks_ = {t.track_id: t for t in summaries(relative)}
@@ -221,6 +225,7 @@ def test_groups_never_hold_tracks_that_share_a_frame(relative):
         assert len(frames) == len(set(frames))
 
 
+@pytest.mark.models
 def test_reid_speed_and_counts():
     model = ColourAppearance()
     for relative in CLIPS:

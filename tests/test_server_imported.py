@@ -61,6 +61,7 @@ def listed(client: httpx.Client) -> dict[str, dict]:
     return {video["video_id"]: video for video in client.get("/api/videos").json()["videos"]}
 
 
+@pytest.mark.models
 def test_an_import_job_lists_memories_without_video_files(served, ego_slice, nextqa_slice):  # noqa: F811
     client, _, _, _ = served
     path, ids = ego_slice
@@ -103,6 +104,7 @@ def test_an_import_job_lists_memories_without_video_files(served, ego_slice, nex
     assert sql["rows"] == [[nextqa["captions"]]]
 
 
+@pytest.mark.models
 def test_a_memory_without_a_file_has_no_file_frames_clips_or_build(served, ego_slice):  # noqa: F811
     client, _, _, _ = served
     path, ids = ego_slice
@@ -119,6 +121,7 @@ def test_a_memory_without_a_file_has_no_file_frames_clips_or_build(served, ego_s
     assert client.get("/api/health").json()["status"] == "ok"
 
 
+@pytest.mark.models
 def test_questions_on_a_memory_by_its_id_over_http_and_mcp(served, ego_slice):  # noqa: F811
     client, server, _, _ = served
     path, ids = ego_slice
@@ -193,6 +196,7 @@ def test_imports_outside_the_folders_or_with_bad_options_are_refused(served, ego
     assert set(listed(client)) == before
 
 
+@pytest.mark.models
 def test_removing_an_imported_memory_keeps_its_caption_file(served, ego_slice):  # noqa: F811
     client, _, _, _ = served
     path, ids = ego_slice
@@ -208,6 +212,7 @@ def test_removing_an_imported_memory_keeps_its_caption_file(served, ego_slice): 
 playwright = pytest.importorskip("playwright.sync_api")
 
 
+@pytest.mark.models
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (install.sh does)")
 def test_the_page_imports_lists_and_answers_from_captions(models_dir, ego_slice, tmp_path):  # noqa: F811
     path, ids = ego_slice

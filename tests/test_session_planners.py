@@ -204,6 +204,7 @@ def test_unknown_planners_and_options_are_clear_errors(settings):
             session.ask(video_path(TEMPORAL_TOY), "What?", planner=build_planner("react"), planner_options={"n": 1})
 
 
+@pytest.mark.models
 def test_close_frees_the_chat_model_and_its_cache_but_not_one_passed_in(tmp_path, models_dir):
     from vidagent.models.install import installed_models
 

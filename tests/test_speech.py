@@ -61,6 +61,7 @@ def assert_well_timed(segments: list[SpeechSegment], duration_s: float, offset_s
         previous_end = segment.end_s
 
 
+@pytest.mark.models
 def test_satisfies_protocol(stt):
     model: SpeechToText = stt
     assert model.name == "faster-whisper:tiny.en"
@@ -109,6 +110,7 @@ def test_barking_is_not_speech(stt):
     assert stt.transcribe(audio) == []
 
 
+@pytest.mark.models
 def test_silence_and_empty_give_nothing(stt):
     assert stt.transcribe(np.zeros(SAMPLE_RATE * 5, np.float32)) == []
     assert stt.transcribe(np.zeros(0, np.float32)) == []
@@ -140,6 +142,7 @@ def test_bad_input_shapes():
         WhisperSpeechToText().transcribe(np.zeros((2, 2, 2), np.float32))
 
 
+@pytest.mark.models
 def test_models_are_never_downloaded(tmp_path):
     with pytest.raises(ModelUnavailableError, match="never downloaded"):
         WhisperSpeechToText("base.en").load()

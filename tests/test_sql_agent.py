@@ -124,6 +124,7 @@ def test_an_sql_result_that_holds_nothing_is_a_failed_call(queries, replies, sai
     assert "The memory has no such information" in observation.text and not llm.replies
 
 
+@pytest.mark.models
 def test_the_schema_prompt_lists_every_table_the_sql_can_read():
     from vidagent.memory.store import ALL_TABLES
 

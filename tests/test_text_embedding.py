@@ -23,11 +23,13 @@ def embedder() -> E5TextEmbedder:
     return model
 
 
+@pytest.mark.models
 def test_satisfies_protocol(embedder):
     model: TextEmbedder = embedder
     assert model.dim == 384 and model.name
 
 
+@pytest.mark.models
 def test_shapes_dtype_and_unit_norm(embedder):
     passages = embedder.embed_passages([DOG, KITCHEN, BOATS, ""])
     queries = embedder.embed_queries(("dog", "what is cooking?"))
@@ -38,16 +40,19 @@ def test_shapes_dtype_and_unit_norm(embedder):
         np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.models
 def test_empty_input_gives_zero_rows(embedder):
     for result in (embedder.embed_passages([]), embedder.embed_queries(())):
         assert result.shape == (0, 384) and result.dtype == np.float32
 
 
+@pytest.mark.models
 def test_single_string_is_rejected(embedder):
     with pytest.raises(TypeError):
         embedder.embed_queries("a dog")  # would otherwise embed each character
 
 
+@pytest.mark.models
 def test_semantic_ranking(embedder):
     passages = embedder.embed_passages([KITCHEN, DOG, BOATS])
     ranking = {
@@ -63,12 +68,14 @@ def test_semantic_ranking(embedder):
     assert scores[0, 1] - scores[0, 0] > 0.05
 
 
+@pytest.mark.models
 def test_queries_and_passages_use_different_prefixes(embedder):
     query = embedder.embed_queries([DOG])[0]
     passage = embedder.embed_passages([DOG])[0]
     assert 0.8 < float(query @ passage) < 0.9999
 
 
+@pytest.mark.models
 def test_batching_does_not_change_vectors(embedder):
     texts = [f"segment {i}: a dog runs after a red ball in a park" for i in range(16)]
     small_batches = E5TextEmbedder(batch_size=7)
@@ -78,6 +85,7 @@ def test_batching_does_not_change_vectors(embedder):
     np.testing.assert_allclose(one, together[:3], atol=1e-5)
 
 
+@pytest.mark.models
 def test_long_text_is_not_truncated(embedder):
     head = "The dog barks at the door. " * 70  # > 512 tokens with the prefix
     a = embedder.embed_passages([head + "Then a violin concert begins on a dark stage."])[0]
@@ -85,6 +93,7 @@ def test_long_text_is_not_truncated(embedder):
     assert float(a @ b) < 0.9999  # the tail beyond the first window still counts
 
 
+@pytest.mark.models
 def test_thread_safe(embedder):
     texts = [DOG, KITCHEN, BOATS]
     expected = embedder.embed_passages(texts)
@@ -108,11 +117,13 @@ def test_thread_safe(embedder):
         np.testing.assert_allclose(result, expected, atol=1e-5)
 
 
+@pytest.mark.models
 def test_unknown_variant_raises_model_unavailable():
     with pytest.raises(ModelUnavailableError, match="text embedder unavailable"):
         E5TextEmbedder(variant="no-such-model").embed_queries(["x"])
 
 
+@pytest.mark.models
 def test_openmp_policy_is_not_left_behind(monkeypatch):
     import os
 

@@ -147,6 +147,7 @@ def test_track_frames_runs_a_whole_video():
 # ----------------------------------------------------------------------------- real clips
 
 
+@pytest.mark.models
 def test_skateboarding_dog_is_one_track_through_misses():
     dogs = tracks(SKATE, "dog")
     assert len(dogs) == 1
@@ -156,6 +157,7 @@ def test_skateboarding_dog_is_one_track_through_misses():
     assert track[0].time_s < 0.5 and track[-1].time_s > 13.0
 
 
+@pytest.mark.models
 def test_woman_keeps_one_id_and_dog_tracks_never_overlap():
     people = tracks(DOG01, "person")
     assert len(people) == 1 and len(next(iter(people.values()))) == len(clip(DOG01).times)
@@ -164,6 +166,7 @@ def test_woman_keeps_one_id_and_dog_tracks_never_overlap():
     assert [(t[0].time_s, t[-1].time_s) for t in dogs] == [(0.25, 0.75), (2.25, 6.25), (7.25, 9.25)]
 
 
+@pytest.mark.models
 def test_baseball_boy_and_batter_keep_their_ids_through_the_pan():
     people = {tid: t for tid, t in tracks(BASEBALL, "person").items() if len(t) >= 15}
     assert len(people) == 2
@@ -176,6 +179,7 @@ def test_baseball_boy_and_batter_keep_their_ids_through_the_pan():
         assert (b.box[0] + b.box[2]) / 2 > (same_frame.box[0] + same_frame.box[2]) / 2
 
 
+@pytest.mark.models
 def test_boats_keep_left_and_right_ids():
     boats = [t for t in tracks(BOATS, "boat").values() if len(t) >= 20]
     assert len(boats) == 2
@@ -184,6 +188,7 @@ def test_boats_keep_left_and_right_ids():
     assert all((d.box[0] + d.box[2]) / 2 > 380 for d in right)
 
 
+@pytest.mark.models
 def test_snow_clip_tracks_the_yellow_dog_and_the_man_apart():
     dogs = sorted(tracks(SNOW, "dog").values(), key=len, reverse=True)
     yellow, man_as_dog = dogs[0], dogs[1]
@@ -195,6 +200,7 @@ def test_snow_clip_tracks_the_yellow_dog_and_the_man_apart():
         assert y and y[0].box[2] < (m.box[0] + m.box[2]) / 2
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("relative", [DOG01, SKATE, BASEBALL, BOATS, SNOW])
 def test_real_clip_ids_are_consistent(relative):
     frames: dict[int, list[int]] = {}
@@ -207,6 +213,7 @@ def test_real_clip_ids_are_consistent(relative):
         assert len({d.label for d in track}) == 1  # per-class tracks
 
 
+@pytest.mark.models
 def test_tracker_speed_per_frame():
     for relative in (DOG01, SKATE, BASEBALL, BOATS, SNOW):
         c = clip(relative)

@@ -24,11 +24,10 @@ from typing import Sequence
 
 import av
 import numpy as np
-import supervision as sv
 
+from vidagent.perception import base
 from vidagent.perception.appearance import ColourAppearance
 from vidagent.perception.base import FrameDescription, SpeechSegment, TextBox
-from vidagent.perception.detections import make_detections, no_detections
 from vidagent.perception.suite import Perception
 from vidagent.perception.tracking import ByteTracker
 
@@ -193,6 +192,7 @@ class ScriptedDescriber:
 
     name = "scripted-describer"
     memory_note = "The descriptions were written by a test script."
+    label = ""  # its sentences are captions
 
     def __init__(self, script: _Script) -> None:
         self.script = script
@@ -210,10 +210,20 @@ class ScriptedDescriber:
             height, width = image.shape[:2]
             boxes = tuple(TextBox(text, (0.1 * width, 0.8 * height, 0.9 * width, 0.95 * height), 0.95)
                           for text in scene.text)
-            described.append(FrameDescription(text=scene.description,
-                                              objects=tuple(thing.label for thing in scene.objects),
-                                              on_screen_text=scene.text, text_boxes=boxes))
+            described.append(_description(scene, width, height, boxes))
         return described
+
+
+def _description(scene: Scene, width: int, height: int, boxes: tuple[TextBox, ...]) -> FrameDescription:
+    """The scene as a ``FrameDescription``: its sentence as the caption and its objects as facts."""
+    fields = FrameDescription.__dataclass_fields__
+    if "caption" not in fields:  # the sentence-only description (before the memory kept facts)
+        return FrameDescription(text=scene.description, objects=tuple(o.label for o in scene.objects),
+                                on_screen_text=scene.text, text_boxes=boxes)
+    seen = tuple(base.SeenObject(label=o.label, score=o.score, box=_pixels(o.box, width, height))
+                 for o in scene.objects)
+    return FrameDescription(caption=scene.description, objects=seen, on_screen_text=scene.text,
+                            text_boxes=boxes, size=(width, height))
 
 
 class ScriptedDetector:
@@ -225,19 +235,26 @@ class ScriptedDetector:
         self.script = script
         self.calls = 0
 
-    def detect(self, images: Sequence[np.ndarray]) -> list[sv.Detections]:
+    def detect(self, images: Sequence[np.ndarray]) -> list:
         self.calls += 1
         found = []
         for image in images:
             scene = self.script.scene(image)
             objects = scene[1].objects if scene else ()
-            if not objects:
-                found.append(no_detections())
-                continue
             height, width = image.shape[:2]
-            found.append(make_detections([_pixels(o.box, width, height) for o in objects], [o.score for o in objects],
-                                         [_class_id(o.label) for o in objects], [o.label for o in objects]))
+            found.append(_detections([_pixels(o.box, width, height) for o in objects], [o.score for o in objects],
+                                     [_class_id(o.label) for o in objects], [o.label for o in objects]))
         return found
+
+
+def _detections(boxes: list, scores: list, class_ids: list, labels: list):
+    """Detections of the type the detector protocol names."""
+    if hasattr(base, "Detections"):  # vidagent's own type (before detections became sv.Detections)
+        return base.Detections(np.array(boxes, np.float32).reshape(-1, 4), np.array(scores, np.float32),
+                               np.array(class_ids, np.int32), tuple(labels))
+    from vidagent.perception.detections import make_detections
+
+    return make_detections(np.array(boxes, np.float32).reshape(-1, 4), scores, class_ids, labels)
 
 
 class ScriptedReader:
