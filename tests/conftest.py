@@ -114,6 +114,15 @@ def set_mp4_rotation(path: Path, clockwise_quarter_turns: int) -> None:
     path.write_bytes(bytes(data))
 
 
+@pytest.fixture(scope="session")
+def scripted(tmp_path_factory):
+    """A vidagent home whose library holds the temporal memory of two scripted clips shaped like the two
+    temporal clips below, built with the scripted perception (``fakes.ScriptedHome``)."""
+    from fakes import scripted_home
+
+    return scripted_home(tmp_path_factory.mktemp("scripted") / "home")
+
+
 TEMPORAL_TOY = "github_LLaMA-Factory/4.mp4"  # 5 s: 3 segments, no audio
 TEMPORAL_TEXT = "github_LLaMA-Factory/3.mp4"  # 6 s, clideo watermark read by OCR
 

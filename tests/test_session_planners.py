@@ -1,6 +1,8 @@
-"""``Session.ask`` with each planner over a real stored memory and the real offline perception,
-with a scripted chat model so every step is deterministic: the toolbox each planner gets, the
-steps streamed as they are made, and the session's clean-up of the chat model."""
+"""``Session.ask`` with each planner over a stored memory built by the real builder with the scripted
+perception (tests/fakes), with a scripted chat model so every step is deterministic: the toolbox each
+planner gets, the steps streamed as they are made, and the session's clean-up of the chat model (with
+the real local model). The real perception under a session is tested in test_first_hour.py and
+test_injection.py."""
 
 from __future__ import annotations
 
@@ -18,22 +20,21 @@ from vidagent.errors import PlannerError
 from vidagent.llm.base import Message
 from vidagent.session import Session
 
-from conftest import TEMPORAL_TOY, video_path
 from scripted_llm import ScriptedLLM
 
 CHOICES = ["a guitar", "a car", "a house", "a cat", "a tree"]
 
 
 @pytest.fixture()
-def settings(temporal_library: Path, models_dir: Path) -> Settings:
-    return replace(Settings.from_env(), home=temporal_library, models=models_dir)
+def settings(scripted) -> Settings:
+    return scripted.settings()
 
 
-def test_react_gets_videoagents_tools_and_streams_each_step(settings):
+def test_react_gets_videoagents_tools_and_streams_each_step(scripted, settings):
     streamed: list[Step] = []
     llm = ScriptedLLM(["no", "Thought: read it\nFinal Answer: a guitar"])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, on_step=streamed.append)
+    with scripted.session(llm) as session:
+        answer = session.ask(scripted.toy, "What is being drawn?", CHOICES, on_step=streamed.append)
     assert "Does answering it need the space-dominant memory?" in llm.requests[0][-1].content
     system = llm.requests[1][0].content
     for tool in ("caption_retrieval", "segment_localization", "object_memory_querying"):
@@ -51,12 +52,12 @@ def test_react_gets_videoagents_tools_and_streams_each_step(settings):
     assert overview.parent_id == selection.id
     assert isinstance(streamed[3], ObservationStep) and "Segment 0 (0.0-2.0 s)" in streamed[3].text
     assert answer.choice_index == 0 and answer.planner == "react"
-    assert answer.video_id == streamed[0].sources[0] and answer.video == str(video_path(TEMPORAL_TOY))
+    assert answer.video_id == streamed[0].sources[0] and answer.video == str(scripted.toy)
     assert all(e.source == answer.video_id for e in answer.evidence) and answer.evidence
     assert answer.usage.llm_calls == 2  # the memory selection and one step
 
 
-def test_mcts_gets_the_sub_task_tools_and_they_answer_from_the_memory(settings):
+def test_mcts_gets_the_sub_task_tools_and_they_answer_from_the_memory(scripted, settings):
     llm = ScriptedLLM([
         "no",  # the object memory is not needed ahead
         "Thought: ask when\nAction: when\nAction Input: when does the drawing start?",
@@ -64,8 +65,8 @@ def test_mcts_gets_the_sub_task_tools_and_they_answer_from_the_memory(settings):
         "It starts at 0 s.",  # the When sub-agent's answer
         "Thought: I now know the final answer\nFinal Answer: at the start",
     ])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "When does the drawing start?", planner="mcts",
+    with scripted.session(llm) as session:
+        answer = session.ask(scripted.toy, "When does the drawing start?", planner="mcts",
                              planner_options={"n": 1, "overview_segments": 0})
     system = llm.requests[1][0].content
     for tool in ("when", "why", "what", "how", "count", "other", "caption_retrieval", "object_memory_querying"):
@@ -79,14 +80,14 @@ def test_mcts_gets_the_sub_task_tools_and_they_answer_from_the_memory(settings):
     assert answer.usage.llm_calls == 5
 
 
-def test_mcts_takes_doraemongpts_own_tool_set_and_a_bare_root_by_options(settings):
+def test_mcts_takes_doraemongpts_own_tool_set_and_a_bare_root_by_options(scripted, settings):
     """The paper's setting (issue 24, item 4): the sub-task tools only, the root the question alone."""
     script = ["no", "Thought: ask when\nAction: when\nAction Input: when does the drawing start?",
               "SELECT start_s, end_s FROM segments ORDER BY start_s LIMIT 1", "It starts at 0 s.",
               "Thought: I now know the final answer\nFinal Answer: at the start"]
     llm = ScriptedLLM(list(script))
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "When does the drawing start?", planner="mcts",
+    with scripted.session(llm) as session:
+        answer = session.ask(scripted.toy, "When does the drawing start?", planner="mcts",
                              planner_options={"n": "1", "tools": "doraemongpt", "overview_segments": "0"})
     system = llm.requests[1][0].content
     listed = [line.split("(")[0][2:] for line in system.splitlines() if line.startswith("- ") and "(" in line]
@@ -99,18 +100,18 @@ def test_mcts_takes_doraemongpts_own_tool_set_and_a_bare_root_by_options(setting
         build_planner("mcts", {"overview_segments": "-1"})
 
     kept, dropped = ScriptedLLM(list(script)), ScriptedLLM(list(script))
-    with Session(settings, llm=kept) as session:  # today's default keeps the offline frame VQA ...
-        session.ask(video_path(TEMPORAL_TOY), "When does the drawing start?", planner="mcts",
+    with scripted.session(kept) as session:  # today's default keeps the offline frame VQA ...
+        session.ask(scripted.toy, "When does the drawing start?", planner="mcts",
                     planner_options={"n": 1, "overview_segments": 0})
-    with Session(settings, llm=dropped) as session:  # ... which described_vqa=false leaves out, as ReAct does
-        session.ask(video_path(TEMPORAL_TOY), "When does the drawing start?", planner="mcts",
+    with scripted.session(dropped) as session:  # ... which described_vqa=false leaves out, as ReAct does
+        session.ask(scripted.toy, "When does the drawing start?", planner="mcts",
                     planner_options={"n": 1, "overview_segments": 0, "described_vqa": "false"})
     assert "- visual_question_answering(" in kept.requests[1][0].content
     assert "- visual_question_answering(" not in dropped.requests[1][0].content
     assert "- caption_retrieval(" in dropped.requests[1][0].content
 
 
-def test_a_sub_task_tool_builds_the_object_memory_the_selection_left_out(settings, tmp_path):
+def test_a_sub_task_tool_builds_the_object_memory_the_selection_left_out(scripted, settings, tmp_path):
     """The model said the question needs no objects, then the Count tool's SQL reads them: the object
     memory is built before the SQL runs, so the count is over real rows (issue 24, item 2)."""
     import shutil
@@ -124,10 +125,10 @@ def test_a_sub_task_tool_builds_the_object_memory_the_selection_left_out(setting
         "There is 1 person.",
         "Thought: I now know the final answer\nFinal Answer: 1",
     ])
-    with Session(replace(settings, home=home), llm=llm) as session:
-        before = session.library.stage_names(session.index(video_path(TEMPORAL_TOY), ["segments"], progress=False)
+    with scripted.session(llm, home=home) as session:
+        before = session.library.stage_names(session.index(scripted.toy, ["segments"], progress=False)
                                              .video_id)
-        answer = session.ask(video_path(TEMPORAL_TOY), "How many people are there?", planner="mcts",
+        answer = session.ask(scripted.toy, "How many people are there?", planner="mcts",
                              planner_options={"n": 1, "tools": "doraemongpt"})
         after = session.library.stage_names(answer.video_id)
     assert "objects" not in before and "objects" in after
@@ -135,10 +136,10 @@ def test_a_sub_task_tool_builds_the_object_memory_the_selection_left_out(setting
     assert not observation.is_error and "n\n1" in observation.text and answer.text == "1"
 
 
-def test_caption_only_builds_no_tools_and_asks_nothing_about_objects(settings):
+def test_caption_only_builds_no_tools_and_asks_nothing_about_objects(scripted, settings):
     llm = ScriptedLLM(["Answer: a guitar"])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, planner="caption_only")
+    with scripted.session(llm) as session:
+        answer = session.ask(scripted.toy, "What is being drawn?", CHOICES, planner="caption_only")
         note = session.perception.describer.memory_note
     assert len(llm.requests) == 1 and answer.choice_index == 0  # no memory-selection call
     assert note and note in llm.requests[0][0].content  # the describer says what wrote the descriptions
@@ -146,13 +147,13 @@ def test_caption_only_builds_no_tools_and_asks_nothing_about_objects(settings):
     assert "not a caption]" not in llm.requests[0][-1].content and "[0.0-2.0 s]" in llm.requests[0][-1].content
 
 
-def test_random_needs_no_memory_and_no_model(tmp_path, models_dir):
-    settings = Settings(home=tmp_path, models=models_dir)
-    with Session(settings, llm=ScriptedLLM([])) as session:
+def test_random_needs_no_memory_and_no_model(scripted, tmp_path):
+    settings = Settings(home=tmp_path, models=tmp_path / "no-models")
+    with scripted.session(ScriptedLLM([])) as session:
         asked = Question("What is drawn?", tuple(CHOICES), id="q1")
-        first = session.ask(video_path(TEMPORAL_TOY), asked, planner="random")
-        again = session.ask(video_path(TEMPORAL_TOY), asked, planner="random")
-        window = session.ask(video_path(TEMPORAL_TOY), Question("When is the guitar drawn?", wants_time=True),
+        first = session.ask(scripted.toy, asked, planner="random")
+        again = session.ask(scripted.toy, asked, planner="random")
+        window = session.ask(scripted.toy, Question("When is the guitar drawn?", wants_time=True),
                              planner="random")
     assert first.choice_index == again.choice_index is not None
     begin, end = (float(x) for x in window.text.split(" - "))
@@ -160,7 +161,7 @@ def test_random_needs_no_memory_and_no_model(tmp_path, models_dir):
     assert not (tmp_path / "library.sqlite").exists()  # nothing was indexed
 
 
-def test_a_planner_gets_what_its_needs_declare_and_no_model_when_it_needs_none(tmp_path, models_dir):
+def test_a_planner_gets_what_its_needs_declare_and_no_model_when_it_needs_none(scripted, tmp_path):
     @dataclass
     class Sneaky:  # declares it needs no model, then calls one
         name: ClassVar[str] = "sneaky"
@@ -173,11 +174,11 @@ def test_a_planner_gets_what_its_needs_declare_and_no_model_when_it_needs_none(t
     # an uninstalled model: loading it would fail, so these questions show none is loaded
     settings = Settings(home=tmp_path, models=tmp_path / "no-models")
     with Session(settings) as session:
-        assert session.ask(video_path(TEMPORAL_TOY), "What?", CHOICES, planner="random").choice_index is not None
+        assert session.ask(scripted.toy, "What?", CHOICES, planner="random").choice_index is not None
         with pytest.raises(PlannerError, match="the sneaky planner declared it needs no chat model, and called one"):
-            session.ask(video_path(TEMPORAL_TOY), "What?", planner=Sneaky())
+            session.ask(scripted.toy, "What?", planner=Sneaky())
         with pytest.raises(PlannerError, match="the random planner answers about one video, and was given 2 sources"):
-            session.ask([video_path(TEMPORAL_TOY), video_path("github_LLaMA-Factory/1.mp4")], "What?", CHOICES,
+            session.ask([scripted.toy, scripted.text], "What?", CHOICES,
                         planner="random")
 
 
@@ -192,16 +193,16 @@ def test_one_rule_picks_the_planner_when_none_is_named():
         build_planner("react").needs.check("react", ["image"])
 
 
-def test_unknown_planners_and_options_are_clear_errors(settings):
-    with Session(settings, llm=ScriptedLLM(["no"])) as session:  # "no": the memory selection, before the tools
+def test_unknown_planners_and_options_are_clear_errors(scripted, settings):
+    with scripted.session(ScriptedLLM(["no"])) as session:  # "no": the memory selection, before the tools
         with pytest.raises(PlannerError, match="unknown planner 'tot'"):
-            session.ask(video_path(TEMPORAL_TOY), "What?", planner="tot")
+            session.ask(scripted.toy, "What?", planner="tot")
         with pytest.raises(PlannerError, match="has no option 'depth'"):
-            session.ask(video_path(TEMPORAL_TOY), "What?", planner="react", planner_options={"depth": 3})
+            session.ask(scripted.toy, "What?", planner="react", planner_options={"depth": 3})
         with pytest.raises(PlannerError, match="no tool named whn; the tools are: caption_retrieval"):
-            session.ask(video_path(TEMPORAL_TOY), "What?", planner="mcts", planner_options={"tools": "when,whn"})
+            session.ask(scripted.toy, "What?", planner="mcts", planner_options={"tools": "when,whn"})
         with pytest.raises(PlannerError, match="planner_options go with a planner's name"):
-            session.ask(video_path(TEMPORAL_TOY), "What?", planner=build_planner("react"), planner_options={"n": 1})
+            session.ask(scripted.toy, "What?", planner=build_planner("react"), planner_options={"n": 1})
 
 
 @pytest.mark.models
@@ -220,6 +221,6 @@ def test_close_frees_the_chat_model_and_its_cache_but_not_one_passed_in(tmp_path
     with pytest.raises(Exception, match="closed"):
         len(llm.cache)
     scripted = ScriptedLLM([])
-    with Session(settings, llm=scripted) as borrowed:
+    with scripted.session(scripted) as borrowed:
         assert borrowed.llm is scripted
     assert borrowed.llm is scripted  # a caller's model is the caller's to close

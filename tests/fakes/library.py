@@ -73,8 +73,10 @@ class RowsVideo:
 
 
 def fake_settings(home: Path, **changes: object) -> Settings:
-    """Settings for a fake home: the defaults (not the environment's), so stage configs are fixed."""
-    return replace(Settings(home=home, models=home / "models"), **changes)  # type: ignore[arg-type]
+    """Settings for a fake home: the test run's (conftest sets what planner tests switch off), with no
+    installed models and no extra perception sources, so stage configs stay fixed."""
+    settings = replace(Settings.from_env(), home=home, models=home / "models", library=None, perception=frozenset())
+    return replace(settings, **changes)  # type: ignore[arg-type]
 
 
 def library_from_rows(library_path: Path, clips: Sequence[FakeClip], stages: Sequence[str] = TEMPORAL_STAGES, *,

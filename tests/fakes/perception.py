@@ -4,7 +4,8 @@ A ``FakeClip`` is a list of ``Scene``s (what the describer says, the objects the
 the text OCR reads) and timed speech. Its frames are solid colours, one per scene, unique within
 the test run, with each object drawn as a box of its own colour; the scripted models recognise a
 frame by its colour, so they answer right whatever frames a stage samples, reuses or decodes (a
-real file written by ``write_clip`` or a ``RowsVideo`` that never decodes). The soundtrack of a clip
+real file written by ``write_clip`` or a ``RowsVideo`` that never decodes), read from a border of the
+frame that objects never cover. The soundtrack of a clip
 with speech is a tone whose pitch names the clip, so the scripted speech model knows whose speech
 to return.
 
@@ -25,12 +26,15 @@ from typing import Sequence
 import av
 import numpy as np
 
-from vidagent.perception import base
+import supervision as sv
+
 from vidagent.perception.appearance import ColourAppearance
-from vidagent.perception.base import FrameDescription, SpeechSegment, TextBox
+from vidagent.perception.base import FrameDescription, SeenObject, SpeechSegment, TextBox
+from vidagent.perception.detections import make_detections
 from vidagent.perception.suite import Perception
 from vidagent.perception.tracking import ByteTracker
 
+BORDER = 6  # pixels of each frame's edge that show only the scene's colour (objects are drawn inside)
 _LEVELS = (20, 70, 120, 170, 220)  # 125 background colours, 50 apart: far beyond lossy coding's error
 _PALETTE = np.array(list(itertools.product(_LEVELS, repeat=3)), np.float32)
 _colours = itertools.count()
@@ -105,9 +109,10 @@ class FakeClip:
         width, height = self.size
         image = np.empty((height, width, 3), np.uint8)
         image[:] = _PALETTE[self.colours[index]].astype(np.uint8)
+        inner = image[BORDER:height - BORDER, BORDER:width - BORDER]
         for thing in self.scenes[index].objects:
-            x1, y1, x2, y2 = _pixels(thing.box, width, height)
-            image[int(y1):int(y2), int(x1):int(x2)] = thing.rgb()
+            x1, y1, x2, y2 = (int(v) - BORDER for v in _pixels(thing.box, width, height))
+            inner[max(y1, 0):max(y2, 0), max(x1, 0):max(x2, 0)] = thing.rgb()
         return image
 
     def image_at(self, time_s: float) -> np.ndarray:
@@ -171,7 +176,11 @@ class _Script:
             raise ValueError("two clips share a voice")
 
     def scene(self, image: np.ndarray) -> tuple[FakeClip, Scene] | None:
-        median = np.median(image.reshape(-1, 3).astype(np.float32), axis=0)
+        height, width = image.shape[:2]
+        edge = max(1, BORDER * min(height, width) // 120 // 2)  # half the border, in this image's scale
+        ring = np.concatenate([image[:edge].reshape(-1, 3), image[-edge:].reshape(-1, 3),
+                               image[:, :edge].reshape(-1, 3), image[:, -edge:].reshape(-1, 3)])
+        median = np.median(ring.astype(np.float32), axis=0)
         colour = int(np.argmin(((_PALETTE - median) ** 2).sum(axis=1)))
         if colour not in self.scenes or float(((_PALETTE[colour] - median) ** 2).sum()) > 20 ** 2:
             return None
@@ -204,7 +213,7 @@ class ScriptedDescriber:
         for image in images:
             found = self.script.scene(image)
             if found is None:
-                described.append(FrameDescription(text="nothing recognisable"))
+                described.append(FrameDescription(size=(image.shape[1], image.shape[0])))
                 continue
             _, scene = found
             height, width = image.shape[:2]
@@ -215,15 +224,10 @@ class ScriptedDescriber:
 
 
 def _description(scene: Scene, width: int, height: int, boxes: tuple[TextBox, ...]) -> FrameDescription:
-    """The scene as a ``FrameDescription``: its sentence as the caption and its objects as facts."""
-    fields = FrameDescription.__dataclass_fields__
-    if "caption" not in fields:  # the sentence-only description (before the memory kept facts)
-        return FrameDescription(text=scene.description, objects=tuple(o.label for o in scene.objects),
-                                on_screen_text=scene.text, text_boxes=boxes)
-    seen = tuple(base.SeenObject(label=o.label, score=o.score, box=_pixels(o.box, width, height))
-                 for o in scene.objects)
-    return FrameDescription(caption=scene.description, objects=seen, on_screen_text=scene.text,
-                            text_boxes=boxes, size=(width, height))
+    """The scene as a ``FrameDescription``: its sentence as the caption, its objects and text as facts."""
+    seen = tuple(SeenObject(label=o.label, score=o.score, box=_pixels(o.box, width, height)) for o in scene.objects)
+    return FrameDescription(caption=scene.description, objects=seen, on_screen_text=scene.text, text_boxes=boxes,
+                            size=(width, height))
 
 
 class ScriptedDetector:
@@ -235,7 +239,7 @@ class ScriptedDetector:
         self.script = script
         self.calls = 0
 
-    def detect(self, images: Sequence[np.ndarray]) -> list:
+    def detect(self, images: Sequence[np.ndarray]) -> list[sv.Detections]:
         self.calls += 1
         found = []
         for image in images:
@@ -247,13 +251,7 @@ class ScriptedDetector:
         return found
 
 
-def _detections(boxes: list, scores: list, class_ids: list, labels: list):
-    """Detections of the type the detector protocol names."""
-    if hasattr(base, "Detections"):  # vidagent's own type (before detections became sv.Detections)
-        return base.Detections(np.array(boxes, np.float32).reshape(-1, 4), np.array(scores, np.float32),
-                               np.array(class_ids, np.int32), tuple(labels))
-    from vidagent.perception.detections import make_detections
-
+def _detections(boxes: list, scores: list, class_ids: list, labels: list) -> sv.Detections:
     return make_detections(np.array(boxes, np.float32).reshape(-1, 4), scores, class_ids, labels)
 
 
