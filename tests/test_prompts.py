@@ -77,7 +77,6 @@ def _shipped() -> list[tuple[str, str]]:
     return [(package.removeprefix("vidagent."), name) for package in prompt_packages() for name in prompts(package)]
 
 
-@pytest.mark.models
 def test_every_shipped_prompt_is_listed_with_the_values_its_code_passes():
     assert sorted(_shipped()) == sorted(PLACEHOLDERS)
 

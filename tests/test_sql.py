@@ -1,4 +1,4 @@
-"""Read-only SQL over a real library: reading works and is scoped to one video; writing, attaching,
+"""Read-only SQL over a library (built by the real builder with the scripted perception): reading works and is scoped to one video; writing, attaching,
 loading extensions and runaway queries are refused with a clear error and change nothing."""
 
 from __future__ import annotations
@@ -15,19 +15,17 @@ from vidagent.memory.sql import QueryResult, ReadOnlyQueries
 from vidagent.memory.store import Library
 from vidagent.video.video import Video
 
-from conftest import TEMPORAL_TEXT as TEXT
-from conftest import TEMPORAL_TOY as TOY
-from conftest import video_path
-
-
-@pytest.fixture(scope="module")
-def home(temporal_library: Path) -> Path:
-    return temporal_library
+from fakes import FakeClip, HashingEmbedder, Scene, write_clip
 
 
 @pytest.fixture()
-def queries(home: Path):
-    with ReadOnlyQueries(home / "library.sqlite", Video(video_path(TOY)).content_hash, timeout_s=1.0,
+def home(scripted) -> Path:
+    return scripted.home
+
+
+@pytest.fixture()
+def queries(scripted, home: Path):
+    with ReadOnlyQueries(home / "library.sqlite", Video(scripted.toy).content_hash, timeout_s=1.0,
                          max_rows=50) as q:
         yield q
 
@@ -88,7 +86,7 @@ def test_errors_are_one_line(queries):
 
 def test_blobs_are_summarised(queries):
     text = queries.run("SELECT embedding FROM segments LIMIT 1").to_text()
-    assert "<1536-byte blob>" in text  # 384 float32
+    assert f"<{4 * HashingEmbedder.dim}-byte blob>" in text  # float32
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
@@ -96,20 +94,20 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_cli_prints_rows_as_json_and_refuses_writes(home):
-    clip = str(video_path(TEXT))
+def test_cli_prints_rows_as_json_and_refuses_writes(scripted, home):
+    clip = str(scripted.text)
     done = _cli(home, clip, "SELECT DISTINCT text FROM text_in_frame", "--json")
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["columns"] == ["text"]
-    assert any("clideo" in row[0].lower() for row in payload["rows"])  # the watermark, read by OCR
+    assert any("clideo" in row[0].lower() for row in payload["rows"])  # the watermark, read by (scripted) OCR
     refused = _cli(home, clip, "DELETE FROM segments")
     assert refused.returncode == 6 and refused.stdout == ""
     assert refused.stderr.strip().startswith("vidagent: error: SQL refused") and len(refused.stderr.splitlines()) == 1
 
 
 def test_cli_explains_an_unindexed_video(tmp_path, home):
-    other = str(video_path("github_sam2/01_dog.mp4"))
+    other = str(write_clip(FakeClip("unindexed", [Scene("a dog on a lawn")]), tmp_path))
     done = _cli(home, other, "SELECT 1")
     assert done.returncode == 5 and "not indexed yet" in done.stderr
 
@@ -122,10 +120,10 @@ def test_infinities_nan_and_blobs_format_as_text_and_valid_json():
     assert json.loads(payload)["rows"] == [["inf", "-inf", "nan", "<3-byte blob>", 2.5, 1e300]]
 
 
-def test_cli_formats_an_overflowing_float_instead_of_crashing(home, capsys):
+def test_cli_formats_an_overflowing_float_instead_of_crashing(scripted, home, capsys):
     from vidagent.cli import main
 
-    clip = str(video_path(TOY))
+    clip = str(scripted.toy)
     query = "SELECT 1e999 AS big, -1e999 AS small, x'00ff' AS raw"
     assert main(["--home", str(home), "sql", clip, query]) == 0
     assert capsys.readouterr().out.splitlines() == ["big | small | raw", "inf | -inf | <2-byte blob>"]

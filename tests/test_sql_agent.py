@@ -1,5 +1,5 @@
-"""The SQL sub-agents (object_memory_querying, When/Why/What/How/Count/Other) over a real stored
-memory, with a scripted LLM so every step is deterministic."""
+"""The SQL sub-agents (object_memory_querying, When/Why/What/How/Count/Other) over a stored memory built
+by the real builder with the scripted perception, with a scripted LLM so every step is deterministic."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from vidagent.prompts import load_prompt
 from vidagent.tools.sql_agent import SUBTASK_KINDS, SQLSubAgent, SQLTools, extract_sql, tool_descriptions
 from vidagent.video.video import Video
 
-from conftest import TEMPORAL_TEXT, video_path
+from fakes import HashingEmbedder
 from scripted_llm import ScriptedLLM
 
 
 @pytest.fixture()
-def queries(temporal_library: Path):
-    with ReadOnlyQueries(temporal_library / "library.sqlite", Video(video_path(TEMPORAL_TEXT)).content_hash) as q:
+def queries(scripted):
+    with ReadOnlyQueries(scripted.home / "library.sqlite", Video(scripted.text).content_hash) as q:
         yield q
 
 
@@ -74,17 +74,15 @@ def test_two_failures_give_an_error_observation_not_an_exception(queries):
     assert observation.is_error and "missing_table" in observation.text
 
 
-def test_object_tools_without_an_object_memory_fail_instead_of_counting_zero(temporal_library: Path, queries):
+def test_object_tools_without_an_object_memory_fail_instead_of_counting_zero(scripted, queries):
     """The clip's object memory is not built and cannot be here: a count over the empty object tables
     is a failed call, not a confident 0 (issue 24, item 2)."""
-    from vidagent.perception.text_embedding import E5TextEmbedder
-
-    video = Video(video_path(TEMPORAL_TEXT))
-    with Library(temporal_library / "library.sqlite") as library:
+    video = Video(scripted.text)
+    with Library(scripted.home / "library.sqlite") as library:
         memory = VideoMemory(video, library)
         assert "objects" not in memory.stages
         llm = ScriptedLLM(["SELECT COUNT(*) AS n FROM objects WHERE category = 'teddy bear'"])
-        tools = SQLTools(memory, E5TextEmbedder(), llm, queries)
+        tools = SQLTools(memory, HashingEmbedder(), llm, queries)
         by_name = {tool.name: tool for tool in tools.tools(("object",) + SUBTASK_KINDS)}
         querying = by_name["object_memory_querying"].function("How many teddy bears are there?")
         count = by_name["count"].function("How many teddy bears are there?")
@@ -124,7 +122,6 @@ def test_an_sql_result_that_holds_nothing_is_a_failed_call(queries, replies, sai
     assert "The memory has no such information" in observation.text and not llm.replies
 
 
-@pytest.mark.models
 def test_the_schema_prompt_lists_every_table_the_sql_can_read():
     from vidagent.memory.store import ALL_TABLES
 
@@ -134,7 +131,7 @@ def test_the_schema_prompt_lists_every_table_the_sql_can_read():
     assert "tracks(track_id, object_id" in schema and "motion(segment_id, start_s, end_s, camera" in schema
 
 
-def _library_with_objects(temporal_library: Path, tmp_path: Path, appearance: str,
+def _library_with_objects(scripted, tmp_path: Path, appearance: str,
                           objects: list[tuple[int, str, str, np.ndarray]]) -> Path:
     """A copy of the temporal library whose TEMPORAL_TEXT memory holds these objects (id, category,
     description, feature), as an objects stage built with the appearance model named."""
@@ -142,12 +139,10 @@ def _library_with_objects(temporal_library: Path, tmp_path: Path, appearance: st
     import shutil
     import sqlite3
 
-    from vidagent.perception.text_embedding import E5TextEmbedder
-
     home = tmp_path / "home"
-    shutil.copytree(temporal_library, home)
-    video_id = Video(video_path(TEMPORAL_TEXT)).content_hash
-    embeddings = E5TextEmbedder().embed_passages([description for _, _, description, _ in objects])
+    shutil.copytree(scripted.home, home)
+    video_id = Video(scripted.text).content_hash
+    embeddings = HashingEmbedder().embed_passages([description for _, _, description, _ in objects])
     with sqlite3.connect(home / "library.sqlite") as db:
         db.execute("INSERT INTO stages VALUES (?, 'objects', 'k', ?, '2026-01-01', 1.0)",
                    (video_id, json.dumps({"appearance": appearance})))
@@ -158,13 +153,13 @@ def _library_with_objects(temporal_library: Path, tmp_path: Path, appearance: st
     return home / "library.sqlite"
 
 
-def test_object_retrieval_is_by_clip_text_to_feature_similarity_when_the_features_are_clip(tmp_path, temporal_library):
+@pytest.mark.models  # CLIP and DINOv2 backends (tiny random weights)
+def test_object_retrieval_is_by_clip_text_to_feature_similarity_when_the_features_are_clip(tmp_path, scripted):
     """VideoAgent's feature table (issue 24, item 6): the words the question names, embedded by CLIP's
     text tower, against the objects' stored CLIP features, not the question against generated text."""
     from hf_tiny_models import save_clip, save_dinov2
 
     from vidagent.perception.hf.embedders import ClipDinoAppearance, ClipEmbedder, DinoEmbedder
-    from vidagent.perception.text_embedding import E5TextEmbedder
     from vidagent.tools.sql_agent import object_query
 
     question = "When does the shiny thing appear on the left?"
@@ -175,18 +170,18 @@ def test_object_retrieval_is_by_clip_text_to_feature_similarity_when_the_feature
     other = appearance.text_features(["zzzz"])[0]
     assert float(wanted @ other) < 0.99  # two different CLIP rows
     dino = np.zeros(8, np.float32)
-    path = _library_with_objects(temporal_library, tmp_path, appearance.name, [
+    path = _library_with_objects(scripted, tmp_path, appearance.name, [
         (1, "bottle", "a shiny thing on the left, a bottle", np.concatenate([other, dino])),
         (2, "vase", "a dull vase on the right", np.concatenate([wanted, dino])),
     ])
-    video = Video(video_path(TEMPORAL_TEXT))
+    video = Video(scripted.text)
     with Library(path) as library, ReadOnlyQueries(path, video.content_hash) as queries:
         memory = VideoMemory(video, library)
-        by_text = SQLTools(memory, E5TextEmbedder(), ScriptedLLM([]), queries)._candidate_objects(question)
-        by_clip = SQLTools(memory, E5TextEmbedder(), ScriptedLLM([]), queries,
+        by_text = SQLTools(memory, HashingEmbedder(), ScriptedLLM([]), queries)._candidate_objects(question)
+        by_clip = SQLTools(memory, HashingEmbedder(), ScriptedLLM([]), queries,
                            appearance=appearance)._candidate_objects(question)
         other_model = ClipDinoAppearance(ClipEmbedder(str(tmp_path / "clip")), DinoEmbedder("another/dino"))
-        not_comparable = SQLTools(memory, E5TextEmbedder(), ScriptedLLM([]), queries,
+        not_comparable = SQLTools(memory, HashingEmbedder(), ScriptedLLM([]), queries,
                                   appearance=other_model)._candidate_objects(question)
     assert by_text.splitlines()[1].startswith("object 1: bottle")  # descriptions: the bottle's says it
     assert by_clip.splitlines()[1].startswith("object 2: vase")  # CLIP features: the vase's matches the words
