@@ -18,7 +18,7 @@ from vidagent.llm.budget import Budget, BudgetSpentError
 from vidagent.llm.metered import MeteredChat
 from vidagent.session import Session
 
-from conftest import TEMPORAL_TOY, video_path
+from fakes import scripted_perception
 from scripted_llm import ScriptedLLM
 
 CHOICES = ["a guitar", "a car", "a house"]
@@ -26,8 +26,8 @@ TOOLS = {"tools": "caption_retrieval,segment_localization"}  # no object tool: n
 
 
 @pytest.fixture()
-def settings(temporal_library: Path, models_dir: Path) -> Settings:
-    return replace(Settings.from_env(), home=temporal_library, models=models_dir)
+def settings(scripted) -> Settings:
+    return scripted.settings()
 
 
 def test_a_budget_is_read_from_its_text_and_bad_ones_are_refused():
@@ -51,11 +51,11 @@ def test_the_metered_model_refuses_a_call_once_calls_or_tokens_are_spent():
         counted.chat([Message("user", "q")])
 
 
-def test_react_keeps_its_last_call_for_the_answer(settings):
+def test_react_keeps_its_last_call_for_the_answer(scripted, settings):
     llm = ScriptedLLM(["Thought: look\nAction: segment_localization\nAction Input: a drawing",
                        "Final Answer: a guitar"])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, planner="react",
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is being drawn?", CHOICES, planner="react",
                              planner_options=TOOLS, budget="calls=2")
     assert len(llm.requests) == 2 and answer.choice_index == 0
     assert "You have used all your steps" in llm.requests[1][-1].content  # the forced answer took the last call
@@ -68,7 +68,7 @@ def test_react_keeps_its_last_call_for_the_answer(settings):
     ("mcts", {"n": 2, **TOOLS}, 3), ("traveler", {"max_iterations": 3}, 2), ("peil", {"attempts": 2}, 2),
     ("react", {**TOOLS, "choose_by": "text"}, 1),
 ])
-def test_every_planner_stops_at_its_budget_and_answers_with_what_it_has(settings, planner, options, calls):
+def test_every_planner_stops_at_its_budget_and_answers_with_what_it_has(scripted, settings, planner, options, calls):
     def reply(messages: list[Message]) -> str:
         text = messages[-1].content
         if "PLAN:" in text and "Make a plan" in text:
@@ -77,8 +77,8 @@ def test_every_planner_stops_at_its_budget_and_answers_with_what_it_has(settings
             "Thought: look again\nAction: segment_localization\nAction Input: a drawing"
 
     llm = ScriptedLLM([reply] * 50)
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, planner=planner,
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is being drawn?", CHOICES, planner=planner,
                              planner_options=options, budget=f"calls={calls}")
     assert len(llm.requests) == calls == answer.usage.llm_calls  # never one past it
     spent = answer.artifacts["budget"]
@@ -89,8 +89,8 @@ def test_every_planner_stops_at_its_budget_and_answers_with_what_it_has(settings
         assert answer.text in ("", "a guitar")
 
 
-def test_the_command_line_refuses_a_malformed_budget_in_one_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "vidagent.cli", "ask", str(video_path(TEMPORAL_TOY)), "What?",
+def test_the_command_line_refuses_a_malformed_budget_in_one_line(scripted, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "vidagent.cli", "ask", str(scripted.toy), "What?",
                            "--budget", "calls=none"], capture_output=True, text=True,
                           env={"VIDAGENT_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 2 and "calls must be a number" in done.stderr and len(done.stderr.splitlines()) == 1

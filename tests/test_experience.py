@@ -27,7 +27,7 @@ from vidagent.llm.base import Message
 from vidagent.perception.text_embedding import E5TextEmbedder
 from vidagent.session import Session
 
-from conftest import TEMPORAL_TOY, video_path
+from fakes import clip_file, scripted_perception
 from scripted_llm import ScriptedLLM
 
 CHOICES = ["a guitar", "a car", "a house", "a cat", "a tree"]
@@ -195,15 +195,15 @@ class Agent:
 
 
 @pytest.fixture()
-def settings(temporal_library: Path, models_dir: Path, tmp_path: Path) -> Settings:
+def settings(scripted, tmp_path: Path) -> Settings:
     library = tmp_path / "library.sqlite"
-    library.write_bytes((temporal_library / "library.sqlite").read_bytes())
-    return replace(Settings.from_env(), home=temporal_library, models=models_dir, library=library, experience="all")
+    library.write_bytes((scripted.home / "library.sqlite").read_bytes())
+    return scripted.settings(library=library, experience="all")
 
 
 def _ask(settings: Settings, agent: Agent, question: str, **options) -> "Session.ask":
-    with Session(settings, llm=agent.llm) as session:
-        return session.ask(video_path(TEMPORAL_TOY), question, CHOICES, planner_options={"overview_segments": 0},
+    with Session(settings, perception=scripted_perception(), llm=agent.llm) as session:
+        return session.ask(clip_file(settings.home, "toy"), question, CHOICES, planner_options={"overview_segments": 0},
                            **options)
 
 
@@ -287,16 +287,16 @@ def test_a_model_that_fails_while_learning_costs_the_experience_not_the_answer(s
         raise LLMError("the LLM server went away")
 
     agent.llm.replies = [agent.reply, agent.reply, agent.reply, down]
-    with Session(settings, llm=agent.llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES)
+    with Session(settings, perception=scripted_perception(), llm=agent.llm) as session:
+        answer = session.ask(clip_file(settings.home, "toy"), "What is being drawn?", CHOICES)
     assert answer.choice_index == 0
     assert answer.trace.last.kind == "memory" and answer.trace.last.action == "not kept"
     assert "went away" in answer.trace.last.text
 
 
 def test_an_unknown_experience_mode_is_refused(settings):
-    with Session(settings, llm=ScriptedLLM([])) as session, pytest.raises(PlannerError, match="experience must be"):
-        session.ask(video_path(TEMPORAL_TOY), "What is drawn?", experience="everything")
+    with Session(settings, perception=scripted_perception(), llm=ScriptedLLM([])) as session, pytest.raises(PlannerError, match="experience must be"):
+        session.ask(clip_file(settings.home, "toy"), "What is drawn?", experience="everything")
 
 
 def test_the_experience_command_lists_shows_and_clears(settings, capsys, monkeypatch):
@@ -310,7 +310,7 @@ def test_the_experience_command_lists_shows_and_clears(settings, capsys, monkeyp
     assert cli_main(["experience", "show", str(entry_id)]) == 0
     shown = capsys.readouterr().out
     assert "validation: passed (self_check)" in shown and "Final Answer: a guitar" in shown
-    assert cli_main(["experience", "clear", str(video_path(TEMPORAL_TOY)), "--kind", "semantic"]) == 0
+    assert cli_main(["experience", "clear", str(clip_file(settings.home, "toy")), "--kind", "semantic"]) == 0
     assert "cleared 1 entry (semantic about" in capsys.readouterr().out
     assert cli_main(["experience", "list", "--kind", "semantic"]) == 0
     assert capsys.readouterr().out.strip() == "no entries kept"
@@ -327,10 +327,10 @@ def test_the_experience_command_lists_shows_and_clears(settings, capsys, monkeyp
 def test_the_datasets_own_task_type_keeps_the_workflow(settings):
     """A question's type as its dataset labels it wins over the cue phrases (issue 24, item 8): the cues
     would call "What does the person draw?" descriptive; NExT-QA may call it causal or temporal."""
-    with Session(settings, llm=Agent().llm) as session:
-        session.ask(video_path(TEMPORAL_TOY), Question("What does the person draw?", tuple(CHOICES), task_type="Temporal"),
+    with Session(settings, perception=scripted_perception(), llm=Agent().llm) as session:
+        session.ask(clip_file(settings.home, "toy"), Question("What does the person draw?", tuple(CHOICES), task_type="Temporal"),
                     planner_options={"overview_segments": 0})
-        session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, planner_options={"overview_segments": 0})
+        session.ask(clip_file(settings.home, "toy"), "What is being drawn?", CHOICES, planner_options={"overview_segments": 0})
     store = ExperienceStore(settings.library_path)
     assert [e.task_type for e in store.entries(kind="workflow")] == ["temporal", "descriptive"]
     assert {e.task_type for e in store.entries(kind="semantic")} == {"temporal", "descriptive"}

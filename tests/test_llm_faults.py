@@ -18,7 +18,7 @@ from vidagent.llm.client import LLM
 from vidagent.llm.openai_compat import OpenAICompatibleBackend
 from vidagent.session import Session
 
-from conftest import TEMPORAL_TOY, video_path
+from fakes import scripted_perception
 from fault_llm import Fault, FaultServer
 
 PASSING = [Fault("status", 500), Fault("status", 503), Fault("status", 429, retry_after=2),
@@ -101,8 +101,8 @@ def test_a_request_the_server_refuses_is_not_repeated(code):
 # -- every planner over a real memory, with a faulty model ----------------------------------------
 
 @pytest.fixture()
-def settings(temporal_library: Path, models_dir: Path) -> Settings:
-    return replace(Settings.from_env(), home=temporal_library, models=models_dir)
+def settings(scripted) -> Settings:
+    return scripted.settings()
 
 
 def _library_rows(settings: Settings) -> list[str]:
@@ -111,11 +111,11 @@ def _library_rows(settings: Settings) -> list[str]:
 
 
 @pytest.mark.parametrize("planner, options", PLANNERS, ids=[p for p, _ in PLANNERS])
-def test_every_planner_ends_when_every_reply_is_in_the_wrong_format(settings, planner, options):
+def test_every_planner_ends_when_every_reply_is_in_the_wrong_format(scripted, settings, planner, options):
     with FaultServer("I am not sure what you mean.") as server:
         llm = LLM(backend(server, Waits(), timeout_s=30))
-        with Session(settings, llm=llm) as session:
-            answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, planner=planner,
+        with Session(settings, perception=scripted_perception(), llm=llm) as session:
+            answer = session.ask(scripted.toy, "What is being drawn?", CHOICES, planner=planner,
                                  planner_options=options)
     assert isinstance(answer, Answer) and answer.planner == planner
     assert answer.choice_index is None  # nothing in the replies names an option
@@ -123,14 +123,14 @@ def test_every_planner_ends_when_every_reply_is_in_the_wrong_format(settings, pl
 
 
 @pytest.mark.parametrize("planner, options", PLANNERS, ids=[p for p, _ in PLANNERS])
-def test_every_planner_stops_with_the_one_error_when_the_model_stays_down(settings, planner, options):
+def test_every_planner_stops_with_the_one_error_when_the_model_stays_down(scripted, settings, planner, options):
     before = _library_rows(settings)
     waits = Waits()
     with FaultServer(default=Fault("status", 503)) as server:
         llm = LLM(backend(server, waits, max_retries=2))
-        with Session(settings, llm=llm) as session:
+        with Session(settings, perception=scripted_perception(), llm=llm) as session:
             with pytest.raises(LLMError) as error:
-                session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES, planner=planner,
+                session.ask(scripted.toy, "What is being drawn?", CHOICES, planner=planner,
                             planner_options=options)
     said = f"LLM server at {server.base_url} answered HTTP 503: injected HTTP 503 (after 3 attempts)"
     assert str(error.value) == said

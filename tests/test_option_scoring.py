@@ -16,7 +16,7 @@ from vidagent.errors import PlannerError
 from vidagent.llm.base import Completion, first_token_logprobs
 from vidagent.session import Session
 
-from conftest import TEMPORAL_TOY, video_path
+from fakes import scripted_perception
 from scripted_llm import ScriptedLLM
 
 CHOICES = ["a guitar", "a car", "a house"]
@@ -27,8 +27,8 @@ def scored(*pairs: tuple[str, float]) -> Completion:
 
 
 @pytest.fixture()
-def settings(temporal_library: Path, models_dir: Path) -> Settings:
-    return replace(Settings.from_env(), home=temporal_library, models=models_dir)
+def settings(scripted) -> Settings:
+    return scripted.settings()
 
 
 def test_option_numbers_are_read_from_the_likeliest_first_tokens():
@@ -47,10 +47,10 @@ def test_openai_style_replies_give_their_first_token_logprobs():
     assert first_token_logprobs({"message": {"content": "x"}}) == ()
 
 
-def test_caption_only_chooses_by_likelihood_in_one_token(settings):
+def test_caption_only_chooses_by_likelihood_in_one_token(scripted, settings):
     llm = ScriptedLLM([scored(("2", -0.3), ("0", -1.5), ("1", -3.0))])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is drawn?", CHOICES, planner="caption_only",
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="caption_only",
                              planner_options={"choose_by": "likelihood"})
     assert answer.choice_index == 2 and answer.text == "a house"
     assert llm.sampling[0]["top_logprobs"] == 20 and len(llm.requests) == 1
@@ -62,23 +62,23 @@ def test_caption_only_chooses_by_likelihood_in_one_token(settings):
     assert 0.6 < answer.candidates[0].likelihood < 0.8
 
 
-def test_without_log_probabilities_the_generated_answer_is_read(settings):
+def test_without_log_probabilities_the_generated_answer_is_read(scripted, settings):
     llm = ScriptedLLM([Completion("The", 50, 1, 0.01), "Answer: a car"])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is drawn?", CHOICES, planner="caption_only",
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="caption_only",
                              planner_options={"choose_by": "likelihood"})
     assert answer.choice_index == 1 and llm.sampling[1]["top_logprobs"] == 0
     assert 'starts with "Answer:"' in llm.requests[1][-1].content
 
 
-def test_a_react_chain_chooses_its_option_by_likelihood_after_its_answer(settings):
+def test_a_react_chain_chooses_its_option_by_likelihood_after_its_answer(scripted, settings):
     llm = ScriptedLLM(["no", "Thought: read it\nFinal Answer: something with strings",
                        scored(("0", -0.05), ("1", -3.0))])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn?", CHOICES,
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is being drawn?", CHOICES,
                              planner_options={"choose_by": "likelihood"})
     assert answer.choice_index == 0 and answer.candidates[0].likelihood > 0.9
     scoring = llm.requests[2]
     assert scoring[-2].role == "assistant" and "something with strings" in scoring[-2].content
-    with Session(settings, llm=ScriptedLLM([])) as session, pytest.raises(PlannerError, match="choose_by"):
-        session.ask(video_path(TEMPORAL_TOY), "What?", CHOICES, planner_options={"choose_by": "vote"})
+    with Session(settings, perception=scripted_perception(), llm=ScriptedLLM([])) as session, pytest.raises(PlannerError, match="choose_by"):
+        session.ask(scripted.toy, "What?", CHOICES, planner_options={"choose_by": "vote"})

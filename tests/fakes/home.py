@@ -67,8 +67,14 @@ class ScriptedHome:
         return Session(self.settings(home, **changes), llm=llm, perception=self.perception())
 
 
+def clip_file(home: Path, name: str) -> Path:
+    """Where ``scripted_home(home)`` wrote the clip called ``name`` ("toy" or "text")."""
+    return (home.parent / f"{home.name}-videos" / f"{name}.mp4").resolve()
+
+
 def scripted_home(home: Path, stages=TEMPORAL_STAGES) -> ScriptedHome:
     clips = (toy_clip(), text_clip())
     built = ScriptedHome(home, clips)
     built.files = build_home(home, clips, stages, folder=home.parent / f"{home.name}-videos")
+    assert built.toy == clip_file(home, "toy")
     return built
