@@ -13,6 +13,7 @@ from typing import Iterator, Sequence
 
 from vidagent.config import Settings
 from vidagent.llm.base import Message
+from vidagent.perception.suite import Perception
 from vidagent.server.app import create_app
 from vidagent.server.config import ServeConfig
 from vidagent.server.run import BackgroundServer
@@ -60,14 +61,18 @@ def tagged_llm() -> ScriptedLLM:
 
 @contextlib.contextmanager
 def running_server(home: Path, models: Path, folders: Sequence[Path], llm: ScriptedLLM | None,
-                   local_model: str | None = None, **config: object) -> Iterator[tuple[BackgroundServer, VideoService]]:
+                   local_model: str | None = None, perception: Perception | None = None,
+                   **config: object) -> Iterator[tuple[BackgroundServer, VideoService]]:
     """A server (API, page and MCP) over ``home`` in a thread; ``llm`` None uses the real local model
-    (``local_model``, or the default one)."""
+    (``local_model``, or the default one); ``perception`` (the scripted one) replaces the real models."""
     settings = replace(Settings.from_env(), home=home, models=models)
+    if perception is not None:  # the scripted home's stage configs: no extra perception sources
+        settings = replace(settings, perception=frozenset())
     if local_model:
         settings = settings.with_llm(model=local_model)
     serve_config = ServeConfig(settings=settings, video_dirs=tuple(folders), **config)  # type: ignore[arg-type]
-    service = VideoService(serve_config, Session(settings, llm=llm) if llm is not None else None)
+    session = Session(settings, llm=llm, perception=perception) if llm is not None or perception is not None else None
+    service = VideoService(serve_config, session)
     try:
         with BackgroundServer(create_app(service)) as server:
             yield server, service

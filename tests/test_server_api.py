@@ -1,5 +1,5 @@
-"""``vidagent serve``'s HTTP API against a real server on loopback, over the real perception and memory
-(a private copy of the test library), with a scripted chat model so every answer is known: registering
+"""``vidagent serve``'s HTTP API against a real server on loopback, over the scripted perception and a
+private copy of the scripted home's library (tests/fakes), with a scripted chat model so every answer is known: registering
 and uploading videos, index jobs with progress, asks with streamed steps, SQL, thumbnails and clips,
 every bad input as a JSON error with the server still up, and concurrent asks that never mix."""
 
@@ -21,26 +21,29 @@ from vidagent.server.config import ServeConfig
 from vidagent.server.errors import ServeSetupError
 from vidagent.video.video import Video
 
-from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, video_path, write_test_video
+from conftest import write_test_video
+from fakes import FakeClip, Scene, scripted_perception, write_clip
 from serve_helpers import copy_home, read_sse, running_server, tagged_llm
 
 MAX_UPLOAD = 400_000
 
 
 @pytest.fixture(scope="module")
-def served(temporal_library, models_dir, tmp_path_factory):
-    """A server whose folders are the toy clips' folder and a private folder; uploads up to 400 kB."""
-    home = copy_home(temporal_library, tmp_path_factory.mktemp("serve-home"))
+def served(scripted, tmp_path_factory):
+    """A server whose folders are the scripted clips' folder (with a soundtrack beside them) and a
+    private folder; uploads up to 400 kB."""
+    home = copy_home(scripted.home, tmp_path_factory.mktemp("serve-home"))
     local = tmp_path_factory.mktemp("local-videos")
+    (scripted.toy.parent / "toy.mp3").write_bytes(b"ID3 not a video")
     llm = tagged_llm()
-    with running_server(home, models_dir, [video_path(TEMPORAL_TOY).parent, local], llm,
+    with running_server(home, home / "models", [scripted.toy.parent, local], llm, perception=scripted_perception(),
                         max_upload_bytes=MAX_UPLOAD) as (server, service):
         with httpx.Client(base_url=server.url, timeout=120) as client:
             yield client, service, local, llm
 
 
-def register(client: httpx.Client, relative: str) -> dict:
-    response = client.post("/api/videos", json={"path": str(video_path(relative))})
+def register(client: httpx.Client, path: Path) -> dict:
+    response = client.post("/api/videos", json={"path": str(path)})
     assert response.status_code == 201, response.text
     return response.json()
 
@@ -63,32 +66,33 @@ def stream_events(client: httpx.Client, method: str, url: str, **kwargs) -> list
         return [(name, json.loads(data)) for name, data in read_sse(response.iter_lines())]
 
 
-def test_register_list_and_read_the_memory(served):
+def test_register_list_and_read_the_memory(scripted, served):
     client, service, _, _ = served
-    toy = register(client, TEMPORAL_TOY)
-    assert toy["video_id"] == Video(video_path(TEMPORAL_TOY)).content_hash
+    toy = register(client, scripted.toy)
+    assert toy["video_id"] == Video(scripted.toy).content_hash
     assert toy["stages"] == ["frames", "speech", "segments"] and toy["duration_s"] == pytest.approx(5.0, abs=0.1)
-    by_name = client.post("/api/videos", json={"path": Path(TEMPORAL_TEXT).name})  # relative to a served folder
-    assert by_name.status_code == 201 and by_name.json()["name"] == "3.mp4"
+    by_name = client.post("/api/videos", json={"path": scripted.text.name})  # relative to a served folder
+    assert by_name.status_code == 201 and by_name.json()["name"] == "text.mp4"
     listed = {v["video_id"]: v for v in client.get("/api/videos").json()["videos"]}
     assert {toy["video_id"], by_name.json()["video_id"]} <= set(listed)
     memory = client.get(f"/api/videos/{toy['video_id']}/memory").json()
     assert [(s["start_s"], s["end_s"]) for s in memory["segments"]] == [(0.0, 2.0), (2.0, 4.0), (4.0, 5.0)]
     assert all(s["description"] for s in memory["segments"]) and memory["objects"] == []
-    assert client.get(f"/api/videos/{toy['video_id']}").json()["path"] == str(video_path(TEMPORAL_TOY))
+    assert client.get(f"/api/videos/{toy['video_id']}").json()["path"] == str(scripted.toy)
     served_file = client.get(f"/api/videos/{toy['video_id']}/file", headers={"Range": "bytes=0-99"})
     assert served_file.status_code == 206 and len(served_file.content) == 100  # players seek with ranges
     spec = client.get("/openapi.json").json()
     assert {"/api/videos", "/api/ask/stream", "/api/videos/{video_id}/sql"} <= set(spec["paths"])
 
 
-def test_paths_outside_the_folders_are_refused(served, tmp_path):
+def test_paths_outside_the_folders_are_refused(scripted, served, tmp_path):
     client, _, local, _ = served
-    outside = video_path("github_InternVideo/example1.mp4")
+    folder = scripted.toy.parent
+    outside = write_clip(FakeClip("example1", [Scene("a street at night")]), folder.parent / "outside")
     error_of(client.post("/api/videos", json={"path": "/etc/passwd"}), 403)
-    dotdot = str(video_path(TEMPORAL_TOY).parent / ".." / "github_InternVideo" / "example1.mp4")
+    dotdot = str(folder / ".." / "outside" / "example1.mp4")
     assert "outside the folders" in error_of(client.post("/api/videos", json={"path": dotdot}), 403)["message"]
-    error_of(client.post("/api/videos", json={"path": "../github_InternVideo/example1.mp4"}), 403)
+    error_of(client.post("/api/videos", json={"path": "../outside/example1.mp4"}), 403)
     link = local / "innocent.mp4"
     link.symlink_to(outside)  # a symlink inside a served folder that leads out of it
     error_of(client.post("/api/videos", json={"path": str(link)}), 403)
@@ -98,14 +102,14 @@ def test_paths_outside_the_folders_are_refused(served, tmp_path):
     listed = client.get("/api/videos").json()["videos"]
     assert Video(outside).content_hash not in {v["video_id"] for v in listed}
     files = {Path(f["path"]).name: f for f in client.get("/api/files").json()["files"]}
-    assert {"3.mp4", "4.mp4", "notes.mp4"} <= set(files) and "innocent.mp4" not in files  # the link out is hidden
-    assert "4.mp3" not in files and files["4.mp4"]["registered"] is True
+    assert {"text.mp4", "toy.mp4", "notes.mp4"} <= set(files) and "innocent.mp4" not in files  # the link out is hidden
+    assert "toy.mp3" not in files and files["toy.mp4"]["registered"] is True
     still_up(client)
 
 
-def test_malformed_requests_and_unknown_ids_are_json_errors(served):
+def test_malformed_requests_and_unknown_ids_are_json_errors(scripted, served):
     client, _, _, _ = served
-    toy = register(client, TEMPORAL_TOY)["video_id"]
+    toy = register(client, scripted.toy)["video_id"]
     error_of(client.post("/api/videos", content=b"{not json", headers={"content-type": "application/json"}), 400)
     error_of(client.post("/api/videos", json={"where": "x"}), 422)
     error_of(client.post("/api/ask", json={"videos": [toy], "question": ""}), 422)
@@ -119,21 +123,22 @@ def test_malformed_requests_and_unknown_ids_are_json_errors(served):
     still_up(client)
 
 
-def test_uploads_are_streamed_checked_and_kept_by_content(served):
+def test_uploads_are_streamed_checked_and_kept_by_content(scripted, served, tmp_path):
     client, service, _, _ = served
-    data = video_path("github_Ask-Anything/playing_guitar.mp4").read_bytes()
+    guitar = write_clip(FakeClip("playing_guitar", [Scene("a man plays a guitar")] * 2), tmp_path)
+    data = guitar.read_bytes()
     response = client.post("/api/videos/upload", params={"filename": "my guitar/drawing.mp4"}, content=data)
     assert response.status_code == 201, response.text
     uploaded = response.json()
-    assert uploaded["video_id"] == Video(video_path("github_Ask-Anything/playing_guitar.mp4")).content_hash
+    assert uploaded["video_id"] == Video(guitar).content_hash
     assert uploaded["name"] == "drawing.mp4" and uploaded["stages"] == []  # the user's name, no folders
     folder = service.config.uploads
     assert (folder / uploaded["video_id"] / "drawing.mp4").read_bytes() == data
     again = client.post("/api/videos/upload", params={"filename": "again.mp4"}, content=data).json()
     assert again["path"] == uploaded["path"]  # the same bytes: the same file and memory
-    toy = register(client, TEMPORAL_TOY)  # content the server lists from a folder: that video, left where it is
-    same = client.post("/api/videos/upload", params={"filename": "copy.mp4"}, content=video_path(TEMPORAL_TOY).read_bytes())
-    assert same.status_code == 201 and same.json()["path"] == toy["path"] == str(video_path(TEMPORAL_TOY))
+    toy = register(client, scripted.toy)  # content the server lists from a folder: that video, left where it is
+    same = client.post("/api/videos/upload", params={"filename": "copy.mp4"}, content=scripted.toy.read_bytes())
+    assert same.status_code == 201 and same.json()["path"] == toy["path"] == str(scripted.toy)
     assert same.json()["stages"] == ["frames", "speech", "segments"]
     error_of(client.post("/api/videos/upload", params={"filename": "big.mp4"}, content=os.urandom(MAX_UPLOAD + 1)), 413)
 
@@ -152,7 +157,8 @@ def test_uploads_are_streamed_checked_and_kept_by_content(served):
 
 
 def test_an_index_job_streams_its_progress_and_a_second_request_joins_it(served):
-    client, _, local, _ = served
+    client, service, local, _ = served
+    service.session.perception.describer.delay_s = 0.2  # a build that takes a while, as a real one does
     rng = np.random.default_rng(0)
     frames = []
     for i in range(20):
@@ -180,11 +186,12 @@ def test_an_index_job_streams_its_progress_and_a_second_request_joins_it(served)
     late = stream_events(client, "GET", f"/api/jobs/{first.json()['job_id']}/events")  # a late reader replays it
     assert [n for n, _ in late] == names
     error_of(client.post(f"/api/videos/{video_id}/index", json={"stages": ["everything"]}), 422)
+    service.session.perception.describer.delay_s = 0.0
 
 
-def test_an_ask_streams_each_step_then_the_answer(served):
+def test_an_ask_streams_each_step_then_the_answer(scripted, served):
     client, _, _, _ = served
-    toy = register(client, TEMPORAL_TOY)["video_id"]
+    toy = register(client, scripted.toy)["video_id"]
     body = {"videos": [toy], "question": "[q1] What is being drawn?", "choices": ["answer to q1", "a car", "a house"]}
     events = stream_events(client, "POST", "/api/ask/stream", json=body)
     names = [name for name, _ in events]
@@ -201,9 +208,9 @@ def test_an_ask_streams_each_step_then_the_answer(served):
     assert plain.status_code == 200 and plain.json()["answer"] == "answer to q2"
 
 
-def test_planners_are_checked_before_anything_streams(served):
+def test_planners_are_checked_before_anything_streams(scripted, served):
     client, _, _, _ = served
-    toy = register(client, TEMPORAL_TOY)["video_id"]
+    toy = register(client, scripted.toy)["video_id"]
     ask = {"videos": [toy], "question": "What?"}
     unknown = error_of(client.post("/api/ask/stream", json={**ask, "planner": "tot"}), 400)
     assert "unknown planner 'tot'" in unknown["message"]
@@ -216,9 +223,9 @@ def test_planners_are_checked_before_anything_streams(served):
     still_up(client)
 
 
-def test_read_only_sql(served):
+def test_read_only_sql(scripted, served):
     client, _, _, _ = served
-    toy = register(client, TEMPORAL_TOY)["video_id"]
+    toy = register(client, scripted.toy)["video_id"]
     result = client.post(f"/api/videos/{toy}/sql", json={"query": "SELECT COUNT(*) AS n FROM segments"}).json()
     assert result["columns"] == ["n"] and result["rows"] == [[3]] and result["truncated"] is False
     few = client.post(f"/api/videos/{toy}/sql", json={"query": "SELECT segment_id FROM segments", "max_rows": 2}).json()
@@ -230,9 +237,9 @@ def test_read_only_sql(served):
     assert count.json()["rows"] == [[3]]  # the memory is as it was
 
 
-def test_thumbnails_and_clips_cut_on_demand(served, tmp_path):
+def test_thumbnails_and_clips_cut_on_demand(scripted, served, tmp_path):
     client, _, _, _ = served
-    toy = register(client, TEMPORAL_TOY)["video_id"]
+    toy = register(client, scripted.toy)["video_id"]
     response = client.get(f"/api/videos/{toy}/frame", params={"t": 2.5, "width": 160})
     assert response.status_code == 200 and response.headers["content-type"] == "image/jpeg"
     image = PILImage.open(io.BytesIO(response.content))
@@ -248,9 +255,9 @@ def test_thumbnails_and_clips_cut_on_demand(served, tmp_path):
     error_of(client.get(f"/api/videos/{toy}/clip", params={"start": 3, "end": 1}), 400)
 
 
-def test_concurrent_asks_on_two_videos_are_answered_each_its_own(served):
+def test_concurrent_asks_on_two_videos_are_answered_each_its_own(scripted, served):
     client, service, _, _ = served
-    ids = [register(client, TEMPORAL_TOY)["video_id"], register(client, TEMPORAL_TEXT)["video_id"]]
+    ids = [register(client, scripted.toy)["video_id"], register(client, scripted.text)["video_id"]]
     results: dict[int, dict] = {}
 
     def ask(number: int) -> None:
@@ -277,9 +284,9 @@ def test_concurrent_asks_on_two_videos_are_answered_each_its_own(served):
     assert service.lane.pending == 0
 
 
-def test_a_client_that_leaves_mid_stream_stops_its_question(served):
+def test_a_client_that_leaves_mid_stream_stops_its_question(scripted, served):
     client, service, _, llm = served
-    toy = register(client, TEMPORAL_TOY)["video_id"]
+    toy = register(client, scripted.toy)["video_id"]
     calls_before = len(llm.requests)
     slow = {"videos": [toy], "question": "[slow] Keep looking"}
     with client.stream("POST", "/api/ask/stream", json=slow) as response:
@@ -322,15 +329,16 @@ def test_vidagent_serve_refuses_to_listen_beyond_loopback_without_a_token(capsys
     assert "not a folder" in capsys.readouterr().err
 
 
-def test_beyond_loopback_needs_a_token(temporal_library, models_dir, tmp_path):
+def test_beyond_loopback_needs_a_token(scripted, tmp_path):
     with pytest.raises(ServeSetupError, match="refusing to listen on 0.0.0.0 without a token"):
         ServeConfig(host="0.0.0.0").check_binding()
     with pytest.raises(ServeSetupError, match="too short"):
         ServeConfig(host="0.0.0.0", token="abc").check_binding()
     ServeConfig(host="0.0.0.0", token="s3cret-token").check_binding()
     ServeConfig(host="::1").check_binding()
-    home = copy_home(temporal_library, tmp_path / "home")
-    with running_server(home, models_dir, [], tagged_llm(), token="s3cret-token") as (server, _):
+    home = copy_home(scripted.home, tmp_path / "home")
+    with running_server(home, home / "models", [], tagged_llm(), perception=scripted_perception(),
+                        token="s3cret-token") as (server, _):
         with httpx.Client(base_url=server.url) as client:
             assert error_of(client.get("/api/videos"), 401)["error"] == "Unauthorized"
             error_of(client.get("/api/videos", headers={"Authorization": "Bearer wrong-token"}), 401)

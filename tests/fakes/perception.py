@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -205,9 +206,12 @@ class ScriptedDescriber:
     def __init__(self, script: _Script) -> None:
         self.script = script
         self.calls = 0
+        self.delay_s = 0.0  # seconds each call takes, for tests of what happens while a build runs
 
     def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]:
         self.calls += 1
+        if self.delay_s:
+            time.sleep(self.delay_s)
         described = []
         for image in images:
             found = self.script.scene(image)
