@@ -18,6 +18,7 @@ from mcp.client.stdio import StdioServerParameters
 from vidagent.video.video import Video
 
 from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, video_path
+from fakes import scripted_perception
 from serve_helpers import copy_home, running_server, tagged_llm
 
 TOOLS = {"list_videos", "index_video", "ask_video", "query_video_memory"}
@@ -77,29 +78,29 @@ def test_stdio_tools_list_index_query_and_ask(temporal_library, models_dir, tmp_
     run(session())
 
 
-def test_streamable_http_at_the_servers_mcp_endpoint(temporal_library, models_dir, tmp_path):
-    home = copy_home(temporal_library, tmp_path / "home")
-    folder = video_path(TEMPORAL_TOY).parent
+def test_streamable_http_at_the_servers_mcp_endpoint(scripted, tmp_path):
+    home = copy_home(scripted.home, tmp_path / "home")
+    folder = scripted.toy.parent
     papers = tmp_path / "papers"
     papers.mkdir()
     (papers / "fares.csv").write_text("trip,price\nriver cruise,12\n")
     llm = tagged_llm()
-    with running_server(home, models_dir, [folder, papers], llm) as (server, _):
+    with running_server(home, home / "models", [folder, papers], llm, perception=scripted_perception()) as (server, _):
         async def session() -> None:
             async with Client(f"{server.url}/mcp", read_timeout_seconds=120) as client:
                 assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
                 answer = structured(await client.call_tool("ask_video", {
-                    "video": str(video_path(TEMPORAL_TOY)), "question": "[q7] What is drawn?",
+                    "video": str(scripted.toy), "question": "[q7] What is drawn?",
                     "choices": ["answer to q7", "a car"]}))
                 assert answer["answer"] == "answer to q7" and answer["choice_index"] == 0
                 assert any(step.endswith("final answer: A. answer to q7  — the memory says so") for step in answer["steps"])
                 assert answer["evidence"] and answer["usage"]["llm_calls"] >= 1
                 bounded = structured(await client.call_tool("ask_video", {
-                    "video": str(video_path(TEMPORAL_TOY)), "question": "[q8] What does a cruise cost?",
+                    "video": str(scripted.toy), "question": "[q8] What does a cruise cost?",
                     "knowledge": ["fares.csv#boat trip prices"], "budget": "calls=3"}))
                 assert bounded["answer"] == "answer to q8" and bounded["budget"]["limit"] == {"calls": 3}
                 assert "- fares_knowledge(question: str)" in llm.requests[-1][0].content
-                refused = await client.call_tool("ask_video", {"video": str(video_path(TEMPORAL_TOY)),
+                refused = await client.call_tool("ask_video", {"video": str(scripted.toy),
                                                                "question": "What?", "knowledge": ["https://x.org/a.csv"]})
                 assert refused.is_error and "fetches no URLs" in refused.content[0].text
 

@@ -13,7 +13,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, video_path
+from fakes import scripted_perception
 from serve_helpers import copy_home, running_server, tagged_llm
 
 CLIENTS = 24
@@ -22,13 +22,13 @@ MAX_QUEUED = 6
 
 
 @pytest.fixture(scope="module")
-def crowded(temporal_library, models_dir, tmp_path_factory):
-    home = copy_home(temporal_library, tmp_path_factory.mktemp("load-home"))
-    with running_server(home, models_dir, [video_path(TEMPORAL_TOY).parent], tagged_llm(),
+def crowded(scripted, tmp_path_factory):
+    home = copy_home(scripted.home, tmp_path_factory.mktemp("load-home"))
+    with running_server(home, home / "models", [scripted.toy.parent], tagged_llm(), perception=scripted_perception(),
                         max_queued=MAX_QUEUED) as (server, service):
         with httpx.Client(base_url=server.url, timeout=60) as client:
-            ids = [client.post("/api/videos", json={"path": str(video_path(name))}).json()["video_id"]
-                   for name in (TEMPORAL_TOY, TEMPORAL_TEXT)]
+            ids = [client.post("/api/videos", json={"path": str(path)}).json()["video_id"]
+                   for path in (scripted.toy, scripted.text)]
             yield server, service, ids
 
 
