@@ -54,9 +54,9 @@ def test_frames_and_objects_stages_run_on_configured_hf_backends(tmp_path: Path,
     finally:
         torch.set_num_threads(threads)
     assert len(frames) == 3
-    assert not any(f.description.startswith("[detector") for f in frames)  # captions, not detector sentences
+    assert all(f.seen.caption is not None and not f.seen.objects for f in frames)  # captions, not detector facts
     assert any("clideo" in text.lower() for _, _, text in texts)  # OCR still feeds the text memory
-    assert any("clideo" in f.description.lower() for f in frames)
+    assert any("clideo" in " ".join(f.seen.on_screen_text).lower() for f in frames)  # beside each frame's caption
     assert "caption+text(hf:" in configs["frames"] and "hf:" in configs["objects"]
     assert objects  # re-identified with CLIP+DINOv2 features
     feature_dim = perception.appearance.dim

@@ -176,7 +176,8 @@ def test_a_schema_3_pack_whose_frames_hold_sentences_is_refused_saying_so(built,
 
     with Library(tmp_path / "target.sqlite") as target:
         with pytest.raises(PackError, match=r"old.vidpack: incompatible pack: written with library schema 3, and this "
-                                            rf"library \(schema {SCHEMA_VERSION}\) has other columns in table 'frames'"):
+                                            rf"library \(schema {SCHEMA_VERSION}\) has other columns in table 'frames'; nothing was imported "
+                                            r"\(export it again with this vidagent, or index the video here\)"):
             import_pack(target, _rewrite(pack, tmp_path / "old.vidpack", manifest_change=schema_3,
                                          member_change=sentences))
         assert _empty(target, _toy_id())

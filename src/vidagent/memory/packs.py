@@ -25,10 +25,11 @@ CRC would not, and comparing them with the library's rows is how a second import
 finds nothing to write.
 
 A pack is importable when its schema version is not newer than this vidagent's and each of its
-tables has the columns the library has (older schemas only lack tables). A stage is written when
-the library lacks it or has it with another config or other rows; a stage that is the same is left
-as it is, so importing the same pack twice writes nothing. Stages the pack does not hold, and the
-library's own ``videos`` row (where the video was last seen here), are kept.
+tables has the columns the library has (a pack of an older schema that only lacks tables is; one of
+schema 3, whose frames held sentences where schema 4 keeps facts, is refused saying so). A stage is
+written when the library lacks it or has it with another config or other rows; a stage that is the
+same is left as it is, so importing the same pack twice writes nothing. Stages the pack does not
+hold, and the library's own ``videos`` row (where the video was last seen here), are kept.
 """
 
 from __future__ import annotations
@@ -458,8 +459,10 @@ def _check_columns(library: Library, pack: _Pack, name: str) -> None:
             if here != entry.columns:
                 schema = pack.manifest["schema_version"]
                 what = "has no table" if not here else "has other columns in table"
+                again = (" (export it again with this vidagent, or index the video here)"
+                         if isinstance(schema, int) and schema < SCHEMA_VERSION else "")
                 raise PackError(f"{name}: incompatible pack: written with library schema {schema}, and this "
-                                f"library (schema {SCHEMA_VERSION}) {what} {table!r}; nothing was imported")
+                                f"library (schema {SCHEMA_VERSION}) {what} {table!r}; nothing was imported{again}")
 
 
 def _check_consistency(pack: _Pack, name: str) -> None:
