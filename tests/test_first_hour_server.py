@@ -1,4 +1,4 @@
-"""Issue 27 against a real server on loopback (the real memory of the test clips, a scripted chat model):
+"""Issue 27 against a real server on loopback (the scripted home and perception, a scripted chat model):
 a cross-site upload refused, the API named as MCP is, steps and answers shown without markup and with
 options by letter, uploads kept under the user's name without taking over a registered video, videos
 removed with their memory and files, a truncated video indexed as far as it decodes."""
@@ -10,14 +10,16 @@ import json
 import httpx
 import pytest
 
-from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, video_path
+from conftest import video_path
+from fakes import scripted_perception
 from serve_helpers import copy_home, read_sse, running_server, tagged_llm
 
 
 @pytest.fixture(scope="module")
-def served(temporal_library, models_dir, tmp_path_factory):
-    home = copy_home(temporal_library, tmp_path_factory.mktemp("first-hour-home"))
-    with running_server(home, models_dir, [video_path(TEMPORAL_TOY).parent], tagged_llm()) as (server, service):
+def served(scripted, tmp_path_factory):
+    home = copy_home(scripted.home, tmp_path_factory.mktemp("first-hour-home"))
+    with running_server(home, home / "models", [scripted.toy.parent], tagged_llm(),
+                        perception=scripted_perception()) as (server, service):
         with httpx.Client(base_url=server.url, timeout=120) as client:
             yield client, service
 
@@ -29,10 +31,10 @@ def stream(client: httpx.Client, body: dict) -> list[tuple[str, dict]]:
 
 
 # -- 7. cross-site requests -------------------------------------------------------------------------------------------
-def test_a_page_on_another_site_cannot_upload_or_register(served):
+def test_a_page_on_another_site_cannot_upload_or_register(scripted, served):
     """`POST /api/videos/upload` took `Content-Type: text/plain` (no CORS preflight) from any Origin."""
     client, service = served
-    data = video_path(TEMPORAL_TOY).read_bytes()
+    data = scripted.toy.read_bytes()
     before = sorted(p.name for p in service.config.uploads.rglob("*"))
     for headers in ({"Origin": "https://evil.example", "Content-Type": "text/plain"},
                     {"Origin": "null", "Content-Type": "text/plain"},
@@ -40,33 +42,33 @@ def test_a_page_on_another_site_cannot_upload_or_register(served):
         refused = client.post("/api/videos/upload", params={"filename": "x.mp4"}, content=data, headers=headers)
         assert refused.status_code == 403 and refused.json()["error"] == "CrossSiteRequest", refused.text
     assert sorted(p.name for p in service.config.uploads.rglob("*")) == before  # nothing was written
-    refused = client.post("/api/videos", json={"path": str(video_path(TEMPORAL_TEXT))},
+    refused = client.post("/api/videos", json={"path": str(scripted.text)},
                           headers={"Origin": "http://localhost.evil.example"})
     assert refused.status_code == 403
-    own = client.post("/api/videos", json={"path": str(video_path(TEMPORAL_TEXT))},
+    own = client.post("/api/videos", json={"path": str(scripted.text)},
                       headers={"Origin": str(client.base_url).rstrip("/")})  # the server's own page
     assert own.status_code == 201, own.text
     assert client.get("/api/videos", headers={"Origin": "https://evil.example"}).status_code == 200  # reads are not
 
 
 # -- 10. one naming for the API and MCP ---------------------------------------------------------------------------------
-def test_the_api_takes_paths_where_mcp_does_and_names_its_errors_one_way(served):
+def test_the_api_takes_paths_where_mcp_does_and_names_its_errors_one_way(scripted, served):
     client, _ = served
-    events = stream(client, {"videos": [video_path(TEMPORAL_TOY).name], "question": "[q3] What is drawn?"})
+    events = stream(client, {"videos": [scripted.toy.name], "question": "[q3] What is drawn?"})
     assert events[-1][0] == "answer" and events[-1][1]["answer"] == "answer to q3"
     not_json = client.post("/api/ask", content=json.dumps({"videos": ["x"], "question": "q"}),
                            headers={"Content-Type": "text/plain"})
     assert not_json.status_code == 415 and "Content-Type: application/json" in not_json.json()["message"]
-    empty = client.post("/api/ask", json={"videos": [video_path(TEMPORAL_TOY).name], "question": "   "})
+    empty = client.post("/api/ask", json={"videos": [scripted.toy.name], "question": "   "})
     assert empty.status_code == 400 and empty.json()["error"] == "InvalidRequest"
     invalid = client.post("/api/ask", json={"videos": [], "question": "q"})
     assert invalid.status_code == 422 and invalid.json()["error"] == "InvalidRequest"
 
 
 # -- 3 and 6. what people read: options by letter, no markup -----------------------------------------------------------
-def test_streamed_steps_name_options_by_letter_and_show_no_markup(served):
+def test_streamed_steps_name_options_by_letter_and_show_no_markup(scripted, served):
     client, _ = served
-    toy = client.post("/api/videos", json={"path": str(video_path(TEMPORAL_TEXT))}).json()["video_id"]
+    toy = client.post("/api/videos", json={"path": str(scripted.text)}).json()["video_id"]
     events = stream(client, {"videos": [toy], "question": "What is being drawn?",
                              "choices": ["a car", "a house", "a guitar"]})
     steps = [data for name, data in events if name == "step"]
@@ -96,15 +98,15 @@ def segment_rows(service, video_id: str) -> int:
         return conn.execute("SELECT COUNT(*) FROM segments WHERE video_id=?", (video_id,)).fetchone()[0]
 
 
-def test_a_removed_folder_video_loses_its_memory_but_not_its_file(served):
+def test_a_removed_folder_video_loses_its_memory_but_not_its_file(scripted, served):
     client, service = served
-    clip = video_path(TEMPORAL_TEXT)
+    clip = scripted.text
     entry = client.post("/api/videos", json={"path": str(clip)}).json()
     assert segment_rows(service, entry["video_id"]) > 0
     assert client.delete(f"/api/videos/{entry['video_id']}", headers={"Origin": "https://evil.example"}).status_code \
         == 403
     removed = client.delete(f"/api/videos/{entry['video_id']}")
-    assert removed.status_code == 200 and removed.json() == {"video_id": entry["video_id"], "name": "3.mp4",
+    assert removed.status_code == 200 and removed.json() == {"video_id": entry["video_id"], "name": "text.mp4",
                                                              "removed": True, "file_removed": False}
     assert segment_rows(service, entry["video_id"]) == 0 and clip.is_file()
     assert client.get(f"/api/videos/{entry['video_id']}").status_code == 404
@@ -112,12 +114,12 @@ def test_a_removed_folder_video_loses_its_memory_but_not_its_file(served):
     assert client.delete(f"/api/videos/{entry['video_id']}").status_code == 404
 
 
-def test_an_upload_keeps_its_name_and_goes_with_its_memory(temporal_library, models_dir, tmp_path):
+def test_an_upload_keeps_its_name_and_goes_with_its_memory(scripted, tmp_path):
     """Uploads were listed by content hash, and nothing could be removed (DELETE was 405)."""
-    home = copy_home(temporal_library, tmp_path / "home")
-    with running_server(home, models_dir, [], tagged_llm()) as (server, service), \
+    home = copy_home(scripted.home, tmp_path / "home")
+    with running_server(home, home / "models", [], tagged_llm(), perception=scripted_perception()) as (server, service), \
             httpx.Client(base_url=server.url, timeout=120) as client:
-        data = video_path(TEMPORAL_TOY).read_bytes()  # the library already holds its memory
+        data = scripted.toy.read_bytes()  # the library already holds its memory
         uploaded = client.post("/api/videos/upload", params={"filename": "Tablet drawing (take 2).mp4"},
                                content=data, headers={"Content-Type": "video/mp4"}).json()
         assert uploaded["name"] == "Tablet drawing (take 2).mp4" and uploaded["stages"]
