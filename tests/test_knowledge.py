@@ -30,7 +30,7 @@ from vidagent.perception.suite import text_embedder
 from vidagent.session import Session
 from vidagent.tools.knowledge import KnowledgeTools
 
-from conftest import TEMPORAL_TOY, video_path
+from fakes import scripted_perception
 from scripted_llm import ScriptedLLM
 
 FARES = [("trip", "minutes", "price_eur"), ("river cruise", "60", "12.5"), ("canal tour", "45", "9"),
@@ -274,18 +274,18 @@ def test_a_url_is_fetched_into_the_cache_and_read_like_a_file(searx, embedder, t
 
 # -- through the session: the planners offer them ---------------------------------------------------------
 @pytest.fixture()
-def settings(temporal_library: Path, models_dir: Path) -> Settings:
-    return replace(Settings.from_env(), home=temporal_library, models=models_dir)
+def settings(scripted) -> Settings:
+    return scripted.settings()
 
 
-def test_react_offers_every_attached_source_beside_its_own_tools(settings, tmp_path):
+def test_react_offers_every_attached_source_beside_its_own_tools(scripted, settings, tmp_path):
     fares = write_csv(tmp_path / "fares.csv", FARES)
     llm = ScriptedLLM(["no", 'Thought: the price is in the table\nAction: fares_knowledge\nAction Input: '
                        '"How much is a river cruise?"',
                        "SELECT price_eur FROM fares WHERE trip = 'river cruise'", "12.5 euros.",
                        "Thought: done\nFinal Answer: 12.5 euros"])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "How much would a river cruise cost?",
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "How much would a river cruise cost?",
                              planner_options={"tools": "caption_retrieval"}, knowledge=[f"{fares}#boat trip prices"])
     system = llm.requests[1][0].content
     assert "- caption_retrieval(" in system and "- fares_knowledge(question: str): answers a question from the " \
@@ -295,17 +295,17 @@ def test_react_offers_every_attached_source_beside_its_own_tools(settings, tmp_p
     assert any(e.where.startswith("SQL:") and e.source == "fares_knowledge" for e in answer.evidence)
 
 
-def test_peil_gets_each_source_as_a_module_and_planners_without_tools_refuse_knowledge(settings, tmp_path):
+def test_peil_gets_each_source_as_a_module_and_planners_without_tools_refuse_knowledge(scripted, settings, tmp_path):
     fares = write_csv(tmp_path / "fares.csv", FARES)
-    with Session(settings, llm=ScriptedLLM([]), knowledge=[fares]) as session:
+    with Session(settings, perception=scripted_perception(), llm=ScriptedLLM([]), knowledge=[fares]) as session:
         for planner in ("caption_only", "traveler"):
             with pytest.raises(PlannerError, match="cannot use knowledge sources"):
-                session.ask(video_path(TEMPORAL_TOY), "How much?", planner=planner)
+                session.ask(scripted.toy, "How much?", planner=planner)
     llm = ScriptedLLM(['Thought: the table has it\nAction: fares_knowledge("price of a river cruise", None)',
                        "SELECT price_eur FROM fares WHERE trip = 'river cruise'", "12.5 euros.",
                        "Thought: done\nFinal Answer: 12.5 euros", "Yes"])  # the Learner's self-check
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "How much would a river cruise cost?", planner="peil",
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "How much would a river cruise cost?", planner="peil",
                              planner_options={"attempts": 1, "max_steps": 2, "modules": "video_narration"},
                              knowledge=[fares])
     assert '- fares_knowledge("query", None): answers a question from the user\'s tables' in llm.requests[0][0].content
@@ -315,7 +315,8 @@ def test_peil_gets_each_source_as_a_module_and_planners_without_tools_refuse_kno
 
 # -- the real embedded model --------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_the_real_model_answers_from_a_users_table_and_document(settings, tmp_path, embedder):
+def test_the_real_model_answers_from_a_users_table_and_document(temporal_library, models_dir, tmp_path, embedder):
+    settings = replace(Settings.from_env(), home=temporal_library, models=models_dir)
     fares = write_csv(tmp_path / "fares.csv", FARES)
     guide = write_pdf(tmp_path / "guide.pdf", ["Life jackets are under every seat. Children stay seated.",
                                                "Fares. A boat trip costs 12 euros. A bus ticket costs 2 euros."],
@@ -332,22 +333,22 @@ def test_the_real_model_answers_from_a_users_table_and_document(settings, tmp_pa
 
 
 # -- the server and MCP: files inside the served folders, never a URL a client names ----------------------
-def test_the_server_takes_knowledge_inside_its_folders_and_refuses_urls_and_bad_files(temporal_library, models_dir,
-                                                                                       tmp_path):
+def test_the_server_takes_knowledge_inside_its_folders_and_refuses_urls_and_bad_files(scripted, tmp_path):
     import httpx
 
     from serve_helpers import copy_home, running_server, tagged_llm
 
-    home = copy_home(temporal_library, tmp_path / "home")
+    home = copy_home(scripted.home, tmp_path / "home")
     folder = tmp_path / "served"
     folder.mkdir()
     write_csv(folder / "fares.csv", FARES)
     write_csv(folder / "numbers.csv", [("1", "2"), ("3", "4")])
     write_csv(tmp_path / "outside.csv", FARES)
     llm = tagged_llm()
-    with running_server(home, models_dir, [video_path(TEMPORAL_TOY).parent, folder], llm) as (server, _):
+    with running_server(home, home / "models", [scripted.toy.parent, folder], llm,
+                        perception=scripted_perception()) as (server, _):
         with httpx.Client(base_url=server.url, timeout=120) as client:
-            toy = client.post("/api/videos", json={"path": str(video_path(TEMPORAL_TOY))}).json()["video_id"]
+            toy = client.post("/api/videos", json={"path": str(scripted.toy)}).json()["video_id"]
             ask = {"videos": [toy], "question": "[q1] How much is a cruise?"}
             answered = client.post("/api/ask", json={**ask, "knowledge": ["fares.csv#boat trip prices"]})
             assert answered.status_code == 200 and answered.json()["answer"] == "answer to q1"
