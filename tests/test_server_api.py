@@ -346,3 +346,15 @@ def test_beyond_loopback_needs_a_token(scripted, tmp_path):
             assert client.get("/api/videos", headers={"Cookie": "vidagent_token=s3cret-token"}).status_code == 200
             assert client.get("/").status_code == 200  # the page itself holds no data
             error_of(client.post("/mcp", json={}), 401)
+
+
+def test_people_read_a_segment_and_its_evidence_as_planners_do_without_the_markup():
+    from vidagent.memory.store import SegmentRecord
+    from vidagent.server.display import shown_answer_data, shown_segment
+    from vidagent.tools.observed import segment_text
+
+    segment = SegmentRecord(0, 0.0, 2.0, "1 dog (white, small, centre).", "sit", "EXIT", np.zeros(4, np.float32))
+    assert shown_segment(segment) == "1 dog (white, small, centre). Speech: “sit” On-screen text: “EXIT”"
+    shown = shown_answer_data({"answer": "a dog", "choice_index": None, "candidates": [],
+                               "evidence": [{"start_s": 0.0, "end_s": 2.0, "text": segment_text(segment)}]})
+    assert shown["evidence"][0]["text"] == shown_segment(segment)  # one rendering: the model's, unmarked
