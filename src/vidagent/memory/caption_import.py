@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from vidagent.memory.caption_formats import CaptionedVideo, CaptionFormatError, read_caption_set
 from vidagent.memory.stages.segments import CLIP_MERGE_SIMILARITY, merge_into_clips
-from vidagent.memory.store import Library
+from vidagent.memory.store import Library, SegmentRecord, segments_stage_rows
 from vidagent.memory.stored_video import memory_id
 from vidagent.perception.base import TextEmbedder
 from vidagent.prompts import prompt
@@ -190,8 +190,8 @@ def _memory_rows(video: CaptionedVideo, embedder: TextEmbedder) -> dict[str, lis
     rows: list[list[Any]] = [[index, caption.start_s, caption.end_s, caption.text, "", ""]
                              for index, caption in enumerate(video.captions)]
     embeddings = _embed_unique([caption.text for caption in video.captions], embedder)
-    segments = [(*row, vector.tobytes()) for row, vector in zip(rows, embeddings)]
-    return {"segments": segments, "clips": merge_into_clips(rows, embeddings)}
+    segments = [SegmentRecord(*row, vector) for row, vector in zip(rows, embeddings)]  # captions: no facts
+    return segments_stage_rows(segments, merge_into_clips(rows, embeddings))
 
 
 def _embed_unique(texts: Sequence[str], embedder: TextEmbedder) -> np.ndarray:
