@@ -23,6 +23,7 @@ from vidagent.video.image import Image, open_media
 from vidagent.video.source import Source
 
 from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, frame_at, video_path
+from fakes import FakeClip, Scene, scripted_perception, write_clip
 from scripted_llm import ScriptedLLM
 
 CHOICES = ["a guitar", "a car", "a house"]
@@ -30,20 +31,20 @@ PLAIN = {"look_first": False}  # no automatic first steps: every step below is t
 
 
 @pytest.fixture()
-def settings(temporal_library: Path, models_dir: Path, tmp_path: Path) -> Settings:
-    """The shared memory of the two clips, in a library copy of this test's own (the example bank writes to it)."""
+def settings(scripted, tmp_path: Path) -> Settings:
+    """The scripted memory of the two clips, in a library copy of this test's own (the example bank writes to it)."""
     import shutil
 
     home = tmp_path / "home"
-    shutil.copytree(temporal_library, home)
+    shutil.copytree(scripted.home, home)
     # procedural experience holds the Learner's kept traces; the semantic part would add a summary call per answer
-    return replace(Settings.from_env(), home=home, models=models_dir, experience="procedural")
+    return scripted.settings(home, experience="procedural")
 
 
 @pytest.fixture()
-def photo(tmp_path: Path) -> Path:
+def photo(scripted, tmp_path: Path) -> Path:
     path = tmp_path / "drawing.png"
-    PILImage.fromarray(frame_at(TEMPORAL_TOY, 4.0)).save(path)
+    PILImage.fromarray(scripted.clips[0].image_at(4.0)).save(path)  # the toy clip's last scene
     return path
 
 
@@ -51,7 +52,7 @@ def observations(answer) -> list[ObservationStep]:
     return [step for step in answer.trace if isinstance(step, ObservationStep)]
 
 
-def test_the_sources_are_summarised_and_wrong_calls_come_back_as_precise_errors(settings, photo):
+def test_the_sources_are_summarised_and_wrong_calls_come_back_as_precise_errors(scripted, settings, photo):
     llm = ScriptedLLM([
         'Thought: caption the video\nAction: caption("what is drawn?", visual[0])',
         'Thought: try a source that is not there\nAction: caption(None, visual[7])',
@@ -59,8 +60,8 @@ def test_the_sources_are_summarised_and_wrong_calls_come_back_as_precise_errors(
         "Thought: I now know the final answer\nFinal Answer: a guitar",
         "Yes",
     ])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask([video_path(TEMPORAL_TOY), video_path(TEMPORAL_TEXT), photo], "What is drawn?",
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask([scripted.toy, scripted.text, photo], "What is drawn?",
                              CHOICES, planner="peil", planner_options=PLAIN)
     first_prompt = llm.requests[0][-1].content
     assert "visual[0]: a 5.0 s video, given by the user; audio: none" in first_prompt
@@ -83,15 +84,15 @@ def test_the_sources_are_summarised_and_wrong_calls_come_back_as_precise_errors(
     assert answer.choice_index == 0 and answer.artifacts["attempts"] == 1
 
 
-def test_a_clip_cut_by_grounding_becomes_the_next_source(settings):
+def test_a_clip_cut_by_grounding_becomes_the_next_source(scripted, settings):
     llm = ScriptedLLM([
         'Thought: the start\nAction: temporal_reason("beginning", visual[0])',
         'Thought: narrate the clip\nAction: video_narration(None, visual[1])',
         "Thought: I now know the final answer\nFinal Answer: a guitar",
         "Yes",
     ])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask([video_path(TEMPORAL_TOY)], "What is drawn first?", CHOICES, planner="peil",
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask([scripted.toy], "What is drawn first?", CHOICES, planner="peil",
                              planner_options=PLAIN)
     cut, narration = observations(answer)
     assert cut.text.startswith("temporal_reason of visual[0]:\n'beginning' is 0.0-1.0 s.")
@@ -106,10 +107,10 @@ def test_a_clip_cut_by_grounding_becomes_the_next_source(settings):
     assert "New source: visual[1]" in llm.requests[1][-1].content
 
 
-def test_each_video_is_narrated_and_each_image_captioned_before_the_model_speaks(settings, photo):
+def test_each_video_is_narrated_and_each_image_captioned_before_the_model_speaks(scripted, settings, photo):
     llm = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a guitar", "Yes"])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask([video_path(TEMPORAL_TOY), photo], "What is drawn?", CHOICES, planner="peil")
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask([scripted.toy, photo], "What is drawn?", CHOICES, planner="peil")
     narration, caption = observations(answer)
     calls = [step for step in answer.trace if step.kind == "tool_call"]
     assert [(c.tool, c.automatic, c.raw_arguments) for c in calls] == [
@@ -122,7 +123,7 @@ def test_each_video_is_narrated_and_each_image_captioned_before_the_model_speaks
     assert answer.evidence and answer.choice_index == 0
 
 
-def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(settings):
+def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(scripted, settings):
     first = ScriptedLLM([
         'Thought: narrate\nAction: video_narration(None, visual[0])',
         "Thought: I now know the final answer\nFinal Answer: a car",
@@ -130,9 +131,9 @@ def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(setti
         'Thought: look at the end\nAction: temporal_reason("end", visual[0])',
         "Thought: I now know the final answer\nFinal Answer: a guitar",
     ])
-    with Session(settings, llm=first) as session:
+    with Session(settings, perception=scripted_perception(), llm=first) as session:
         asked = Question("What is being drawn on the tablet?", tuple(CHOICES), reference=Reference("a guitar", 0))
-        answer = session.ask([video_path(TEMPORAL_TOY)], asked, planner="peil", planner_options=PLAIN)
+        answer = session.ask([scripted.toy], asked, planner="peil", planner_options=PLAIN)
         kept = session.experience_store.count("trace")
     assert answer.choice_index == 0 and answer.artifacts["attempts"] == 2
     assert [c["passed"] for c in answer.artifacts["checks"]] == [False, True]
@@ -146,8 +147,8 @@ def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(setti
     assert {c.text: c.votes for c in answer.candidates} == {"a car": 1, "a guitar": 1}
 
     later = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a guitar", "Yes"])
-    with Session(settings, llm=later) as session:
-        answer = session.ask([video_path(TEMPORAL_TOY)], "What is being drawn on the iPad?", CHOICES,
+    with Session(settings, perception=scripted_perception(), llm=later) as session:
+        answer = session.ask([scripted.toy], "What is being drawn on the iPad?", CHOICES,
                              planner="peil", planner_options=PLAIN)
     system = later.requests[0][0].content
     assert "Here are solved questions like this one" in system
@@ -156,7 +157,7 @@ def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(setti
     assert any(isinstance(s, MemoryStep) and s.action == "replayed" for s in answer.trace)
 
 
-def test_the_example_bank_is_peils_own_and_works_with_experience_off(settings):
+def test_the_example_bank_is_peils_own_and_works_with_experience_off(scripted, settings):
     """AssistGPT's Learner keeps and recalls traces by default: no --experience needed (issue 24, item 1).
     Here a retry that passes the model's self-check (no known answer) is kept and shown later."""
     plain = replace(settings, experience="none")
@@ -165,8 +166,8 @@ def test_the_example_bank_is_peils_own_and_works_with_experience_off(settings):
         'Thought: look at the end\nAction: temporal_reason("end", visual[0])',
         "Thought: I now know the final answer\nFinal Answer: a guitar", "Yes",
     ])
-    with Session(plain, llm=first) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn on the tablet?", CHOICES,
+    with Session(plain, perception=scripted_perception(), llm=first) as session:
+        answer = session.ask(scripted.toy, "What is being drawn on the tablet?", CHOICES,
                              planner="peil", planner_options=PLAIN)
         kept = session.experience_store.entries(kind="trace")
     assert [c["passed"] for c in answer.artifacts["checks"]] == [False, True]
@@ -174,14 +175,14 @@ def test_the_example_bank_is_peils_own_and_works_with_experience_off(settings):
     assert not any(s.kind == "memory" and "semantic" in getattr(s, "text", "") for s in answer.trace)
 
     later = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a guitar", "Yes"])
-    with Session(plain, llm=later) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn on the iPad?", CHOICES,
+    with Session(plain, perception=scripted_perception(), llm=later) as session:
+        answer = session.ask(scripted.toy, "What is being drawn on the iPad?", CHOICES,
                              planner="peil", planner_options=PLAIN)
     assert answer.artifacts["examples_used"] == 1 and 'temporal_reason("end", visual[0])' in later.requests[0][0].content
 
     off = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a guitar", "Yes"])
-    with Session(plain, llm=off) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is being drawn on the iPad?", CHOICES,
+    with Session(plain, perception=scripted_perception(), llm=off) as session:
+        answer = session.ask(scripted.toy, "What is being drawn on the iPad?", CHOICES,
                              planner="peil", planner_options={**PLAIN, "examples": 0})
     assert answer.artifacts["examples_used"] == 0 and "solved questions" not in off.requests[0][0].content
 
@@ -198,14 +199,14 @@ def test_a_taught_eval_run_teaches_the_users_example_bank(tmp_path):
     assert (measured.experience_scope, measured.examples_scope) == (run_scope, None)
 
 
-def test_when_no_attempt_passes_the_self_check_the_most_given_answer_wins(settings):
+def test_when_no_attempt_passes_the_self_check_the_most_given_answer_wins(scripted, settings):
     llm = ScriptedLLM([
         "Thought: I now know the final answer\nFinal Answer: a car", "No: nothing was looked at",
         "Thought: I now know the final answer\nFinal Answer: a guitar", "No: still nothing looked at",
         "Thought: I now know the final answer\nFinal Answer: a guitar", "Maybe",
     ])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask(video_path(TEMPORAL_TOY), "What is drawn?", CHOICES, planner="peil", planner_options=PLAIN)
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="peil", planner_options=PLAIN)
     checks = answer.artifacts["checks"]
     assert [c["passed"] for c in checks] == [False, False, False]
     assert checks[0]["reason"] == "nothing was looked at" and "unclear check (Maybe)" in checks[2]["reason"]
@@ -213,10 +214,10 @@ def test_when_no_attempt_passes_the_self_check_the_most_given_answer_wins(settin
     assert "nothing was looked at" in llm.requests[2][-1].content
 
 
-def test_single_video_planners_refuse_several_sources_and_images(settings, photo):
-    with Session(settings, llm=ScriptedLLM([])) as session:
+def test_single_video_planners_refuse_several_sources_and_images(scripted, settings, photo):
+    with Session(settings, perception=scripted_perception(), llm=ScriptedLLM([])) as session:
         with pytest.raises(PlannerError, match="answers about one video, and was given 2 sources; .* peil"):
-            session.ask([video_path(TEMPORAL_TOY), video_path(TEMPORAL_TEXT)], "What?", planner="react")
+            session.ask([scripted.toy, scripted.text], "What?", planner="react")
         with pytest.raises(PlannerError, match="was given an image"):
             session.ask(photo, "What?", planner="caption_only")
 
@@ -224,9 +225,9 @@ def test_single_video_planners_refuse_several_sources_and_images(settings, photo
 def test_an_unreadable_source_among_several_is_named_before_any_work(settings, tmp_path):
     broken = tmp_path / "broken.mp4"
     broken.write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(200))
-    new_video = video_path("github_Ask-Anything/yoga.mp4")
+    new_video = write_clip(FakeClip("yoga", [Scene("a woman does yoga on a mat")]), tmp_path)
     llm = ScriptedLLM([])
-    with Session(settings, llm=llm) as session:
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
         with pytest.raises(VideoError, match="broken.mp4"):
             session.ask([new_video, broken], "What?", planner="peil", planner_options=PLAIN)
         with pytest.raises(VideoError, match="missing.png: no such file"):
@@ -289,8 +290,19 @@ def test_eval_teaching_gives_the_known_answer_as_the_reference():
     assert reference(EvalItem("q3", "v.mp4", "When?", LOCALIZATION, spans=((1.0, 2.0),))) is None
 
 
-def test_the_modules_over_real_memories_and_models(settings):
+@pytest.fixture()
+def real_settings(temporal_library: Path, models_dir: Path, tmp_path: Path) -> Settings:
+    """The real memory of the two shared clips (built by the real models), in a copy of this test's own."""
+    import shutil
+
+    home = tmp_path / "real-home"
+    shutil.copytree(temporal_library, home)
+    return replace(Settings.from_env(), home=home, models=models_dir, experience="procedural")
+
+
+def test_the_modules_over_real_memories_and_models(real_settings):
     """Each AssistGPT module a scripted planner calls runs on the real memory, detector and OCR."""
+    settings = real_settings
     llm = ScriptedLLM([
         'Thought: t\nAction: narration_ground("a hand drawing on a tablet", visual[0])',
         'Thought: t\nAction: get_frame("3", visual[0])',
@@ -328,15 +340,15 @@ def test_the_modules_over_real_memories_and_models(settings):
     assert not any(step.is_error for step in observations(answer))
 
 
-def test_the_reasoning_modules_read_the_narration_speech_and_frames(settings, photo):
+def test_the_reasoning_modules_read_the_narration_speech_and_frames(scripted, settings, photo):
     llm = ScriptedLLM([
         'Thought: t\nAction: narration_reason("What is drawn?", visual[0])', "A guitar, most likely.",
         'Thought: t\nAction: subtitle_reason("What is said?", visual[0])',
         'Thought: t\nAction: caption("What is drawn?", visual[1])', "A guitar outline.",
         "Thought: I now know the final answer\nFinal Answer: a guitar", "Yes",
     ])
-    with Session(settings, llm=llm) as session:
-        answer = session.ask([video_path(TEMPORAL_TOY), photo], "What is drawn?", CHOICES, planner="peil",
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask([scripted.toy, photo], "What is drawn?", CHOICES, planner="peil",
                              planner_options=PLAIN)
     narration, speech, caption = [step.text for step in observations(answer)]
     assert narration == "narration_reason of visual[0]:\nAnswer: <video_text>A guitar, most likely.</video_text>"
@@ -348,7 +360,7 @@ def test_the_reasoning_modules_read_the_narration_speech_and_frames(settings, ph
     assert "Frame descriptions:" in llm.requests[4][-1].content  # the offline VQA: describer + the chat model
 
 
-def test_knowledge_reason_sees_the_question_and_the_results_so_far(settings):
+def test_knowledge_reason_sees_the_question_and_the_results_so_far(scripted, settings):
     """AssistGPT: "infer the answer based on the question and results of all previous reasoning steps"."""
     llm = ScriptedLLM([
         'Thought: read the screen\nAction: text_detect(None, visual[0])',
@@ -356,8 +368,8 @@ def test_knowledge_reason_sees_the_question_and_the_results_so_far(settings):
         "An online video editor.",
         "Thought: I now know the final answer\nFinal Answer: a video editor", "Yes",
     ])
-    with Session(settings, llm=llm) as session:
-        session.ask(video_path(TEMPORAL_TEXT), "Which website made this video?", planner="peil",
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        session.ask(scripted.text, "Which website made this video?", planner="peil",
                     planner_options=PLAIN)
     prompt = llm.requests[2][-1].content
     assert "Question: Which website made this video?" in prompt

@@ -1,6 +1,6 @@
 """A vidagent home for fast tests: two scripted clips in the shape of the two real ones the temporal
 tests use (``conftest.TEMPORAL_TOY``: 5 s, three segments, a guitar drawn on a tablet, no audio;
-``conftest.TEMPORAL_TEXT``: 6 s with the clideo.com watermark on screen), written as tiny mp4 files
+``conftest.TEMPORAL_TEXT``: 6.1 s with the clideo.com watermark on screen), written as tiny mp4 files
 and indexed with the scripted perception."""
 
 from __future__ import annotations
@@ -21,21 +21,21 @@ TABLET = SceneObject("laptop", (0.1, 0.3, 0.7, 0.95))
 
 
 def toy_clip() -> FakeClip:
-    """5 s, three segments: a guitar drawn on a tablet by a hand."""
+    """5 s at 224x224, three segments: a guitar drawn on a tablet by a hand."""
     return FakeClip("toy", [
         Scene("a hand draws the outline of a guitar on a tablet", objects=(HAND, TABLET)),
         Scene("a guitar drawing on a tablet, the hand shading it", objects=(HAND, TABLET)),
         Scene("a finished guitar drawing on a tablet", seconds=1.0, objects=(TABLET,)),
-    ])
+    ], size=(224, 224))
 
 
 def text_clip() -> FakeClip:
-    """6 s, three segments with the clideo.com watermark on screen, and a man speaking."""
+    """6.1 s, three segments with the clideo.com watermark on screen, and a man speaking."""
     watermark = ("clideo.com",)
     return FakeClip("text", [
         Scene("a cartoon cat waves at the camera", text=watermark),
         Scene("a cartoon cat jumps over a fence", text=watermark, objects=(SceneObject("cat", (0.2, 0.2, 0.6, 0.8)),)),
-        Scene("a cartoon cat sleeps on a sofa", text=watermark),
+        Scene("a cartoon cat sleeps on a sofa", seconds=2.1, text=watermark),
     ], speech=[(0.5, 2.5, "look at the cat"), (4.0, 5.5, "time to sleep")])
 
 

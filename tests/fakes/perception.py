@@ -87,7 +87,9 @@ class FakeClip:
     def __post_init__(self) -> None:
         self.scenes = tuple(self.scenes)
         self.speech = tuple(tuple(row) for row in self.speech)  # type: ignore[misc]
-        self.colours = [next(_colours) % len(_PALETTE) for _ in self.scenes]
+        # a stride through the palette: consecutive scenes differ in every channel, so a stage's
+        # near-duplicate check never takes one scene's frame for the last one's
+        self.colours = [next(_colours) * 97 % len(_PALETTE) for _ in self.scenes]
         self.voice = next(_voices) % _TONES
         _made.append(self)
 
@@ -298,8 +300,10 @@ _STOP = frozenset("a an the of in on at to is are was were and or it its this th
 
 
 class HashingEmbedder:
-    """``TextEmbedder``: hashed bag of words, L2-normalised: texts sharing words are near, so
-    retrieval by words works without a model."""
+    """``TextEmbedder``: hashed bag of words plus one component every text shares, L2-normalised.
+    Texts sharing words are near, so retrieval by words works without a model; the shared component
+    lifts paraphrases that differ in a word (0.75 -> 0.84 for four words, one swapped) past the
+    thresholds measured on E5, while texts with no word in common stay apart (0.36 for four words)."""
 
     name = "hashing-bow-256"
     dim = 256
@@ -312,17 +316,16 @@ class HashingEmbedder:
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         vectors = np.zeros((len(texts), self.dim), np.float32)
+        vectors[:, 0] = 1.5  # what every text shares
         for row, text in enumerate(texts):
-            words = [w for w in _WORD.findall(text.lower()) if w not in _STOP]
-            for word in words:
-                vectors[row, _bucket(word, self.dim)] += 1.0
-            if not words:
-                vectors[row, 0] = 1.0
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
+            for word in _WORD.findall(text.lower()):
+                if word not in _STOP:
+                    vectors[row, 1 + _bucket(word, self.dim - 1)] += 1.0
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def _bucket(word: str, dim: int) -> int:
-    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little") % dim
+def _bucket(word: str, buckets: int) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little") % buckets
 
 
 def _class_id(label: str) -> int:
