@@ -270,6 +270,7 @@ def _cli(*args: str, library: Path) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
+@pytest.mark.models  # the import embeds with E5, in the command's process (the guard cannot see it)
 def test_the_import_command_reports_and_refuses_in_one_line(tmp_path, ego_slice):
     path, ids = ego_slice
     library = tmp_path / "lib.sqlite"
