@@ -31,6 +31,8 @@ class HFCaptioner:
     >>> captioner.caption([frame])          # ['a dog running in the grass']
     """
 
+    label = ""  # ``FrameDescriber``: captions carry no mark
+
     def __init__(
         self,
         model: str = DEFAULT_CAPTIONER,
@@ -52,8 +54,6 @@ class HFCaptioner:
         # The identity memory caches key on: the model and every option that changes its output.
         self.name = format_spec(model, {"prompt": prompt, "max_new_tokens": max_new_tokens, "num_beams": num_beams})
         self._loaded: LazyModel[LoadedModel] = LazyModel(self._load)
-
-    label = ""  # ``FrameDescriber``: captions carry no mark
 
     @property
     def memory_note(self) -> str:
