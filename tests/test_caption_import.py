@@ -211,6 +211,7 @@ def test_bad_caption_sets_are_one_line_errors_naming_file_and_record_and_write_n
     assert _videos(library_path) == []
 
 
+@pytest.mark.clips
 def test_a_truncated_release_zip_is_refused_and_nothing_is_imported(tmp_path, embedder, nextqa_slice):
     path, _ = nextqa_slice
     cut = tmp_path / "nextqa_cut.zip"

@@ -37,6 +37,7 @@ def test_runs_are_paired_on_the_questions_both_answered():
     assert [name for name, _ in curves["react"]] == ["calls=1", "calls=4"]  # a curve in order of cost
 
 
+@pytest.mark.clips
 def test_two_real_runs_compared_into_a_page_a_browser_shows(tmp_path, models_dir):
     settings = Settings(home=tmp_path / "home", models=models_dir, experience="none")
     qa = write_questions(tmp_path / "qa.jsonl")

@@ -99,6 +99,7 @@ def comparable(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
+@pytest.mark.clips
 def test_prompts_and_answer_settings_are_part_of_a_runs_identity(tmp_path, settings):
     qa = write_questions(tmp_path / "qa.jsonl")
     first = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False), settings)
@@ -141,6 +142,7 @@ def read_rows(folder: Path) -> list[dict]:
 
 
 # -- random planner: fast, no models ---------------------------------------------------------------
+@pytest.mark.clips
 def test_random_run_writes_rows_and_report_and_skips_a_missing_video(tmp_path, settings):
     missing = {"id": "gone_1", "video": "nowhere/absent.mp4", "type": "descriptive", "question": "What?",
                "choices": ["a", "b", "c", "d", "e"], "answer_index": 1}
@@ -164,6 +166,7 @@ def test_random_run_writes_rows_and_report_and_skips_a_missing_video(tmp_path, s
     assert again.answered_now == 0 and comparable(again.rows) == comparable(result.rows)
 
 
+@pytest.mark.clips
 def test_a_cut_off_results_file_resumes_to_the_uninterrupted_rows(tmp_path, settings):
     qa = write_questions(tmp_path / "qa.jsonl")
     whole = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "whole", progress=False), settings)
@@ -178,6 +181,7 @@ def test_a_cut_off_results_file_resumes_to_the_uninterrupted_rows(tmp_path, sett
     assert len(read_rows(cut)) == len(whole.rows)  # the half row was dropped, not kept beside its redo
 
 
+@pytest.mark.clips
 def test_two_local_worker_processes_equal_the_serial_run(tmp_path, settings):
     qa = write_questions(tmp_path / "qa.jsonl")
     serial = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "serial", progress=False), settings)
@@ -186,6 +190,7 @@ def test_two_local_worker_processes_equal_the_serial_run(tmp_path, settings):
     assert comparable(parallel.rows) == comparable(serial.rows)
 
 
+@pytest.mark.clips
 def test_a_folder_holding_another_planner_is_refused(tmp_path, settings):
     qa = write_questions(tmp_path / "qa.jsonl")
     run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False), settings)
@@ -193,6 +198,7 @@ def test_a_folder_holding_another_planner_is_refused(tmp_path, settings):
         run_eval(RunConfig(dataset=qa, planner="caption_only", out=tmp_path / "run", progress=False), settings)
 
 
+@pytest.mark.clips
 def test_a_budget_is_part_of_a_runs_identity_and_name(tmp_path, settings):
     qa = write_questions(tmp_path / "qa.jsonl")
     first = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "run", progress=False,
@@ -225,6 +231,7 @@ class FixedPlanner:
 register_planner("always_first")(FixedPlanner)
 
 
+@pytest.mark.clips
 def test_planner_registry_plugs_in_new_planners(tmp_path, settings):
     qa = write_questions(tmp_path / "qa.jsonl")
     result = run_eval(RunConfig(dataset=qa, planner="always_first", out=tmp_path / "run", progress=False), settings)
@@ -240,6 +247,7 @@ def test_planner_registry_plugs_in_new_planners(tmp_path, settings):
                            progress=False), settings)
 
 
+@pytest.mark.clips
 def test_planner_options_are_part_of_a_runs_identity(tmp_path, settings):
     qa = write_questions(tmp_path / "qa.jsonl")
     first = run_eval(RunConfig(dataset=qa, planner="always_first", planner_options=(("text", "a"),),
@@ -291,6 +299,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, fragment: str) ->
     assert len(lines) == 1 and lines[0].startswith("vidagent: error:") and fragment in lines[0], result.stderr
 
 
+@pytest.mark.clips
 def test_cli_errors_are_one_line(tmp_path, home, models_dir):
     qa = write_questions(tmp_path / "qa.jsonl")
     assert_one_line_error(run_cli("eval", str(qa), "--planner", "nope", home=home, models_dir=models_dir),
@@ -310,6 +319,7 @@ def test_cli_errors_are_one_line(tmp_path, home, models_dir):
                           "not an eval run folder")
 
 
+@pytest.mark.clips
 def test_cli_compare_puts_runs_side_by_side(tmp_path, settings, home, models_dir):
     qa = write_questions(tmp_path / "qa.jsonl")
     first = run_eval(RunConfig(dataset=qa, planner="random", out=tmp_path / "random", progress=False), settings)

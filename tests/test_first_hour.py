@@ -200,6 +200,7 @@ def truncated_copy(folder: Path) -> Path:
     return path
 
 
+@pytest.mark.clips
 def test_a_truncated_video_is_refused_with_what_is_missing(tmp_path):
     """It was indexed as if whole: tracks to 9.5 s from the last readable frame (0.9 s) repeated."""
     path = truncated_copy(tmp_path)

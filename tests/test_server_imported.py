@@ -156,6 +156,7 @@ def test_questions_on_a_memory_by_its_id_over_http_and_mcp(served, ego_slice):  
     assert result["answer"] == "answer to q5" and result["option"] == "A" and result["video_id"] == memory
 
 
+@pytest.mark.clips
 @pytest.mark.parametrize("name, content, status, says", [
     ("egoschema_empty_caption.json", {"v1": ["C opens a door", "  "]}, 422, "caption 1"),
     ("egoschema_shape.json", {"v1": "C opens a door"}, 422, "expected a list of captions"),
@@ -172,6 +173,7 @@ def test_a_bad_caption_file_is_a_422_naming_it_and_nothing_is_written(served, na
     assert set(listed(client)) == before
 
 
+@pytest.mark.clips
 def test_imports_outside_the_folders_or_with_bad_options_are_refused(served, ego_slice, tmp_path):  # noqa: F811
     client, _, _, bad = served
     path, _ = ego_slice
