@@ -172,6 +172,7 @@ def test_install_without_node_raises(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- installed assets
 
 
+@pytest.mark.models
 @needs_assets
 def test_install_is_idempotent_without_network(monkeypatch):
     def no_commands(*args, **kwargs):
@@ -181,6 +182,7 @@ def test_install_is_idempotent_without_network(monkeypatch):
     assert install_detector_assets(MODELS_DIR, progress=False) == MODELS_DIR / "centernet"
 
 
+@pytest.mark.models
 @needs_assets
 def test_failed_install_leaves_nothing_trusted(tmp_path, monkeypatch):
     """npm failing half-way leaves no node/ folder and no temporary folders behind."""

@@ -210,6 +210,7 @@ def test_cache_is_shared_by_concurrent_processes(tmp_path: Path) -> None:
     assert hit is not None and (hit.texts, hit.prompt_tokens, hit.completion_tokens) == (("t",), 1, 2)
 
 
+@pytest.mark.models
 def test_build_llm_resolves_local_models(tmp_path: Path) -> None:
     _installed("smollm2-135m")
     settings = Settings(home=MODELS_DIR.parent).with_llm(model="smollm2-135m", cache=False)
