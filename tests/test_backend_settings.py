@@ -31,6 +31,7 @@ def test_backend_specs_come_from_the_environment():
     assert Settings.from_env({}).backends == BackendSettings()
 
 
+@pytest.mark.models
 def test_frames_and_objects_stages_run_on_configured_hf_backends(tmp_path: Path, models_dir: Path):
     if not detector_assets_installed(models_dir):
         pytest.skip("offline models are not installed (run `vidagent models install`)")

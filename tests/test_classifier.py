@@ -49,6 +49,7 @@ def test_preprocess_crops_the_centre_at_the_network_size() -> None:
     assert tiny.shape == (3, INPUT_SIZE, INPUT_SIZE)
 
 
+@pytest.mark.models
 @needs_model
 @pytest.mark.parametrize("clip, t, expected", [
     ("github_Video-LLaVA/sample_demo_22.mp4", 1.0, "drum"),
@@ -62,6 +63,7 @@ def test_real_frames_get_their_kind_first(classifier: EfficientNetClassifier, cl
     assert 0.3 < labels[0].score <= 1 and labels[0].score >= labels[1].score >= labels[2].score
 
 
+@pytest.mark.models
 @needs_model
 def test_probabilities_are_a_distribution_per_image_in_batches(classifier: EfficientNetClassifier) -> None:
     images = [frame_at("github_Video-LLaVA/sample_demo_22.mp4", 1.0)] * 10  # more than one batch
@@ -115,6 +117,7 @@ class _OneDogDetector:
         return [make_detections(box, [0.8], [16], ["dog"]) for _ in images]
 
 
+@pytest.mark.models
 @needs_model
 def test_describer_adds_the_kind_and_the_frame_guesses(classifier: EfficientNetClassifier) -> None:
     describer = DetectorDescriber(_OneDogDetector(), classifier=classifier)

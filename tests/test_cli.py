@@ -113,6 +113,7 @@ def ask_json(dev_question, models_dir, *options: str) -> tuple[dict, list[str]]:
     return json.loads(result.stdout), args
 
 
+@pytest.mark.models
 @pytest.mark.slow
 def test_end_to_end_multiple_choice_from_the_dev_set(dev_question, models_dir):
     """The real stack (detector, OCR, Whisper, E5, Qwen2.5 1.5B) answers a dev-set question via the CLI."""
@@ -135,6 +136,7 @@ def test_end_to_end_multiple_choice_from_the_dev_set(dev_question, models_dir):
     assert again["choice_index"] == answer["choice_index"] and again["usage"]["llm_calls"] == 0
 
 
+@pytest.mark.models
 @pytest.mark.slow
 def test_end_to_end_mcts_search_tree_on_a_dev_question(dev_question, models_dir):
     """``--planner mcts`` with the real stack: two solutions searched, the tree in --json, a vote."""
@@ -159,6 +161,7 @@ def test_end_to_end_mcts_search_tree_on_a_dev_question(dev_question, models_dir)
     assert re.match(r"Answer: [A-E]\. ", human.stdout)  # the option by its letter
 
 
+@pytest.mark.models
 @pytest.mark.slow
 def test_end_to_end_traveler_on_a_dev_question(dev_question, models_dir):
     """``--planner traveler`` with the real stack, one short round: frames viewed, the bank, an answer."""
@@ -191,6 +194,7 @@ def ask_sources(home: Path, models_dir: Path, *args: str) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.models
 @pytest.mark.slow
 def test_end_to_end_peil_over_two_videos(peil_home, models_dir):
     """Two shared clips, a question that needs both: the real stack with PEIL, chosen for several sources."""
@@ -213,6 +217,7 @@ def test_end_to_end_peil_over_two_videos(peil_home, models_dir):
     assert all(e["source"].split("@")[0].split("[")[0] in source_ids for e in answer["evidence"])
 
 
+@pytest.mark.models
 @pytest.mark.slow
 def test_end_to_end_peil_over_an_image_and_a_video(peil_home, models_dir, tmp_path):
     """An image beside a video: both summarised for the planner, the image's content read by the describer."""

@@ -93,6 +93,7 @@ def llm_server() -> Iterator[FaultServer]:
         yield server
 
 
+@pytest.mark.models
 def test_index_and_ask_jobs_killed_mid_way_resume_to_an_uninterrupted_result(tmp_path, models_dir, llm_server):
     from vidagent.perception.node_assets import detector_assets_installed
 

@@ -202,6 +202,7 @@ def test_failed_install_leaves_nothing_trusted(tmp_path, monkeypatch):
     assert not detector_assets_installed(models)
 
 
+@pytest.mark.models
 @needs_assets
 def test_woman_and_dog(detector):
     image = frame_at("github_sam2/01_dog.mp4", 1.0)
@@ -213,6 +214,7 @@ def test_woman_and_dog(detector):
     assert "cat" not in class_names(d)  # the same box's weaker class guesses stay below threshold
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("t", [7.0, 12.0])
 @needs_assets
 def test_vertical_video_dog_on_skateboard(detector, t):
@@ -225,6 +227,7 @@ def test_vertical_video_dog_on_skateboard(detector, t):
     assert board[3] > 0.6 * image.shape[0] and dog[1] > 0.2 * image.shape[0]
 
 
+@pytest.mark.models
 @needs_assets
 def test_boats(detector):
     image = frame_at("github_VideoAgent/boats.mp4", 2.0)
@@ -243,6 +246,7 @@ def test_blank_frames_have_no_detections(detector):
     assert [len(d) for d in detector.detect(frames)] == [0, 0, 0]
 
 
+@pytest.mark.models
 @needs_assets
 def test_boxes_map_back_through_padding_and_scale(detector):
     """The same scene inside a tall, padded canvas: boxes move with it (non-square mapping)."""
@@ -257,6 +261,7 @@ def test_boxes_map_back_through_padding_and_scale(detector):
     assert iou(best(d_small, "person") * 2, person) > 0.8
 
 
+@pytest.mark.models
 @needs_assets
 def test_worker_is_reused_and_closed():
     image = frame_at("github_sam2/01_dog.mp4", 1.0)

@@ -336,6 +336,7 @@ def test_cli_compare_puts_runs_side_by_side(tmp_path, settings, home, models_dir
 
 
 # -- the real local LLM ------------------------------------------------------------------------------
+@pytest.mark.models
 def test_caption_only_puts_every_segment_description_in_one_prompt(settings):
     llm = ScriptedLLM(["Answer: a guitar"])
     item = EvalItem(id="x", video=DRAWING, question="What is being drawn?", task=MULTIPLE_CHOICE,

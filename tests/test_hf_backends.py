@@ -218,6 +218,7 @@ def test_bad_specs_are_model_unavailable_errors(role, spec, message):
 # -- captioning -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.models
 def test_blip_captioner_describes_each_frame(checkpoints, images):
     captioner = HFCaptioner(checkpoints["blip_caption"], max_new_tokens=6, batch_size=2)
     described = captioner.describe(images)
@@ -228,6 +229,7 @@ def test_blip_captioner_describes_each_frame(checkpoints, images):
     assert not captioner.chat
 
 
+@pytest.mark.models
 def test_captioner_batches_equal_one_by_one(checkpoints, images):
     captioner = HFCaptioner(checkpoints["blip_caption"], max_new_tokens=6, batch_size=2)
     batched = captioner.caption(images)
@@ -245,6 +247,7 @@ def _raw_generation(folder: str, image: np.ndarray, prompt: str, max_new_tokens:
     return decode(output, skip_special_tokens=True)[0].strip(), decode(inputs["input_ids"], skip_special_tokens=True)[0]
 
 
+@pytest.mark.models
 def test_a_text_prefix_echoed_by_blip_is_cut_from_the_caption(checkpoints, images):
     full, prompt = _raw_generation(checkpoints["blip_caption"], images[0], "a dog", 6)
     assert prompt == "a dog" and full.startswith("a dog ")  # BLIP's output repeats its text prefix
@@ -252,6 +255,7 @@ def test_a_text_prefix_echoed_by_blip_is_cut_from_the_caption(checkpoints, image
     assert caption == full[len("a dog"):].strip() and caption
 
 
+@pytest.mark.models
 def test_chat_vlm_captioner_returns_only_the_generated_text(checkpoints, images):
     captioner = HFCaptioner(checkpoints["llava"], max_new_tokens=5, batch_size=2)
     captions = captioner.caption(images)
@@ -267,6 +271,7 @@ def test_chat_vlm_captioner_returns_only_the_generated_text(checkpoints, images)
 # -- visual question answering ----------------------------------------------------------------------------
 
 
+@pytest.mark.models
 def test_blip_vqa_asks_each_frame_and_keeps_the_commonest_answer(checkpoints, frames):
     vqa = HFVisualQA(checkpoints["blip_vqa"], max_new_tokens=4)
     result = vqa.answer("what color is the dog?", frames)
@@ -277,6 +282,7 @@ def test_blip_vqa_asks_each_frame_and_keeps_the_commonest_answer(checkpoints, fr
     assert vqa.answer("what color is the dog?", frames) == result
 
 
+@pytest.mark.models
 def test_chat_vlm_vqa_sees_several_frames_in_one_prompt(checkpoints, frames):
     vqa = HFVisualQA(checkpoints["llava"], max_new_tokens=8, max_frames=2)
     result = vqa.answer("what is the dog doing?", frames)
@@ -319,6 +325,7 @@ def _check_detections(result: sv.Detections, image: np.ndarray, labels: tuple[st
     assert np.all(np.diff(result.confidence) <= 0)
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("family", ["rtdetr", "detr"])
 def test_detector_boxes_are_pixels_inside_each_frame(checkpoints, images, family):
     detector = HFDetector(checkpoints[family], threshold=0.0, batch_size=2)
@@ -329,6 +336,7 @@ def test_detector_boxes_are_pixels_inside_each_frame(checkpoints, images, family
     assert detector.labels == dict(enumerate(DETECTOR_LABELS))
 
 
+@pytest.mark.models
 def test_detector_batches_equal_one_by_one_and_threshold_filters(checkpoints, images):
     detector = HFDetector(checkpoints["rtdetr"], threshold=0.0, batch_size=2)
     batched = detector.detect(images)
@@ -343,6 +351,7 @@ def test_detector_batches_equal_one_by_one_and_threshold_filters(checkpoints, im
     assert 0 < len(strict) <= len(batched[0]) and np.all(strict.confidence >= cut - 1e-6)
 
 
+@pytest.mark.models
 def test_grounding_dino_labels_are_the_queries(checkpoints, images):
     queries = ["a dog", "Red Ball"]
     detector = GroundingDinoDetector(checkpoints["grounding_dino"], threshold=0.0, batch_size=2)
@@ -365,6 +374,7 @@ def test_grounding_dino_maps_caption_tokens_to_queries(checkpoints):
     assert token_query.tolist() == [-1, 0, 0, -1, 1, 1, -1, -1]
 
 
+@pytest.mark.models
 def test_grounding_dino_refuses_empty_or_too_many_queries(checkpoints, images):
     detector = GroundingDinoDetector(checkpoints["grounding_dino"])
     with pytest.raises(ToolInputError):
@@ -376,6 +386,7 @@ def test_grounding_dino_refuses_empty_or_too_many_queries(checkpoints, images):
 # -- embeddings and appearance ----------------------------------------------------------------------------------
 
 
+@pytest.mark.models
 def test_clip_embeddings_are_unit_rows_in_one_space(clip_embedder, images):
     image_rows = clip_embedder.embed_images(images)
     text_rows = clip_embedder.embed_texts(["a dog on the grass", "a red ball", "a cat"])
@@ -387,6 +398,7 @@ def test_clip_embeddings_are_unit_rows_in_one_space(clip_embedder, images):
     np.testing.assert_array_equal(clip_embedder.embed_images(images), image_rows)
 
 
+@pytest.mark.models
 def test_embedders_batch_equal_one_by_one(clip_embedder, dino_embedder, images):
     for embed in (clip_embedder.embed_images, dino_embedder.embed_images):
         batched = embed(images)
@@ -397,6 +409,7 @@ def test_embedders_batch_equal_one_by_one(clip_embedder, dino_embedder, images):
                                np.concatenate([clip_embedder.embed_texts([t]) for t in texts]), atol=1e-5)
 
 
+@pytest.mark.models
 def test_siglip_texts_are_padded_as_it_was_trained_so_batching_does_not_change_them(checkpoints, images):
     embedder = ClipEmbedder(checkpoints["siglip"], batch_size=2)
     texts = ["a dog", "the red ball is on the grass with a cat"]
@@ -413,12 +426,14 @@ def test_embedding_widths_come_from_the_config_without_loading_weights(checkpoin
     assert not clip._loaded.loaded and not dino._loaded.loaded
 
 
+@pytest.mark.models
 def test_dinov2_features_are_unit_rows(dino_embedder, images):
     rows = dino_embedder.embed_images(images)
     assert dino_embedder.dim == 32 and rows.shape == (2, 32) and rows.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.models
 def test_appearance_features_and_similarities(clip_embedder, dino_embedder, images):
     appearance = ClipDinoAppearance(clip_embedder, dino_embedder)
     crops = [images[0][20:120, 40:200], images[1][20:120, 40:200], images[1][50:60, 10:13]]  # last: 3 px wide

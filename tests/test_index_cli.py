@@ -40,6 +40,7 @@ def test_missing_path_is_one_line_error(tmp_path):
                           2, "gone: no such file or folder")
 
 
+@pytest.mark.models
 @pytest.mark.slow
 def test_folder_is_indexed_once_then_skipped_and_workers_build_the_same_memory(tmp_path, folder, models_dir):
     if not detector_assets_installed(models_dir):

@@ -78,6 +78,7 @@ def test_speech_is_stored_with_times(tmp_path, models_dir, perception):
     library.close()
 
 
+@pytest.mark.models
 def test_a_killed_index_resumes_from_its_checkpoints_and_equals_an_uninterrupted_build(tmp_path, models_dir):
     if not detector_assets_installed(models_dir):
         pytest.skip("offline models are not installed")

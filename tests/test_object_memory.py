@@ -217,6 +217,7 @@ def test_frames_and_objects_built_together_run_the_detector_once_per_frame(setti
         assert _rows(together.library_path, SNOW, table) == _rows(built, SNOW, table)
 
 
+@pytest.mark.models
 def test_with_the_imagenet_classifier_objects_name_their_kind(settings, tmp_path):
     """The skateboarding dog is a black-and-white Border collie type (checked by eye); the object memory
     says so when the classifier is on, and its stage config changes so a library rebuilds."""

@@ -50,6 +50,7 @@ def test_satisfies_protocol(reader):
     assert model.name
 
 
+@pytest.mark.models
 def test_watermark(reader):
     image = frame_at("github_Video-LLaVA/sample_demo_1.mp4", 2.0)
     boxes = reader.read(image)
@@ -61,6 +62,7 @@ def test_watermark(reader):
     assert mark.score > 0.95
 
 
+@pytest.mark.models
 def test_caption_words_and_reading_order(reader):
     image = frame_at("github_LLaMA-Factory/3.mp4", 1.0)
     boxes = reader.read(image)
@@ -71,6 +73,7 @@ def test_caption_words_and_reading_order(reader):
     assert "pacs away from children" in caption and caption.startswith("keep")
 
 
+@pytest.mark.models
 def test_sail_number(reader):
     hits = [texts(reader.read(frame_at("github_VideoAgent/boats.mp4", t))) for t in (0.0, 6.0, 10.0)]
     assert all("108" in found for found in hits), hits
@@ -83,11 +86,13 @@ def test_blank_frames_have_no_text(reader):
     assert reader.read(np.zeros((720, 1280, 3), np.uint8)) == []
 
 
+@pytest.mark.models
 def test_textureless_real_frame_has_no_text(reader):
     # a courtyard with a woman and a dog: no text anywhere (checked by eye)
     assert reader.read(frame_at("github_sam2/01_dog.mp4", 2.0)) == []
 
 
+@pytest.mark.models
 def test_large_frame_is_downscaled_and_boxes_map_back(reader):
     image = frame_at("github_sam2/01_dog.mp4", 2.0).copy()  # 1280x720, no text of its own
     lines = [("EXIT 42", 2.0, 120), ("Main Street Bakery", 1.2, 270), ("open daily 9am", 1.0, 420)]
@@ -102,6 +107,7 @@ def test_large_frame_is_downscaled_and_boxes_map_back(reader):
         assert abs(x1 - 60) < 12 and y1 < baseline < y2 + 8  # in full-resolution pixels
 
 
+@pytest.mark.models
 def test_native_size_option_and_upscaled_frame(tmp_path):
     native = RapidTextReader(cache_dir=tmp_path, side=None)
     image = frame_at("github_Video-LLaVA/sample_demo_1.mp4", 2.0)
@@ -111,6 +117,7 @@ def test_native_size_option_and_upscaled_frame(tmp_path):
     assert abs(mark.box[0] - 2 * 457) < 30 and abs(mark.box[2] - 2 * 625) < 30
 
 
+@pytest.mark.models
 def test_greyscale_input(reader):
     image = frame_at("github_Video-LLaVA/sample_demo_1.mp4", 2.0)
     grey = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
@@ -125,6 +132,7 @@ def test_bad_input_is_rejected(reader):
         reader.read(np.zeros((10, 10, 5), np.uint8))
 
 
+@pytest.mark.models
 def test_thread_safe(reader):
     image = frame_at("github_Video-LLaVA/sample_demo_1.mp4", 2.0)
     results: list[list[str]] = []

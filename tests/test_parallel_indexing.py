@@ -51,6 +51,7 @@ def test_same_view_ignores_noise_but_sees_a_small_moving_object():
 # ----------------------------------------------------------------------------- detector pool
 
 
+@pytest.mark.models
 @needs_models
 def test_pool_spreads_frames_over_workers_and_finds_what_one_worker_finds():
     frames = [frame_at("github_sam2/01_dog.mp4", t) for t in (0.5, 2.0, 4.0, 6.0, 8.0)]
@@ -78,6 +79,7 @@ def test_pool_spreads_frames_over_workers_and_finds_what_one_worker_finds():
         pool.close()
 
 
+@pytest.mark.models
 @needs_models
 def test_cache_runs_the_model_once_per_frame_when_threads_ask_together():
     frames = [frame_at("github_VideoAgent/boats.mp4", t) for t in (1.0, 5.0, 9.0)]

@@ -67,6 +67,7 @@ def test_satisfies_protocol(stt):
     assert model.name == "faster-whisper:tiny.en"
 
 
+@pytest.mark.models
 def test_drawing_clip_speech(stt, drawing_audio):
     segments = stt.transcribe(drawing_audio)
     text = words(segments)
@@ -75,6 +76,7 @@ def test_drawing_clip_speech(stt, drawing_audio):
     assert segments[0].start_s < 1.0 and 2.5 < segments[-1].end_s < 4.5
 
 
+@pytest.mark.models
 def test_make_up_clip_speech_and_clipped_end(stt):
     audio = decode_audio(video_path("github_mmaction2/test.avi"))
     duration_s = len(audio) / SAMPLE_RATE  # 6.56 s; Whisper's own last timestamp is 7.0 s
@@ -85,6 +87,7 @@ def test_make_up_clip_speech_and_clipped_end(stt):
     assert_well_timed(segments, duration_s)
 
 
+@pytest.mark.models
 def test_offset_and_other_sample_rates(stt, drawing_audio):
     reference = stt.transcribe(drawing_audio)
     # the same sound as 44.1 kHz interleaved stereo int16, placed 10 s into a video
@@ -97,6 +100,7 @@ def test_offset_and_other_sample_rates(stt, drawing_audio):
     assert abs(shifted[0].start_s - 10.0 - reference[0].start_s) < 0.3
 
 
+@pytest.mark.models
 def test_repeated_lines_are_merged(stt):
     # tiny.en loops on the toddler clip ("Do you want the lid?" three times in a row)
     audio = decode_audio(video_path("github_Video-LLaVA/sample_demo_1.mp4"))
@@ -105,6 +109,7 @@ def test_repeated_lines_are_merged(stt):
     assert all(a.text != b.text for a, b in zip(segments, segments[1:]))
 
 
+@pytest.mark.models
 def test_barking_is_not_speech(stt):
     audio = decode_audio(video_path("github_Video-LLaMA/dog_barking.mp4"))
     assert stt.transcribe(audio) == []
@@ -118,6 +123,7 @@ def test_silence_and_empty_give_nothing(stt):
     assert stt.transcribe(quiet_noise) == []
 
 
+@pytest.mark.models
 def test_speech_after_silence_keeps_absolute_times(stt, drawing_audio):
     padded = np.concatenate([np.zeros(SAMPLE_RATE * 4, np.float32), drawing_audio])
     segments = stt.transcribe(padded)
@@ -127,6 +133,7 @@ def test_speech_after_silence_keeps_absolute_times(stt, drawing_audio):
     assert 3.4 < segments[0].start_s < 5.0 and segments[-1].end_s > 6.5
 
 
+@pytest.mark.models
 def test_thread_safe(stt, drawing_audio):
     results: list[list[SpeechSegment]] = []
     threads = [threading.Thread(target=lambda: results.append(stt.transcribe(drawing_audio))) for _ in range(3)]

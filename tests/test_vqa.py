@@ -18,6 +18,7 @@ from vidagent.video.video import Video
 MODELS_DIR = Settings.from_env().models_dir
 
 
+@pytest.mark.models
 def test_described_frames_vqa_answers_from_detector_descriptions():
     if not detector_assets_installed(MODELS_DIR):
         pytest.skip("offline models are not installed (run `vidagent models install`)")
