@@ -27,7 +27,11 @@ import pytest
 
 from vidagent.config import Settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers (fakes, media_corpus, ...) from any folder
+# The tree mirrors the package (tests/agent, tests/memory, ...); the helpers here (fakes, media_corpus, ...) and
+# test modules that others import (test_cli's run_cli, ...) are importable from any folder.
+TESTS = Path(__file__).resolve().parent
+sys.path[:0] = [str(TESTS)] + sorted(str(folder) for folder in TESTS.iterdir()
+                                     if folder.is_dir() and folder.name[0] not in "._" and folder.name != "fakes")
 
 DATA = Path(os.environ.get("VIDAGENT_TEST_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 VIDEOS = DATA / "videos"

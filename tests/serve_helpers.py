@@ -20,7 +20,7 @@ from vidagent.server.run import BackgroundServer
 from vidagent.server.service import VideoService
 from vidagent.session import Session
 
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM
 
 TAG = re.compile(r"\[(q\d+|slow)\]")
 SELECTION = "Does answering it need the space-dominant memory?"

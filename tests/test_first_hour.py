@@ -24,7 +24,7 @@ from vidagent.session import Session
 
 from conftest import TEMPORAL_TOY, video_path
 from serve_helpers import SELECTION, copy_home, tagged_llm
-from scripted_llm import ScriptedLLM as ScriptedLLMFor
+from fakes import ScriptedLLM as ScriptedLLMFor
 from test_cli import assert_one_line_error, run_cli
 
 
@@ -124,7 +124,7 @@ def test_an_mcts_answer_that_names_no_option_is_no_vote_for_one():
     result read "puts it in her bag: 2 of 2 answers name this"."""
     from vidagent.agent.mcts import MCTSPlanner
     from vidagent.agent.task import Task
-    from scripted_llm import ScriptedLLM
+    from fakes import ScriptedLLM
     from test_mcts import COUNT, READ_ALL, TOOLBOX
 
     choices = ("keeps holding it", "puts it in her bag", "throws it for the dog", "drops it", "gives it away")

@@ -20,7 +20,7 @@ from vidagent.errors import PlannerError
 from vidagent.llm.base import Message
 from vidagent.session import Session
 
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM
 
 CHOICES = ["a guitar", "a car", "a house", "a cat", "a tree"]
 

@@ -16,7 +16,7 @@ from vidagent.agent.toolbox import Toolbox, VideoContext
 from vidagent.errors import PlannerError
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM
 
 CAPTIONS = ["a woman holds a ball", "a dog jumps", "a dog runs with a black leash"]
 CHOICES = ("a black leash", "a rope toy", "a long scarf", "a garden hose", "nothing is attached")

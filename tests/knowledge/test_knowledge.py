@@ -30,8 +30,7 @@ from vidagent.perception.suite import text_embedder
 from vidagent.session import Session
 from vidagent.tools.knowledge import KnowledgeTools
 
-from fakes import scripted_perception
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM, scripted_perception
 
 FARES = [("trip", "minutes", "price_eur"), ("river cruise", "60", "12.5"), ("canal tour", "45", "9"),
          ("harbour ferry", "20", "3")]

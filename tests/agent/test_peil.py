@@ -23,8 +23,7 @@ from vidagent.video.image import Image, open_media
 from vidagent.video.source import Source
 
 from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, frame_at, video_path
-from fakes import FakeClip, Scene, scripted_perception, write_clip
-from scripted_llm import ScriptedLLM
+from fakes import FakeClip, Scene, ScriptedLLM, scripted_perception, write_clip
 
 CHOICES = ["a guitar", "a car", "a house"]
 PLAIN = {"look_first": False}  # no automatic first steps: every step below is the script's

@@ -30,7 +30,7 @@ from vidagent.video import editing
 from vidagent.video.video import Video
 
 from conftest import TEMPORAL_TOY, video_path
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM
 from serve_helpers import copy_home, running_server
 
 BOAT = "github_Video-LLaMA/boat.mp4"

@@ -36,7 +36,7 @@ from vidagent.prompts import prompts_digest
 from vidagent.session import Session
 
 from conftest import video_path
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM
 
 SMALL_MODEL = "smollm2-135m"
 DRAWING = "github_LLaMA-Factory/4.mp4"  # 5 s, a hand draws a guitar on a tablet

@@ -15,8 +15,7 @@ from vidagent.prompts import load_prompt
 from vidagent.tools.sql_agent import SUBTASK_KINDS, SQLSubAgent, SQLTools, extract_sql, tool_descriptions
 from vidagent.video.video import Video
 
-from fakes import HashingEmbedder
-from scripted_llm import ScriptedLLM
+from fakes import HashingEmbedder, ScriptedLLM
 
 
 @pytest.fixture()

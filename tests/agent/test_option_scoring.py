@@ -16,8 +16,7 @@ from vidagent.errors import PlannerError
 from vidagent.llm.base import Completion, first_token_logprobs
 from vidagent.session import Session
 
-from fakes import scripted_perception
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM, scripted_perception
 
 CHOICES = ["a guitar", "a car", "a house"]
 

@@ -18,8 +18,7 @@ from vidagent.llm.budget import Budget, BudgetSpentError
 from vidagent.llm.metered import MeteredChat
 from vidagent.session import Session
 
-from fakes import scripted_perception
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM, scripted_perception
 
 CHOICES = ["a guitar", "a car", "a house"]
 TOOLS = {"tools": "caption_retrieval,segment_localization"}  # no object tool: no memory-selection call

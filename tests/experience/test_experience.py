@@ -27,8 +27,7 @@ from vidagent.llm.base import Message
 from vidagent.perception.text_embedding import E5TextEmbedder
 from vidagent.session import Session
 
-from fakes import clip_file, scripted_perception
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM, clip_file, scripted_perception
 
 CHOICES = ["a guitar", "a car", "a house", "a cat", "a tree"]
 

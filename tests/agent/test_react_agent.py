@@ -10,7 +10,7 @@ from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox, VideoContext
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM
 
 CAPTIONS = ["a woman holds a ball", "a dog jumps", "a dog runs with a black leash"]
 CONTEXT = VideoContext(source_id="v1", duration_s=6.0, segment_count=3, segment_seconds=2.0)

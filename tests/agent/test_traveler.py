@@ -19,7 +19,7 @@ from vidagent.session import Session
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
 from conftest import TEMPORAL_TOY, video_path
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM
 
 DURATION = 20.0
 CHOICES = ("a ball", "a frisbee", "a stick", "a shoe", "nothing")

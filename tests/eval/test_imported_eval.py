@@ -23,8 +23,7 @@ from vidagent.perception.suite import text_embedder
 from vidagent.session import Session
 
 from conftest import DATA
-from fakes import HashingEmbedder, scripted_perception
-from scripted_llm import ScriptedLLM
+from fakes import HashingEmbedder, ScriptedLLM, scripted_perception
 from test_eval_runner import SMALL_MODEL, comparable, kill_after_rows, read_rows
 
 EGO = DATA / "benchmarks" / "egoschema"

@@ -26,7 +26,7 @@ from vidagent.tools.frames import FrameTools
 from vidagent.tools.temporal import TemporalTools
 
 from conftest import DATA
-from scripted_llm import ScriptedLLM
+from fakes import ScriptedLLM
 
 BENCHMARKS = DATA / "benchmarks"
 LAVILA = BENCHMARKS / "egoschema" / "lavila_subset.json"
