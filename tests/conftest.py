@@ -40,6 +40,7 @@ VIDEOS = DATA / "videos"
 # summarises each answer with more calls) is tested on its own, in test_experience.py, with it switched on,
 # so a user's VIDAGENT_EXPERIENCE does not reach the other tests.
 os.environ["VIDAGENT_EXPERIENCE"] = "none"
+os.environ["VIDAGENT_CHECK"] = "0"  # the check of answers is off unless a test turns it on (tests/agent/test_evidence_check.py)
 
 
 def video_path(relative: str) -> Path:

@@ -70,7 +70,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     with Session(_settings(args)) as session:  # no --planner: the session's one rule picks it, by the sources
         answer = session.ask(sources, question, args.choice or None, planner=args.planner, planner_options=options,
                              progress=not args.quiet, experience=args.experience, knowledge=args.knowledge or (),
-                             budget=_budget(args.budget))
+                             budget=_budget(args.budget), check=args.check)
     if args.json:
         payload = answer.to_dict()
         if not args.trace:
@@ -107,6 +107,10 @@ def _print_answer(answer: Answer, *, trace: bool) -> None:
         print(f"Answer: {option_label(answer.choice_index)}. {answer.text}")
     else:
         print(f"Answer: {answer.text}")
+    if answer.abstained:
+        print(f"Abstained: {answer.abstained} (the answer above is the best guess)")
+    elif answer.confidence is not None:
+        print(f"Confidence: {answer.confidence:.0%}")
     if len(answer.candidates) > 1:
         print("Candidates:")
         for candidate in answer.candidates:
@@ -118,13 +122,16 @@ def _print_answer(answer: Answer, *, trace: bool) -> None:
     if answer.evidence:
         print("\nEvidence:")
         names = {source.id: Path(source.path).name for source in answer.task.sources}
-        for item in answer.evidence[:8]:
+        if answer.check is not None and answer.check.checked:
+            print(f"  (checked: {answer.check.verdict}; + marks what the answer rests on)")
+        for item in sorted(answer.evidence, key=lambda e: e.supports is not True)[:8]:  # what it rests on first
             text = item.text if len(item.text) <= 160 else item.text[:157] + "..."
             where = f"{names.get(item.source.split('@')[0].split('[')[0], '')}  " if len(names) > 1 else ""
+            mark = "+ " if item.supports else "  "
             if item.where:  # a knowledge source's page, section, address or SQL: no time span
-                print(f"  {item.where}  {text}")
+                print(f"{mark}{item.where}  {text}")
             else:
-                print(f"  {where}{item.start_s:6.1f}-{item.end_s:.1f} s  {text}")
+                print(f"{mark}{where}{item.start_s:6.1f}-{item.end_s:.1f} s  {text}")
     usage = answer.usage
     print(f"\n{usage.llm_calls} LLM calls ({usage.cached_calls} cached), "
           f"{usage.prompt_tokens}+{usage.completion_tokens} tokens, {usage.seconds:.1f} s in the LLM")
@@ -204,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--budget", metavar="calls=N,tokens=T,seconds=S",
                      help="bound the question's model work (every call counted); once spent, the planner answers "
                           "with what it has")
+    ask.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
+                     help="check the answer against the evidence it cites and abstain when none supports it "
+                          "(default: off, or on with VIDAGENT_CHECK=1)")
     ask.add_argument("--knowledge", action="append", metavar="FILE|URL|web",
                      help="knowledge the planner may consult (repeat for each): a table (csv, tsv, xlsx, parquet, "
                           "sqlite), a document (pdf, md, html, txt), an http(s) URL of one, or 'web' (the search at "

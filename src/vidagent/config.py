@@ -125,6 +125,10 @@ class Settings:
     # to replay, one more model call per question); turn it on with a model that validates reliably.
     experience: str = "none"
     experience_scope: str = ""
+    # The check (issue 23): after the planner answers, the model re-reads the evidence the answer cites and
+    # says which of it supports the answer; an answer none of it supports abstains (its guess kept).
+    # Off by default until measured on the development splits (it costs one or two calls a question).
+    check: bool = False
     # Whose PEIL's example bank (AssistGPT's Learner) is: None, the same as experience_scope; a taught
     # evaluation run ("" here) keeps its examples in the user's bank while its other memories stay its own.
     examples_scope: str | None = None
@@ -162,8 +166,9 @@ class Settings:
         """The settings that can change an answer, as plain JSON values (an evaluation run's identity):
         the chat model and its sampling and context, how the memory is cut and perceived, and which
         backends perceive it. Not where files live, timeouts, threads, workers or caching, which change
-        only speed. A new setting that changes answers belongs here."""
-        return {
+        only speed. A new setting that changes answers belongs here. The check appears only when on, so
+        that runs made before it existed (unchecked) keep their digest."""
+        return {**({"check": True} if self.check else {}),
             "llm": {"backend": self.llm.backend, "model": self.llm.model, "temperature": self.llm.temperature,
                     "context_tokens": self.llm.context_tokens},
             "backends": {key: value for key, value in sorted(vars(self.backends).items())},
@@ -212,6 +217,7 @@ class Settings:
         ``VIDAGENT_PERCEPTION``: extra offline perception, comma-separated ``imagenet,pose,motion``
         (``all`` or ``none`` too).
         ``VIDAGENT_EXPERIENCE``: memory across questions (``none``, ``semantic``, ``procedural``, ``all``).
+        ``VIDAGENT_CHECK=1``: answers are checked against the evidence they cite (``0``: not).
         ``VIDAGENT_MEMORY_SELECTION``: ``llm`` (the model says per question whether the object memory is
         built ahead) or ``all`` (always, for planners whose tools read it).
         ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``,
@@ -229,6 +235,8 @@ class Settings:
             settings = replace(settings, library=Path(env["VIDAGENT_LIBRARY"]).expanduser())
         if env.get("VIDAGENT_EXPERIENCE"):
             settings = replace(settings, experience=env["VIDAGENT_EXPERIENCE"].strip().lower())
+        if env.get("VIDAGENT_CHECK") in ("0", "1"):
+            settings = replace(settings, check=env["VIDAGENT_CHECK"] == "1")
         if env.get("VIDAGENT_MEMORY_SELECTION"):
             settings = replace(settings, memory_selection=parse_memory_selection(env["VIDAGENT_MEMORY_SELECTION"]))
         if "VIDAGENT_PERCEPTION" in env:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, Union
 
 from vidagent.agent.answer import Answer
+from vidagent.agent.evidence_check import check_answer
 from vidagent.agent.learning.keeper import Experience, ExperienceOptions, check_mode
 from vidagent.agent.planner import Planner, build_planner, default_planner
 from vidagent.agent.planning import NoChatModel, anytime_answer
@@ -127,6 +128,7 @@ class Session:
         experience: str | None = None,
         knowledge: Sequence[str | Path | KnowledgeSpec] = (),
         budget: Budget | str | None = None,
+        check: bool | None = None,
     ) -> Answer:
         """Answer a question about a video, or about several videos and images (indexing videos first if needed).
 
@@ -151,6 +153,9 @@ class Session:
         (a ``Budget`` or ``"calls=N,tokens=T,seconds=S"``) bounds the question's model work, every call
         counted (memory selection, tools and planner alike): once it is spent the planner stops and the
         answer is the last one it reached (``artifacts["budget"]`` says what was spent and whether it stopped).
+        ``check`` (default: the settings') has the model re-read the evidence the answer cites and say which
+        of it supports the answer (``agent.evidence_check``); an answer none of it supports abstains, its
+        guess kept.
         """
         if isinstance(question, Question) and choices is not None:
             raise TypeError("give the options inside the Question")
@@ -180,6 +185,8 @@ class Session:
                 answer = chosen.run(task, toolbox, llm, trace)
         except BudgetSpentError as spent:
             answer = anytime_answer(chosen.name, task, trace, llm, str(spent), memories.values())
+        if needs.llm and (self.settings.check if check is None else check):
+            answer = check_answer(answer, llm)
         if llm.meter is not None:
             answer.artifacts["budget"] = llm.meter.to_dict() | {"stopped": any(
                 s.how == "budget" for s in answer.trace.of_type(FinalAnswerStep))}

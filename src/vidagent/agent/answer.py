@@ -33,6 +33,36 @@ class Candidate:
                 "likelihood": self.likelihood, "step_id": self.step_id}
 
 
+@dataclass(frozen=True)
+class Check:
+    """What the check found: the evidence items it re-read and those it found supporting (indices into
+    the answer's evidence), the options' probabilities on that evidence (None: open question, or a
+    backend without log-probabilities), and the verdict."""
+
+    read: tuple[int, ...]
+    supporting: tuple[int, ...]
+    probabilities: tuple[float, ...] | None
+    verdict: str  # "supported", "unsupported", "no evidence", or "not checked: <why>"
+
+    @property
+    def supported(self) -> bool:
+        return self.verdict == "supported"
+
+    @property
+    def checked(self) -> bool:
+        return not self.verdict.startswith("not checked")
+
+    def probability(self, choice_index: int | None) -> float | None:
+        """The chosen option's probability on the cited evidence."""
+        if self.probabilities is None or choice_index is None or choice_index >= len(self.probabilities):
+            return None
+        return round(self.probabilities[choice_index], 4)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "read": len(self.read), "supporting": len(self.supporting),
+                "probabilities": None if self.probabilities is None else [round(p, 4) for p in self.probabilities]}
+
+
 @dataclass
 class Answer:
     """What a planner returns and ``vidagent.ask`` gives back.
@@ -52,12 +82,14 @@ class Answer:
     trace: Trace = field(default_factory=Trace)
     usage: Usage = field(default_factory=Usage)
     abstained: str = ""  # why there is no answer ("" when there is one); a multiple-choice guess stays a candidate
+    check: Check | None = None  # the check of the answer against the evidence it cites (None: not run)
 
     @property
     def confidence(self) -> float | None:
         """How sure the planner was, from what it has: the chosen option's probability where it chose by
-        likelihood, else the share of its attempts' votes the answer got when it made several; None when
-        it has neither (a single chain choosing by text), and 0 when it abstained."""
+        likelihood, else the share of its attempts' votes the answer got when it made several, else the
+        option's probability on the cited evidence (the check's); None when it has none of them (an open
+        answer of a single chain), and 0 when it abstained."""
         if self.abstained:
             return 0.0
         chosen = next((c for c in self.candidates if answer_key(c.text, c.choice_index) ==
@@ -67,7 +99,7 @@ class Answer:
         votes = sum(c.votes for c in self.candidates)
         if chosen is not None and len(self.candidates) > 1 and votes:
             return round(chosen.votes / votes, 4)
-        return None
+        return self.check.probability(self.choice_index) if self.check is not None else None
 
     @property
     def question(self) -> str:
@@ -105,6 +137,7 @@ class Answer:
             "confidence": self.confidence,
             "abstained": bool(self.abstained),
             "abstain_reason": self.abstained,
+            "check": self.check.to_dict() if self.check is not None else None,
             "evidence": [e.to_dict() for e in self.evidence],
             "candidates": [c.to_dict() for c in self.candidates],
             "artifacts": self.artifacts,

@@ -22,6 +22,7 @@ from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.memory.store import SegmentRecord
 from vidagent.prompts import prompt
+from vidagent.tools.base import Evidence
 from vidagent.tools.observed import segment_text
 from vidagent.video.sampling import stepped_indices
 
@@ -58,18 +59,19 @@ class CaptionOnlyPlanner:
         run = Run.begin(self.name, task, toolbox, llm, trace)
         model, trace, root = run.llm, run.trace, run.root
         started = time.perf_counter()
-        groups = [group for memory in toolbox.memories.values()
+        groups = [(source, group) for source, memory in toolbox.memories.items()
                   for group in line_groups(memory.segments, self.line_seconds)]
-        lines = [f"[{group[0].start_s:.1f}-{group[-1].end_s:.1f} s] " + "; ".join(segment_text(s) for s in group)
-                 for group in groups]
+        read = [Evidence(group[0].start_s, group[-1].end_s, "; ".join(segment_text(s) for s in group), source)
+                for source, group in groups]
+        lines = [f"[{item.start_s:.1f}-{item.end_s:.1f} s] {item.text}" for item in read]
         context = self.context_tokens or toolbox.context_tokens
         answer_prompt = prompt(PROMPTS, "answer_line")
         answer_tokens = self.answer_tokens or answer_prompt.budget
         budget = context - PROMPT_RESERVE_TOKENS - answer_tokens
         chosen = fit_evenly(list(range(len(lines))), budget, [estimated_tokens(line) + 1 for line in lines])
         kept = [lines[i] for i in chosen]
-        # not evidence (reading everything names no span), but what it cost: the segments read
-        read_note = {"segments_read": sum(len(groups[i]) for i in chosen)}
+        evidence = [read[i] for i in chosen]  # what it read: all of it (the check picks what the answer rests on)
+        read_note = {"segments_read": sum(len(groups[i][1]) for i in chosen)}
         note = "" if len(kept) == len(lines) else f"{len(kept)} of {len(lines)} segment descriptions fit the context"
         system = prompt(PROMPTS, "caption_only_system").render(memory_note=toolbox.memory_note).strip()
         body = prompt(PROMPTS, "caption_only").render(captions="\n".join(kept), question=task.question,
@@ -79,7 +81,8 @@ class CaptionOnlyPlanner:
             scores = score_options(model, [Message("system", system), Message("user", body)], task, trace, root.id)
             if scores is not None:
                 return run.answer(task.choices[scores.index], scores.index, step_id=len(trace) - 1,
-                                  likelihood=round(scores.probabilities[scores.index], 4), artifacts=read_note)
+                                  likelihood=round(scores.probabilities[scores.index], 4), evidence=evidence,
+                                  artifacts=read_note)
         answer_format = prompt(PROMPTS, f"answer_format_{task.answer_type}").text.strip()
         request = body + "\n" + answer_prompt.render(answer_format=answer_format).strip()
         completion = model.chat([Message("system", system), Message("user", request)], max_tokens=answer_tokens,
@@ -90,7 +93,8 @@ class CaptionOnlyPlanner:
                                          prompt_tokens=completion.prompt_tokens,
                                          completion_tokens=completion.completion_tokens,
                                          seconds=time.perf_counter() - started))
-        return run.answer(task.answer_text(text, choice_index), choice_index, step_id=step.id, artifacts=read_note)
+        return run.answer(task.answer_text(text, choice_index), choice_index, step_id=step.id, evidence=evidence,
+                          artifacts=read_note)
 
 
 @dataclass

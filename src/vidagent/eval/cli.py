@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -53,6 +54,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
     parser.add_argument("--budget", metavar="calls=N,tokens=T,seconds=S",
                         help="bound each question's model work; a planner that spends it answers with what it has")
+    parser.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
+                        help="check each answer against the evidence it cites; an unsupported one abstains, its "
+                             "guess still scored (default: off, or on with VIDAGENT_CHECK=1)")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="parallel workers, each with its own models (default 1; with --ray, one per CPU)")
     parser.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
@@ -110,6 +114,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     settings = Settings.from_env().with_overrides(
         home=getattr(args, "home", None), base_url=args.base_url, model=args.model, api_key=args.api_key,
         cache=False if args.no_cache else None)
+    if args.check is not None:
+        settings = replace(settings, check=args.check)
     threads = args.threads
     if threads is None and (args.workers or 1) > 1 and args.ray is None:
         threads = max(1, (os.cpu_count() or 1) // args.workers)  # local workers share this machine's CPUs

@@ -49,6 +49,7 @@ class AskSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     knowledge: tuple[str | KnowledgeSpec, ...] = ()  # files inside the server's folders (resolved), or ``web``
     budget: str | None = None  # ``calls=N,tokens=T,seconds=S``: bounds the question's model work
+    check_answer: bool | None = None  # check the answer against its evidence (None: the server's setting)
 
     @property
     def planner_name(self) -> str:
@@ -162,7 +163,8 @@ class AskRunner:
             spec = run.spec
             started = time.perf_counter()
             answer = self._ask(list(videos), spec.question, list(spec.choices) if spec.choices else None,
-                               planner=planner, on_step=on_step, knowledge=spec.knowledge, budget=spec.budget)
+                               planner=planner, on_step=on_step, knowledge=spec.knowledge, budget=spec.budget,
+                               check=spec.check_answer)
         except AskCancelledError:
             log.info("%s cancelled: its client disconnected", run.id)
             run.events.publish("error", CANCELLED)

@@ -35,10 +35,13 @@ class AskBody(_Body):
                                              "--videos folders (PATH#description to describe one), or 'web'")
     budget: str | None = Field(None, max_length=200, description="bounds the question's model work, e.g. "
                                                                   "'calls=4,tokens=6000,seconds=60'")
+    check: bool | None = Field(None, description="check the answer against the evidence it cites and abstain "
+                                                 "when none supports it (default: the server's setting, off)")
 
     def spec(self) -> AskSpec:
         return AskSpec(tuple(self.videos), self.question, tuple(self.choices) if self.choices is not None else None,
-                       self.planner or None, dict(self.options), tuple(self.knowledge), self.budget or None)
+                       self.planner or None, dict(self.options), tuple(self.knowledge), self.budget or None,
+                       self.check)
 
 
 class SqlBody(_Body):

@@ -57,10 +57,15 @@ class Evidence:
     text: str
     source: str = ""
     where: str = ""
+    supports: bool | None = None  # the answer's check: this span shows the answer right (None: not checked)
 
     def to_dict(self) -> dict[str, Any]:
         spans = {"start_s": self.start_s, "end_s": self.end_s, "text": self.text, "source": self.source}
-        return spans | {"where": self.where} if self.where else spans
+        if self.where:
+            spans["where"] = self.where
+        if self.supports is not None:
+            spans["supports"] = self.supports
+        return spans
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,149 @@
+"""The check (issue 23, item 1): does the evidence an answer cites support it?
+
+After the planner answers, the model re-reads only what the answer cites (its evidence spans, at most
+``MAX_SPANS`` of them: those that share the most rare words with the question and the answer) and is
+asked two things on that text alone: which option is right (the options' probabilities, where the backend
+gives log-probabilities), and which numbered lines show that the answer is right. Both requests follow the
+same numbered evidence, so a local model reads it once (its KV cache keeps the prefix).
+
+The verdict: ``supported`` when at least one line is named, or, for multiple choice, when the chosen
+option is the likeliest on the cited evidence; otherwise the answer abstains with the reason, its guess
+kept (a multiple-choice benchmark still scores it). Each evidence item gets ``supports``: True (named),
+False (re-read, not named), None (not re-read). The check's option probability is the answer's confidence
+where the planner has none of its own. Both steps are recorded in the trace as evaluations.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections import Counter
+from dataclasses import replace
+from typing import Any, Sequence
+
+from vidagent.agent.answer import Answer, Check
+from vidagent.agent.option_scoring import TOP_LOGPROBS, option_probabilities
+from vidagent.agent.steps import EvaluationStep, model_cost
+from vidagent.llm.budget import BudgetSpentError
+from vidagent.llm.metered import MeteredChat
+from vidagent.llm.base import Message
+from vidagent.prompts import prompt
+from vidagent.text import fold
+from vidagent.tools.base import Evidence
+
+PROMPTS = "vidagent.agent"
+MAX_SPANS = 8  # VideoAgent reads about 8 captions a question; the check reads no more than that again
+SPAN_CHARS = 400  # of each span's text
+MIN_WORD = 3  # shorter words say nothing about which span is meant
+_NUMBER = re.compile(r"\d+")
+
+
+def check_answer(answer: Answer, llm: MeteredChat) -> Answer:
+    """``answer`` with its check: evidence marked ``supports``, ``answer.check`` set, and abstained with
+    the reason when nothing it cites supports it. An answer that already abstained, or has no text, is
+    left as it is; a budget spent before or during the check leaves it unchecked (said so)."""
+    if answer.abstained or not answer.text.strip():
+        return answer
+    if llm.calls_left() == 0:
+        return _with(answer, Check((), (), None, "not checked: the question's budget is spent"))
+    read = spans_to_read(answer)
+    if not read:
+        check = Check((), (), None, "no evidence")
+        _record(answer, "The answer cites nothing read from a memory to check it against.", None, "", 0.0)
+        return _with(answer, check, "the answer cites no evidence from the video")
+    try:
+        check = _judge(answer, read, llm)
+    except BudgetSpentError as spent:
+        return _with(answer, Check(tuple(read), (), None, f"not checked: {spent}"))
+    reason = "" if check.supported else "none of the evidence it cites shows that the answer is right"
+    return _with(answer, check, reason)
+
+
+def spans_to_read(answer: Answer, limit: int = MAX_SPANS) -> list[int]:
+    """The evidence items the check re-reads (indices, in the evidence's order): those with text, and of
+    more than ``limit`` the ones sharing the rarest words with the question and the answer."""
+    texts = {i: item.text for i, item in enumerate(answer.evidence) if item.text.strip()}
+    if len(texts) <= limit:
+        return sorted(texts)
+    words = {i: set(_words(text)) for i, text in texts.items()}
+    seen_in = Counter(word for found in words.values() for word in found)
+    wanted = set(_words(f"{answer.question} {answer.text}"))
+    weight = {word: math.log(1 + len(texts) / seen_in[word]) for word in wanted if seen_in[word]}
+    score = {i: sum(weight.get(word, 0.0) for word in found) for i, found in words.items()}
+    best = sorted(texts, key=lambda i: (-score[i], i))[:limit]
+    return sorted(best)
+
+
+def evidence_lines(evidence: Sequence[Evidence]) -> str:
+    """The numbered lines the check shows (1-based): where each item is, and its text."""
+    lines = []
+    for number, item in enumerate(evidence, start=1):
+        where = item.where or f"{item.start_s:.1f}-{item.end_s:.1f} s"
+        text = " ".join(item.text.split())
+        lines.append(f"[{number}] {where}: {text[:SPAN_CHARS]}")
+    return "\n".join(lines)
+
+
+def supporting_lines(reply: str, count: int) -> tuple[int, ...]:
+    """The line numbers (0-based) a reply names, among ``count``; none for "none"."""
+    said = reply.split(":", 1)[1] if ":" in reply else reply
+    if "none" in said.lower()[:12]:
+        return ()
+    found = [int(n) - 1 for n in _NUMBER.findall(said)]
+    return tuple(sorted({n for n in found if 0 <= n < count}))
+
+
+def _judge(answer: Answer, read: list[int], llm: MeteredChat) -> Check:
+    task = answer.task
+    shown = [answer.evidence[i] for i in read]
+    context = prompt(PROMPTS, "check_evidence").render(evidence=evidence_lines(shown), question=task.question,
+                                                       options=task.options_text()).strip()
+    probabilities = None
+    if task.choices and llm.calls_left() != 1:  # with one call left, the judgement of support comes first
+        which = prompt(PROMPTS, "option_number")
+        started = time.perf_counter()
+        completion = llm.chat([Message("user", context + "\n\n" + which.render(options="").strip())],
+                              max_tokens=which.budget, stop=which.stop, temperature=0.0, top_logprobs=TOP_LOGPROBS)
+        probabilities = option_probabilities(completion.first_token_logprobs, len(task.choices))
+        if probabilities is not None:
+            shown_p = ", ".join(f"{i}: {p:.2f}" for i, p in enumerate(probabilities))
+            chosen = answer.choice_index
+            _record(answer, f"On the cited evidence alone, the options' probabilities are {shown_p}"
+                    + (f" (the answer's option {chosen}: {probabilities[chosen]:.2f})." if chosen is not None else "."),
+                    probabilities[chosen] if chosen is not None else None, completion.text, started, completion)
+    support = prompt(PROMPTS, "check_support")
+    started = time.perf_counter()
+    completion = llm.chat([Message("user", context + "\n\n" + support.render(answer=answer.text).strip())],
+                          max_tokens=support.budget, stop=support.stop, temperature=0.0)
+    named = supporting_lines(completion.text, len(read))
+    supporting = tuple(read[n] for n in named)
+    likeliest = probabilities is not None and answer.choice_index is not None and \
+        probabilities[answer.choice_index] >= max(probabilities)
+    verdict = "supported" if supporting or likeliest else "unsupported"
+    said = (f"lines {', '.join(str(n + 1) for n in named)} of {len(read)} re-read support the answer" if named
+            else f"no line of the {len(read)} re-read supports the answer"
+            + (", but its option is the likeliest on them" if likeliest else ""))
+    _record(answer, f"Check: {said}; {verdict}.", 1.0 if verdict == "supported" else 0.0, completion.text, started,
+            completion)
+    return Check(tuple(read), supporting, probabilities, verdict)
+
+
+def _record(answer: Answer, text: str, score: float | None, output: str, started: float,
+            completion: Any = None) -> None:
+    last = answer.trace.last
+    cost = model_cost(completion, started) if completion is not None else {}
+    answer.trace.add(EvaluationStep(parent_id=last.id if last else None, text=text, score=score,
+                                    model_output=output, **cost))
+
+
+def _with(answer: Answer, check: Check, abstain: str = "") -> Answer:
+    supporting = set(check.supporting)
+    read = set(check.read)
+    evidence = [replace(item, supports=(i in supporting) if i in read else None)
+                for i, item in enumerate(answer.evidence)]
+    return replace(answer, evidence=evidence, check=check, abstained=abstain or answer.abstained)
+
+
+def _words(text: str) -> list[str]:
+    return [word for word in re.findall(r"\w+", fold(text)) if len(word) >= MIN_WORD]
