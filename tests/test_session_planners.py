@@ -220,7 +220,7 @@ def test_close_frees_the_chat_model_and_its_cache_but_not_one_passed_in(tmp_path
     assert llm.backend._server is None
     with pytest.raises(Exception, match="closed"):
         len(llm.cache)
-    scripted = ScriptedLLM([])
-    with scripted.session(scripted) as borrowed:
-        assert borrowed.llm is scripted
-    assert borrowed.llm is scripted  # a caller's model is the caller's to close
+    passed_in = ScriptedLLM([])
+    with Session(settings, llm=passed_in) as borrowed:
+        assert borrowed.llm is passed_in
+    assert borrowed.llm is passed_in  # a caller's model is the caller's to close
