@@ -140,5 +140,9 @@ def test_scoring_one_answer_per_task():
     by_evidence = score_answer(loc, answer("when it jumps",
                                            evidence=[Evidence(start_s=1.0, end_s=2.0, text="jump")]))
     assert by_evidence["correct"] is True and by_evidence["iou"] == pytest.approx(0.8)
+    checked = [Evidence(0.0, 1.0, "a first caption", supports=False), Evidence(5.0, 6.0, "not re-read"),
+               Evidence(1.0, 2.0, "jump", supports=True)]
+    by_check = score_answer(loc, answer("when it jumps", evidence=checked))
+    assert by_check["windows"][:3] == [[1.0, 2.0], [5.0, 6.0], [0.0, 1.0]] and by_check["correct"] is True
     hidden = EvalItem(id="d", video="v", question="q", task=MULTIPLE_CHOICE, choices=("x", "y"))
     assert score_answer(hidden, answer("x", ["x", "y"], 0))["correct"] is None
