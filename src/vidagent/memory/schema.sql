@@ -1,4 +1,4 @@
--- vidagent library schema (version 4). One database holds the memory of many videos.
+-- vidagent library schema (version 5). One database holds the memory of many videos.
 -- Every row belongs to a video (videos.video_id = BLAKE2b of the file's bytes) and was written
 -- by one build stage; a stage's rows and its row in `stages` are committed in one transaction,
 -- so rows exist only for stages that finished.
@@ -159,6 +159,38 @@ CREATE TABLE IF NOT EXISTS object_segments (
     frame_count  INTEGER NOT NULL,
     PRIMARY KEY (video_id, object_id, segment_id)
 );
+
+-- Stage "actions" (schema 5): what each object does over time, as short verbs with their time spans.
+-- People's come from their pose words over consecutive frames (sits down, stands up, bends over,
+-- raises an arm, lies down) and their trajectory (walks, runs, enters, leaves); things' from their
+-- trajectory (moves, stops, is carried, appears, disappears); a video classifier's when one is
+-- configured. A verb at one moment (enters, sits down) has start_s = end_s.
+CREATE TABLE IF NOT EXISTS actions (
+    video_id     TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
+    action_id    INTEGER NOT NULL,      -- in time order of start_s within the video
+    object_id    INTEGER NOT NULL,      -- objects.object_id of who or what does it
+    verb         TEXT NOT NULL,         -- e.g. "walks", "sits down", "stops", "is carried"
+    start_s      REAL NOT NULL,
+    end_s        REAL NOT NULL,
+    source       TEXT NOT NULL,         -- "pose", "trajectory" or "classifier"
+    confidence   REAL NOT NULL,         -- 0-1: how sure the source is
+    PRIMARY KEY (video_id, action_id)
+);
+
+-- Stage "descriptions" (schema 5): one line per object from everything the memory knows of it
+-- (category, ImageNet kind, colour, size, mask shape, actions), and a captioning model's caption
+-- of its best crop where one is configured. Object retrieval ranks by its embedding.
+CREATE TABLE IF NOT EXISTS object_descriptions (
+    video_id     TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
+    object_id    INTEGER NOT NULL,
+    line         TEXT NOT NULL,         -- e.g. "red car, medium; moves from the left to the centre, stops at 4.0 s"
+    caption      TEXT,                  -- a captioner's sentence about its best crop; NULL where none ran
+    best_s       REAL NOT NULL,         -- when the sighting its best crop comes from was seen
+    embedding    BLOB NOT NULL,         -- float32 text embedding of the line (and caption)
+    PRIMARY KEY (video_id, object_id)
+);
+
+CREATE INDEX IF NOT EXISTS actions_by_object ON actions(video_id, object_id, start_s);
 
 -- Progress of a stage that has not finished: results per chunk of sampled frames, so a killed
 -- build resumes where it stopped. Deleted in the transaction that writes the finished stage.

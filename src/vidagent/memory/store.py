@@ -28,7 +28,8 @@ from vidagent.sqlite import open_sqlite, table_columns
 from vidagent.video.video import VideoInfo
 
 # 4: frames keep what was seen as facts (caption, objects, labels, size) and the describer once per memory
-SCHEMA_VERSION = 4
+# 5: actions per object (verbs with time spans) and one description line per object, each a stage of its own
+SCHEMA_VERSION = 5
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ STAGE_TABLES: dict[str, tuple[str, ...]] = {
     "segments": ("segments", "clips", "caption_sources"),  # caption_sources: memories imported from captions
     "objects": ("detections", "tracks", "objects", "object_segments"),
     "motion": ("motion",),
+    "actions": ("actions",),
+    "descriptions": ("object_descriptions",),
 }
 ALL_TABLES: tuple[str, ...] = tuple(t for tables in STAGE_TABLES.values() for t in tables)
 
@@ -173,10 +176,11 @@ class Library:
                 self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def _upgrade(self, schema: str) -> None:
-        """Bring an older library to this schema: older schemas lack tables (created by ``schema``), and
-        schema 3's ``frames`` kept a sentence per frame: that table is dropped with its stage, which
-        rebuilds when next needed (the frames stage's config names its facts version, so every stage
-        reading it rebuilds once through its config hash too)."""
+        """Bring an older library to this schema: older schemas lack tables (created by ``schema``: schema 4
+        lacks ``actions`` and ``object_descriptions``, whose stages build when next needed), and schema 3's
+        ``frames`` kept a sentence per frame: that table is dropped with its stage, which rebuilds when next
+        needed (the frames stage's config names its facts version, so every stage reading it rebuilds once
+        through its config hash too)."""
         if "caption" not in table_columns(self._conn, "frames"):
             self._conn.executescript("""BEGIN;
                 DROP TABLE frames;
