@@ -1,7 +1,7 @@
 """The check of an answer against the evidence it cites (issue 23, item 1): hand-built answers (supported,
 unsupported, partly supported, none cited, a spent budget) checked with a scripted model, so the verdicts
 and the requests are exact; the check through a session, in its JSON, with the real embedded model in
-tests/test_imported_eval.py."""
+tests/eval/test_imported_eval.py."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from vidagent.agent.steps import ObservationStep
+from vidagent.agent.evidence_check import MAX_SPANS
+from vidagent.agent.steps import EvaluationStep, ObservationStep
 from vidagent.config import Settings
 from vidagent.eval.runner import RunConfig, run_eval
 from vidagent.llm.base import Message
@@ -130,6 +131,30 @@ def test_every_planner_answers_an_imported_question_with_the_real_embedded_model
     assert answer.text.strip() and answer.planner == planner
     assert answer.choice_index is None or answer.text == _choices(question)[answer.choice_index]
     assert answer.usage.llm_calls >= (0 if planner == "random" else 1)
+
+
+@pytest.mark.models
+def test_the_check_with_the_real_embedded_model_marks_evidence_and_sets_a_calibrated_confidence(ego, tmp_path):
+    settings, questions_file, questions = ego
+    question = questions[0]
+    with Session(settings) as session:
+        answer = session.ask(f"egoschema:{question['q_uid']}", question["question"], _choices(question),
+                             planner="caption_only", check=True)
+    data = answer.to_dict()
+    check = data["check"]
+    assert check["verdict"] in ("supported", "unsupported") and 1 <= check["read"] <= MAX_SPANS
+    assert len(check["probabilities"]) == 5 and sum(check["probabilities"]) == pytest.approx(1.0, abs=0.01)
+    read = [e for e in data["evidence"] if "supports" in e]
+    assert len(read) == check["read"] and sum(e["supports"] for e in read) == check["supporting"]
+    assert data["abstained"] == (check["verdict"] != "supported")
+    assert data["confidence"] == (0.0 if data["abstained"] else pytest.approx(
+        check["probabilities"][answer.choice_index], abs=1e-3))
+    assert answer.usage.llm_calls == 3  # the planner's one call, then the check's two over one prefix
+    assert len(answer.trace.of_type(EvaluationStep)) == 2
+    run = run_eval(RunConfig(dataset=questions_file, planner="caption_only", out=tmp_path / "checked",
+                             progress=False), replace(settings, check=True))
+    assert all(r["confidence"] is not None for r in run.rows)
+    assert "**Confidence** (3 answers with one" in (tmp_path / "checked" / "summary.md").read_text()
 
 
 @pytest.mark.models
