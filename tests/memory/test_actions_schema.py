@@ -41,7 +41,7 @@ def test_the_actions_stages_own_their_tables_and_sql_reads_them(tmp_path):
     with Library(path) as library:
         library.add_video(_info())
         library.write_stage(VIDEO_ID, "actions", {"v": 1}, {"actions": [
-            (0, 1, "moves", 0.0, 2.5, "trajectory", 0.9), (1, 1, "stops", 2.5, 2.5, "trajectory", 0.8)]}, 0.1)
+            (0, 1, "moves", 0.0, 2.5, "trajectory", 0.9, None), (1, 1, "stops", 2.5, 2.5, "trajectory", 0.8, None)]}, 0.1)
         library.write_stage(VIDEO_ID, "descriptions", {"v": 1}, {"object_descriptions": [
             (1, "red car, medium; moves, then stops at 2.5 s", None, 1.0, np.ones(4, np.float32).tobytes())]}, 0.1)
     rows = ReadOnlyQueries(path, VIDEO_ID).run(

@@ -164,7 +164,7 @@ CREATE TABLE IF NOT EXISTS object_segments (
 -- People's come from their pose words over consecutive frames (sits down, stands up, bends over,
 -- raises an arm, lies down) and their trajectory (walks, runs, enters, leaves); things' from their
 -- trajectory (moves, stops, is carried, appears, disappears); a video classifier's when one is
--- configured. A verb at one moment (enters, sits down) has start_s = end_s.
+-- configured. A verb at one moment (enters, leaves, appears, disappears, stops) has start_s = end_s.
 CREATE TABLE IF NOT EXISTS actions (
     video_id     TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
     action_id    INTEGER NOT NULL,      -- in time order of start_s within the video
@@ -174,6 +174,8 @@ CREATE TABLE IF NOT EXISTS actions (
     end_s        REAL NOT NULL,
     source       TEXT NOT NULL,         -- "pose", "trajectory" or "classifier"
     confidence   REAL NOT NULL,         -- 0-1: how sure the source is
+    other_id     INTEGER,               -- the other object of a two-object action ("is carried" by, "carries"
+                                        -- what); NULL for an action of one object
     PRIMARY KEY (video_id, action_id)
 );
 
