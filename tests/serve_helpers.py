@@ -24,6 +24,8 @@ from fakes import ScriptedLLM
 
 TAG = re.compile(r"\[(q\d+|slow)\]")
 SELECTION = "Does answering it need the space-dominant memory?"
+CHECK_SUPPORT = "Which numbered lines above show that this answer is right?"
+CHECK_OPTION = "Reply with the number of the correct option only."
 
 
 def copy_home(source_home: Path, target_home: Path) -> Path:
@@ -38,10 +40,15 @@ def copy_home(source_home: Path, target_home: Path) -> Path:
 def tagged_reply(messages: Sequence[Message]) -> str:
     """Answers ``[qN]`` questions with "answer to qN" at once; a ``[slow]`` question keeps calling a tool,
     a third of a second per call (for a client that leaves mid-stream); an untagged question takes one
-    tool call, then answers "a guitar", each reply after a pause (so a page sees the steps arrive)."""
+    tool call, then answers "a guitar", each reply after a pause (so a page sees the steps arrive). The check
+    finds the answer's option likeliest and its first re-read line supporting it."""
     text = "\n".join(message.content for message in messages)
     if SELECTION in messages[-1].content:
         return "no"
+    if CHECK_SUPPORT in messages[-1].content:  # the check: the first line it re-reads shows the answer
+        return "Supports: 1"
+    if CHECK_OPTION in messages[-1].content:
+        return "0"
     tag = TAG.search(text)
     if tag and tag.group(1) == "slow":
         time.sleep(0.35)

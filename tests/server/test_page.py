@@ -88,6 +88,14 @@ def test_pick_build_ask_watch_the_steps_and_seek_to_evidence(temporal_library, m
                 evidence.click()
                 page.wait_for_function(f"Math.abs(document.querySelector('#player').currentTime - {start}) < 0.15")
                 assert page.locator(".band").count() > 0  # the evidence is marked on the timeline
+                assert page.locator(".evidence-item .verdict").count() == 0  # not checked: nothing marked
+
+                page.check("#check")  # ask again with the check: what the answer rests on is marked, first
+                page.click("#ask-button")
+                page.wait_for_selector(".evidence-item.supports", timeout=60_000)
+                assert "✓ supports the answer" in page.locator(".evidence-item").first.inner_text()
+                assert page.locator(".evidence-item.supports").count() == 1
+                assert "abstained" not in page.inner_text("#usage")  # supported: no abstention shown
                 assert not problems, problems
 
                 shot = tmp_path / "serve.png"

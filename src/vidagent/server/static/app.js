@@ -311,7 +311,7 @@ async function ask(event) {
   let options;
   try { options = parseOptions($("#planner-options").value); } catch (error) { notify(error.message); return; }
   const body = { videos: [state.video.video_id], question, choices: choices.length ? choices : null,
-                 planner: $("#planner").value || null, options };
+                 planner: $("#planner").value || null, options, ...($("#check").checked ? { check: true } : {}) };
   state.steps = new Map(); state.open = new Set(); state.answer = null; state.band = null;
   $("#trace").replaceChildren(); $("#answer").hidden = true; notify("");
   $("#ask-button").textContent = "Stop";
@@ -456,7 +456,11 @@ function renderAnswer(answer) {
     el("span", { class: `candidate${c.text === answer.answer ? " chosen" : ""}` },
       `${c.choice_index !== null && c.choice_index !== undefined ? `${LETTERS[c.choice_index]}. ` : ""}${c.text} · ${c.votes} vote${c.votes === 1 ? "" : "s"}${c.reward !== null ? ` · reward ${c.reward.toFixed(2)}` : ""}`)) : []));
   const withFile = new Set(state.videos.filter((v) => v.has_file !== false).map((v) => v.video_id));
-  const items = answer.evidence.slice(0, 12).map((item) => {
+  // what the check found the answer rests on comes first, then what it did not re-read, then what it found silent
+  const rank = (item) => (item.supports === true ? 0 : item.supports === false ? 2 : 1);
+  const shown = answer.evidence.map((item, i) => [item, i]).sort((a, b) => rank(a[0]) - rank(b[0]) || a[1] - b[1])
+    .slice(0, 12).map(([item]) => item);
+  const items = shown.map((item) => {
     if (item.where) {  // a knowledge source's page, section, address or SQL: no time span to seek to
       return el("div", { class: "evidence-item caption knowledge", title: item.text },
         el("div", { class: "when" }, item.where), el("div", { class: "what" }, item.text));
@@ -466,9 +470,12 @@ function renderAnswer(answer) {
       : item.source.split("@")[0].split("[")[0] || answer.video_id;
     const at = item.start_s;
     const image = withFile.has(videoId) ? el("img", { src: `/api/videos/${videoId}/frame?t=${Math.max(0, (item.start_s + item.end_s) / 2).toFixed(2)}&width=320`, alt: `frame at ${seconds(at)}`, loading: "lazy" }) : null;
-    return el("button", { type: "button", class: `evidence-item${image ? "" : " caption"}`, "data-start": item.start_s, "data-end": item.end_s, title: item.text,
+    const verdict = item.supports === true ? " supports" : item.supports === false ? " silent" : "";
+    const mark = item.supports === true ? el("div", { class: "verdict" }, "✓ supports the answer")
+      : item.supports === false ? el("div", { class: "verdict" }, "re-read: does not show it") : null;
+    return el("button", { type: "button", class: `evidence-item${image ? "" : " caption"}${verdict}`, "data-start": item.start_s, "data-end": item.end_s, title: item.text,
                           onclick: () => showEvidence(videoId, item) },
-      image, el("div", { class: "when" }, `${seconds(item.start_s)} – ${seconds(item.end_s)}`), el("div", { class: "what" }, item.text));
+      image, el("div", { class: "when" }, `${seconds(item.start_s)} – ${seconds(item.end_s)}`), mark, el("div", { class: "what" }, item.text));
   });
   $("#evidence").replaceChildren(...items);
   const made = [...new Map(answer.trace.filter((step) => step.type === "observation" && madeFile(step))
