@@ -131,6 +131,18 @@ class ImageClassifier(Protocol):
         ...
 
 
+class VideoClassifier(Protocol):
+    """Names the action a short clip shows (Kinetics classes for VideoMAE; given texts for X-CLIP).
+    No offline default exists: a Hugging Face backend (``vidagent.perception.hf``) when configured."""
+
+    name: str
+    num_frames: int  # frames a clip should have (spread evenly over it)
+
+    def classify(self, clips: Sequence[Sequence[np.ndarray]], top_k: int = 3) -> list[list[Label]]:
+        """The ``top_k`` likeliest labels of each clip (RGB frames in time order), likeliest first."""
+        ...
+
+
 class PoseEstimator(Protocol):
     """Body keypoints of the people in an image, one ``Pose`` per given person box."""
 
