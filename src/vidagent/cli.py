@@ -2,7 +2,7 @@
 
 vidagent ask SOURCE [SOURCE ...] QUESTION [--choice TEXT ...] [--planner NAME] [--planner-option K=V ...]
              [--json] [--trace] [--experience none|semantic|procedural|all] [--memory-selection llm|all]
-             [--knowledge FILE|URL|web ...] [--budget calls=N,tokens=T,seconds=S]
+             [--knowledge FILE|URL|web ...] [--budget calls=N,tokens=T,seconds=S,frames=F]
              (sources: videos or images; the last argument is the question)
 vidagent index PATH [PATH ...] [--stage NAME ...] [--workers N] [--ray [ADDRESS]]   (videos or folders)
 vidagent import CAPTIONS|PACK [--format F] [--namespace NAME] [--only FILE]   (memories without video files)
@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--memory-selection", choices=MEMORY_SELECTIONS, default=None,
                      help="build the object memory ahead when the model says the question needs it (llm), or "
                           "always (all) (default: llm, or $VIDAGENT_MEMORY_SELECTION)")
-    ask.add_argument("--budget", metavar="calls=N,tokens=T,seconds=S",
+    ask.add_argument("--budget", metavar="calls=N,tokens=T,seconds=S,frames=F",
                      help="bound the question's model work (every call counted); once spent, the planner answers "
                           "with what it has")
     ask.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,

@@ -32,7 +32,7 @@ from vidagent.memory.stored_video import StoredVideo, is_memory_id
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
 from vidagent.perception.base import VisualQA
-from vidagent.tools.vqa import DescribedFramesVQA, VisionChatVQA
+from vidagent.tools.vqa import DescribedFramesVQA, FrameBudgetVQA, VisionChatVQA
 from vidagent.video.image import Image, open_media
 from vidagent.video.video import Video
 
@@ -94,7 +94,14 @@ class Session:
     def vqa(self, llm: ChatModel) -> VisualQA:
         """Visual question answering for a question asked with ``llm``: the one given to the session, a
         configured local model (built once), else ``llm`` itself looking at the frames when it can, or
-        reading their descriptions."""
+        reading their descriptions; held to the frames of the question's budget when ``llm`` has one."""
+        meter = getattr(llm, "meter", None)
+        chosen = self._vqa_for(llm)
+        if meter is not None and meter.budget.frames is not None:  # the question's frame budget holds it
+            return FrameBudgetVQA(chosen, meter)
+        return chosen
+
+    def _vqa_for(self, llm: ChatModel) -> VisualQA:
         if self._vqa is None and self.settings.backends.vqa:
             from vidagent.perception.hf import build_backend
 
@@ -150,7 +157,7 @@ class Session:
         SQLite), a document (PDF, Markdown, HTML, text), an http(s) URL of one, or ``web`` (the
         configured web search); ``PATH#description`` gives the line the planner reads about it. Each
         is read before the question starts; react, mcts and peil offer it to their model. ``budget``
-        (a ``Budget`` or ``"calls=N,tokens=T,seconds=S"``) bounds the question's model work, every call
+        (a ``Budget`` or ``"calls=N,tokens=T,seconds=S,frames=F"``) bounds the question's model work, every call
         counted (memory selection, tools and planner alike): once it is spent the planner stops and the
         answer is the last one it reached (``artifacts["budget"]`` says what was spent and whether it stopped).
         ``check`` (default: the settings') has the model re-read the evidence the answer cites and say which

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vidagent.agent.steps import FinalAnswerStep
+from vidagent.agent.steps import FinalAnswerStep, ObservationStep
 from vidagent.config import Settings
 from vidagent.llm.base import Completion, Message
 from vidagent.llm.budget import Budget, BudgetSpentError
@@ -31,8 +31,9 @@ def settings(scripted) -> Settings:
 
 def test_a_budget_is_read_from_its_text_and_bad_ones_are_refused():
     assert Budget.parse("calls=4, tokens=6000,seconds=1.5") == Budget(4, 6000, 1.5)
+    assert Budget.parse("frames=16") == Budget(frames=16) and str(Budget(calls=3, frames=8)) == "calls=3,frames=8"
     assert str(Budget.parse("seconds=60,calls=2")) == "calls=2,seconds=60"
-    for bad, message in [("calls=0", "above 0"), ("seconds=nan", "above 0"), ("calls=two", "must be a number"), ("frames=3", "write calls=N"),
+    for bad, message in [("calls=0", "above 0"), ("seconds=nan", "above 0"), ("calls=two", "must be a number"), ("pixels=3", "write calls=N"),
                          ("calls=1,calls=2", "given twice"), ("", "an empty budget")]:
         with pytest.raises(ValueError, match=message):
             Budget.parse(bad)
@@ -61,6 +62,20 @@ def test_react_keeps_its_last_call_for_the_answer(scripted, settings):
     assert answer.artifacts["budget"] == {"limit": {"calls": 2}, "stopped": False,
                                           "spent": answer.artifacts["budget"]["spent"]}
     assert answer.artifacts["budget"]["spent"]["calls"] == 2
+
+
+def test_a_frame_budget_thins_what_the_vision_model_sees_then_refuses_and_the_planner_goes_on(scripted, settings):
+    look = "Thought: look\nAction: visual_question_answering\nAction Input: {{\"question\": \"what is drawn?\", " \
+           "\"segment_id\": {}}}"
+    llm = ScriptedLLM([look.format(0), "a guitar", look.format(1), "Final Answer: a guitar"])
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is being drawn?", CHOICES, planner="react",
+                             planner_options={"tools": "visual_question_answering"}, budget="frames=2")
+    observations = [step.text for step in answer.trace.of_type(ObservationStep)]
+    assert "Error" not in observations[0] and observations[0].count(" s: ") == 2  # two frames described, not more
+    assert "frame budget is spent (2 of 2 frames looked at)" in observations[1]
+    assert answer.choice_index == 0 and answer.artifacts["budget"]["spent"]["frames"] == 2
+    assert answer.artifacts["budget"]["limit"] == {"frames": 2} and not answer.artifacts["budget"]["stopped"]
 
 
 @pytest.mark.parametrize("planner, options, calls", [

@@ -52,7 +52,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                                                         "map_vid_vidorID.json; found automatically beside the data)")
     add_planner_options(parser, planner_names())
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
-    parser.add_argument("--budget", metavar="calls=N,tokens=T,seconds=S",
+    parser.add_argument("--budget", metavar="calls=N,tokens=T,seconds=S,frames=F",
                         help="bound each question's model work; a planner that spends it answers with what it has")
     parser.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
                         help="check each answer against the evidence it cites; an unsupported one abstains, its "

@@ -66,7 +66,7 @@ class RunConfig:
     experience: str | None = None  # memory across questions: none, semantic, procedural, all (None: the settings')
     keep_experience: bool = False  # use (and add to) the user's experience instead of the run's own, reset per run
     memories: str | None = None  # answer from memories imported under this namespace (``egoschema``), not video files
-    budget: str | None = None  # each question's budget, ``calls=N,tokens=T,seconds=S`` (None: none)
+    budget: str | None = None  # each question's budget, ``calls=N,tokens=T,seconds=S,frames=F`` (None: none)
 
 
 @dataclass

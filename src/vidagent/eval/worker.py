@@ -35,7 +35,7 @@ class WorkerConfig:
     judge: bool = False
     teach: bool = False  # pass each question's known answer as the task's reference (learning planners check with it)
     clips_dir: str | None = None  # where the parts of videos that questions are about are cut to
-    budget: str | None = None  # each question's budget (``calls=N,tokens=T,seconds=S``)
+    budget: str | None = None  # each question's budget (``calls=N,tokens=T,seconds=S,frames=F``)
 
 
 class QuestionWorker:

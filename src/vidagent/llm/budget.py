@@ -1,13 +1,16 @@
-"""A question's budget: how many model calls, tokens and seconds it may spend (issue 23, item 4).
+"""A question's budget: how many model calls, tokens, seconds and frames it may spend (issue 23, item 4).
 
-``Budget.parse("calls=4,tokens=6000,seconds=60")`` reads the form the CLI, the server and eval take.
+``Budget.parse("calls=4,tokens=6000,seconds=60,frames=16")`` reads the form the CLI, the server and eval take.
 A ``BudgetMeter`` counts what one question spent against it: every call (a call served from the response
 cache counts too, so that the cache never changes which path a planner takes), the prompt and completion
 tokens each call carried, and the seconds since the question began. ``MeteredChat`` refuses a call once
 the budget is spent (``BudgetSpentError``); a call that starts within it finishes, so tokens and seconds
 can pass their limit by that call. Seconds run from the question's start (indexing a new video included).
 React looks at ``calls_left`` to keep the last call for its answer; a tool's own calls (the SQL sub-agent
-writes and reads with two) count too and can leave none.
+writes and reads with two) count too and can leave none. Frames are those shown to the visual question
+answerer (``tools.vqa.FrameBudgetVQA``): a request for more than are left is thinned to what is left, and
+once none are left looking fails as a tool error while the planner goes on reasoning with what it has
+(frames spent do not end the question).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 from vidagent.errors import LLMError
 from vidagent.llm.base import Completion
 
-_KEYS = ("calls", "tokens", "seconds")
+_KEYS = ("calls", "tokens", "seconds", "frames")
 
 
 class BudgetSpentError(LLMError):
@@ -33,6 +36,7 @@ class Budget:
     calls: int | None = None
     tokens: int | None = None
     seconds: float | None = None
+    frames: int | None = None
 
     def __post_init__(self) -> None:
         for key in _KEYS:
@@ -42,13 +46,13 @@ class Budget:
 
     @classmethod
     def parse(cls, text: str) -> "Budget":
-        """``calls=N,tokens=T,seconds=S`` (any of them, in any order)."""
+        """``calls=N,tokens=T,seconds=S,frames=F`` (any of them, in any order)."""
         values: dict[str, Any] = {}
         for part in (p.strip() for p in text.split(",") if p.strip()):
             key, sep, value = part.partition("=")
             key = key.strip().lower()
             if not sep or key not in _KEYS:
-                raise ValueError(f"budget {text!r}: write calls=N, tokens=T or seconds=S, comma-separated")
+                raise ValueError(f"budget {text!r}: write calls=N, tokens=T, seconds=S or frames=F, comma-separated")
             if key in values:
                 raise ValueError(f"budget {text!r}: {key} is given twice")
             try:
@@ -56,7 +60,7 @@ class Budget:
             except ValueError:
                 raise ValueError(f"budget {text!r}: {key} must be a number, got {value.strip()!r}") from None
         if not values:
-            raise ValueError("an empty budget: write calls=N, tokens=T or seconds=S")
+            raise ValueError("an empty budget: write calls=N, tokens=T, seconds=S or frames=F")
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,6 +77,7 @@ class BudgetMeter:
     budget: Budget
     calls: int = 0
     tokens: int = 0
+    frames: int = 0
     started: float = field(default_factory=time.monotonic)
 
     def charge(self, completion: Completion) -> None:
@@ -85,6 +90,12 @@ class BudgetMeter:
 
     def calls_left(self) -> int | None:
         return None if self.budget.calls is None else max(0, self.budget.calls - self.calls)
+
+    def take_frames(self, wanted: int) -> int:
+        """How many of ``wanted`` frames may still be looked at, charged as taken (all without a limit)."""
+        allowed = wanted if self.budget.frames is None else max(0, min(wanted, self.budget.frames - self.frames))
+        self.frames += allowed
+        return allowed
 
     def spent(self) -> str | None:
         """What is spent (``calls 4 of 4``), or None while every limit holds."""
@@ -99,4 +110,4 @@ class BudgetMeter:
 
     def to_dict(self) -> dict[str, Any]:
         return {"limit": self.budget.to_dict(), "spent": {"calls": self.calls, "tokens": self.tokens,
-                                                          "seconds": round(self.seconds, 3)}}
+                                                          "seconds": round(self.seconds, 3), "frames": self.frames}}

@@ -48,7 +48,7 @@ class AskSpec:
     planner: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     knowledge: tuple[str | KnowledgeSpec, ...] = ()  # files inside the server's folders (resolved), or ``web``
-    budget: str | None = None  # ``calls=N,tokens=T,seconds=S``: bounds the question's model work
+    budget: str | None = None  # ``calls=N,tokens=T,seconds=S,frames=F``: bounds the question's model work
     check_answer: bool | None = None  # check the answer against its evidence (None: the server's setting)
 
     @property

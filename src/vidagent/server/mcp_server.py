@@ -71,7 +71,7 @@ def build_mcp(service: VideoService) -> MCPServer:
         planner: react (default), mcts, traveler, caption_only, random, or peil (for several videos: list
         the others in more_videos). knowledge: tables (csv, tsv, xlsx, parquet, sqlite) or documents (pdf, md,
         html, txt) inside the server's folders, or "web", that the planner may consult (PATH#description
-        describes one). budget: "calls=N,tokens=T,seconds=S" bounds the question's model work (the planner
+        describes one). budget: "calls=N,tokens=T,seconds=S,frames=F" bounds the question's model work (the planner
         then answers with what it has; the result's budget says what was spent). check: true checks the answer against
         the evidence it cites (off by default); an answer none of it supports abstains. Each reasoning step is reported as progress while it is made. Returns
         the answer, the chosen option (its letter and text), its confidence (null when the planner has none)

@@ -9,7 +9,7 @@ model of one question (the session's ``vqa(llm)``), so its budget counts their c
   frames are described by the frame describer (detector + OCR) and a text LLM answers from those
   descriptions. Its answers say so; they cannot see actions or objects outside COCO.
 The third backend, ``vidagent.perception.hf.HFVisualQA`` (a local Hugging Face model), answers by
-itself and needs no chat model.
+itself and needs no chat model. ``FrameBudgetVQA`` wraps any of them to hold a question's frame budget.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from vidagent.errors import ToolInputError
 from vidagent.llm.base import ChatModel, Message
-from vidagent.perception.base import FrameDescriber, VQAResult
+from vidagent.llm.budget import BudgetMeter
+from vidagent.perception.base import FrameDescriber, VisualQA, VQAResult
 from vidagent.prompts import prompt
 from vidagent.tools.observed import frame_text
 from vidagent.video.sampling import take_every
@@ -68,3 +70,22 @@ class VisionChatVQA:
         description = re.split(r"answer\s*:", text, flags=re.IGNORECASE)[0]
         description = re.sub(r"^\s*description\s*:\s*", "", description, flags=re.IGNORECASE).strip()
         return VQAResult(description=description, answer=(match.group(1) if match else text).strip())
+
+
+class FrameBudgetVQA:
+    """A question's visual question answerer held to its budget's frames (``frames=F``): a request for
+    more frames than are left is thinned evenly to what is left; with none left it is refused, which the
+    tool reports as an error observation (the planner goes on with what it has read)."""
+
+    def __init__(self, vqa: VisualQA, meter: BudgetMeter) -> None:
+        self.vqa = vqa
+        self.meter = meter
+        self.name = vqa.name
+        self.sees_frames = vqa.sees_frames
+
+    def answer(self, question: str, frames: Sequence[SampledFrame]) -> VQAResult:
+        allowed = self.meter.take_frames(len(frames))
+        if frames and not allowed:
+            raise ToolInputError(f"the question's frame budget is spent ({self.meter.frames} of "
+                                 f"{self.meter.budget.frames} frames looked at); answer from what was read")
+        return self.vqa.answer(question, take_every(frames, allowed))
