@@ -54,6 +54,8 @@ def model_inventory(models_dir: Path) -> list[ModelStatus]:
                                 f"vidagent models install {DETECTOR_ASSET}"))
     statuses.append(ModelStatus("movenet", "body pose (optional, VIDAGENT_PERCEPTION=pose)", _pose_where(models_dir),
                                 f"vidagent models install {DETECTOR_ASSET}"))
+    statuses.append(ModelStatus("selfie", "person masks (objects stage; else GrabCut)", _selfie_where(models_dir),
+                                f"vidagent models install {DETECTOR_ASSET}"))
     statuses.append(ModelStatus(CLASSIFIER_ASSET, "ImageNet labels (optional, =imagenet)",
                                 _where(installed.get(CLASSIFIER_ASSET)), f"vidagent models install {CLASSIFIER_ASSET}"))
     for name, role, module, get in _PACKAGED:
@@ -73,3 +75,9 @@ def _pose_where(models_dir: Path) -> str | None:
     except ImportError:
         return None
     return str(Path(models_dir) / POSE_MODEL_DIR_NAME) if pose_assets_installed(models_dir) else None
+
+
+def _selfie_where(models_dir: Path) -> str | None:
+    from vidagent.perception.node_assets import SELFIE_MODEL_DIR_NAME, selfie_assets_installed
+
+    return str(Path(models_dir) / SELFIE_MODEL_DIR_NAME) if selfie_assets_installed(models_dir) else None

