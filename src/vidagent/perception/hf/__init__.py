@@ -13,6 +13,7 @@ from vidagent.perception.hf.detector import GroundingDinoDetector, HFDetector
 from vidagent.perception.hf.embedders import ClipDinoAppearance, ClipEmbedder, DinoEmbedder
 from vidagent.perception.hf.factory import ROLES, build_backend
 from vidagent.perception.hf.loading import LoadedModel, LoadOptions, load_model
+from vidagent.perception.hf.segmenter import HFSegmenter
 from vidagent.perception.hf.spec import BackendSpec, format_spec, is_hf_spec, parse_spec
 from vidagent.perception.hf.vqa import HFVisualQA
 
@@ -24,6 +25,7 @@ __all__ = [
     "GroundingDinoDetector",
     "HFCaptioner",
     "HFDetector",
+    "HFSegmenter",
     "HFVisualQA",
     "LoadOptions",
     "LoadedModel",

@@ -12,6 +12,7 @@ Roles, their default models and their options (every role also takes ``device``,
 - ``image_text`` (alias ``image_text_embedder``, ``clip``): openai/clip-vit-base-patch32; batch_size
 - ``image_features`` (alias ``image_embedder``, ``dino``): facebook/dinov2-small; batch_size
 - ``appearance``: ``CLIP+DINOV2``, default openai/clip-vit-base-patch32+facebook/dinov2-small; batch_size
+- ``segmenter``: facebook/sam-vit-base (SAM, SAM-HQ, SAM 2, EdgeTAM); batch_size (box prompts at once)
 
 Nothing is loaded here: backends load their model on first use (or on ``.load()``).
 """
@@ -30,10 +31,11 @@ from vidagent.perception.hf.detector import (
 )
 from vidagent.perception.hf.embedders import DEFAULT_CLIP, DEFAULT_DINO, ClipDinoAppearance, ClipEmbedder, DinoEmbedder
 from vidagent.perception.hf.loading import LoadOptions
+from vidagent.perception.hf.segmenter import DEFAULT_SEGMENTER, HFSegmenter
 from vidagent.perception.hf.spec import parse_spec
 from vidagent.perception.hf.vqa import DEFAULT_VQA, HFVisualQA
 
-ROLES = ("captioner", "vqa", "detector", "grounding", "image_text", "image_features", "appearance")
+ROLES = ("captioner", "vqa", "detector", "grounding", "image_text", "image_features", "appearance", "segmenter")
 _ALIASES = {
     "describer": "captioner",
     "open_vocabulary_detector": "grounding",
@@ -64,6 +66,7 @@ _ROLE_OPTIONS: dict[str, dict[str, Callable[[str], Any]]] = {
     "image_text": {"batch_size": _INT},
     "image_features": {"batch_size": _INT},
     "appearance": {"batch_size": _INT},
+    "segmenter": {"batch_size": _INT},
 }
 
 
@@ -72,7 +75,8 @@ def build_backend(role: str, spec: str) -> Any:
 
     Returns an ``HFCaptioner`` (a ``FrameDescriber``), ``HFVisualQA`` (``VisualQA``), ``HFDetector``
     (``ObjectDetector``), ``GroundingDinoDetector`` (``OpenVocabularyDetector``), ``ClipEmbedder``
-    (``ImageTextEmbedder``), ``DinoEmbedder`` or ``ClipDinoAppearance`` (``AppearanceModel``).
+    (``ImageTextEmbedder``), ``DinoEmbedder`` or ``ClipDinoAppearance`` (``AppearanceModel``), or
+    ``HFSegmenter`` (``Segmenter``).
     A bad role, spec or option value raises ``ModelUnavailableError`` naming it.
     """
     canonical = _ALIASES.get(role, role)
@@ -99,6 +103,8 @@ def _construct(canonical: str, model: str | None, load_options: LoadOptions, rol
         return ClipEmbedder(model or DEFAULT_CLIP, options=load_options, **role_options)
     if canonical == "image_features":
         return DinoEmbedder(model or DEFAULT_DINO, options=load_options, **role_options)
+    if canonical == "segmenter":
+        return HFSegmenter(model or DEFAULT_SEGMENTER, options=load_options, **role_options)
     clip_model, dino_model = _pair(model)
     return ClipDinoAppearance(ClipEmbedder(clip_model, options=load_options, **role_options),
                               DinoEmbedder(dino_model, options=load_options, **role_options))
