@@ -75,6 +75,12 @@ class BackendSettings:
     detector: str | None = None  # objects stage and describer (default: CenterNet COCO)
     appearance: str | None = None  # re-ID features (default: colour histograms); e.g. "hf" = CLIP+DINOv2
     grounding: str | None = None  # PEIL's object_detect/region_ground by query (default: none, COCO labels)
+    video_classifier: str | None = None  # actions of people by a Kinetics video classifier (default: none)
+
+
+# Backends added after evaluation runs were kept: named in a run's identity only when set, so the runs made
+# before each existed (without it) keep their digest.
+LATER_BACKENDS = frozenset({"video_classifier"})
 
 
 @dataclass(frozen=True)
@@ -171,7 +177,8 @@ class Settings:
         return {**({"check": True} if self.check else {}),
             "llm": {"backend": self.llm.backend, "model": self.llm.model, "temperature": self.llm.temperature,
                     "context_tokens": self.llm.context_tokens},
-            "backends": {key: value for key, value in sorted(vars(self.backends).items())},
+            "backends": {key: value for key, value in sorted(vars(self.backends).items())
+                         if value is not None or key not in LATER_BACKENDS},
             "segment_seconds": self.segment_seconds, "frames_per_segment": self.frames_per_segment,
             "object_fps": self.object_fps, "reuse_near_duplicates": self.reuse_near_duplicates,
             "perception": sorted(self.perception), "memory_selection": self.memory_selection,
@@ -221,7 +228,8 @@ class Settings:
         ``VIDAGENT_MEMORY_SELECTION``: ``llm`` (the model says per question whether the object memory is
         built ahead) or ``all`` (always, for planners whose tools read it).
         ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``,
-        ``VIDAGENT_GROUNDING`` (an open-vocabulary detector, e.g. ``hf`` = Grounding DINO): backend specs.
+        ``VIDAGENT_GROUNDING`` (an open-vocabulary detector, e.g. ``hf`` = Grounding DINO),
+        ``VIDAGENT_VIDEO_CLASSIFIER`` (people's actions, e.g. ``hf`` = VideoMAE on Kinetics): backend specs.
         ``VIDAGENT_WEB_SEARCH``: a SearxNG-style JSON search endpoint (``--knowledge web`` searches it);
         ``VIDAGENT_KNOWLEDGE_MAX_MIB``: the largest knowledge file read (default 256).
         """
@@ -262,7 +270,6 @@ class Settings:
             llm = replace(llm, threads=max(1, int(env["VIDAGENT_LLM_THREADS"])))
         if env.get("VIDAGENT_LLM_CACHE") == "0":
             llm = replace(llm, cache=False)
-        backends = BackendSettings(**{
-            role: env.get(f"VIDAGENT_{role.upper()}") or None for role in ("captioner", "vqa", "detector", "appearance", "grounding")
-        })
+        roles = ("captioner", "vqa", "detector", "appearance", "grounding", "video_classifier")
+        backends = BackendSettings(**{role: env.get(f"VIDAGENT_{role.upper()}") or None for role in roles})
         return replace(settings, llm=llm, backends=backends)

@@ -32,8 +32,12 @@ log = logging.getLogger(__name__)
 TEMPORAL_STAGES = ("frames", "speech", "segments")  # what the temporal tools need
 ALL_STAGES = ("frames", "speech", "segments", "objects")
 # Every stage, in build order: "motion" is built as a requirement of "segments" when
-# Settings.perception has "motion" (it adds to the segment descriptions), never on its own.
-STAGE_ORDER = ("frames", "speech", "motion", "segments", "objects")
+# Settings.perception has "motion" (it adds to the segment descriptions), never on its own; "actions"
+# and "descriptions" are built whenever "objects" is (the object memory is the three: OBJECT_STAGES).
+STAGE_ORDER = ("frames", "speech", "motion", "segments", "objects", "actions", "descriptions")
+OBJECT_STAGES = ("objects", "actions", "descriptions")
+# stages built with a stage whenever it is asked for
+FOLLOWERS: dict[str, tuple[str, ...]] = {"objects": ("actions", "descriptions")}
 
 
 class MemoryBuilder:
@@ -67,6 +71,17 @@ class MemoryBuilder:
             motion = self.stage("motion").config() if "motion" in settings.perception else None
             return SegmentsStage(self.perception.embedder, settings.segment_seconds,
                                  self.stage("frames").config(), self.stage("speech").config(), motion)
+        if name == "actions":
+            from vidagent.memory.stages.actions import ActionsStage
+
+            frames = self.stage("frames").config() if "pose" in settings.perception else None
+            return ActionsStage(self.stage("objects").config(), frames, self.perception.video_classifier,
+                                settings.segment_seconds)
+        if name == "descriptions":
+            from vidagent.memory.stages.descriptions import DescriptionsStage
+
+            return DescriptionsStage(self.stage("actions").config(), self.perception.embedder,
+                                     self.perception.captioner)
         from vidagent.memory.stages.objects import ObjectsStage
 
         return ObjectsStage(self.perception, settings, reuse=self._reuse())
@@ -127,6 +142,8 @@ class MemoryBuilder:
                 wanted.add(name)
                 for required in self.stage(name).requires:
                     add(required)
+                for follower in FOLLOWERS.get(name, ()):
+                    add(follower)
 
         for name in stages:
             add(name)

@@ -8,7 +8,8 @@ from typing import Callable
 
 from vidagent.config import BackendSettings, Settings
 from vidagent.perception.base import (AppearanceModel, FrameDescriber, ImageClassifier, ObjectDetector,
-                                      OpenVocabularyDetector, PoseEstimator, SpeechToText, TextEmbedder, TextReader, Tracker)
+                                      OpenVocabularyDetector, PoseEstimator, SpeechToText, TextEmbedder, TextReader, Tracker,
+                                      VideoClassifier)
 
 
 @dataclass
@@ -18,7 +19,9 @@ class Perception:
     ``new_tracker(fps)`` makes a fresh tracker for one video sampled at ``fps`` frames per second;
     ``tracker_name`` identifies its kind and parameters (part of the objects stage's config).
     ``classifier`` (ImageNet labels) is there when ``settings.perception`` names "imagenet";
-    ``grounder`` (an open-vocabulary detector) when ``settings.backends.grounding`` names one.
+    ``grounder`` (an open-vocabulary detector) when ``settings.backends.grounding`` names one;
+    ``captioner`` (the captioning model alone, for object crops) when ``settings.backends.captioner`` names
+    one; ``video_classifier`` (people's actions) when ``settings.backends.video_classifier`` names one.
     """
 
     describer: FrameDescriber
@@ -31,6 +34,8 @@ class Perception:
     reader: TextReader
     classifier: ImageClassifier | None = None
     grounder: OpenVocabularyDetector | None = None
+    captioner: FrameDescriber | None = None
+    video_classifier: VideoClassifier | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Perception":
@@ -77,10 +82,12 @@ class Perception:
 
             pose = MoveNetPose(settings.models_dir)
         describer: FrameDescriber
+        captioner: FrameDescriber | None = None
         if wanted.captioner:
             from vidagent.perception.hf import build_backend
 
-            describer = CaptionWithText(build_backend("captioner", wanted.captioner), reader)
+            captioner = build_backend("captioner", wanted.captioner)
+            describer = CaptionWithText(captioner, reader)
         else:
             describer = DetectorDescriber(detector, reader, classifier=classifier, pose=pose)
         appearance: AppearanceModel
@@ -97,9 +104,15 @@ class Perception:
             from vidagent.perception.hf import build_backend
 
             grounder = build_backend("grounding", wanted.grounding)
+        video_classifier: VideoClassifier | None = None
+        if wanted.video_classifier:
+            from vidagent.perception.hf import build_backend
+
+            video_classifier = build_backend("video_classifier", wanted.video_classifier)
         return cls(describer=describer, speech=WhisperSpeechToText(), embedder=text_embedder(settings),
                    detector=detector, appearance=appearance, new_tracker=ByteTracker,
-                   tracker_name=ByteTracker.NAME, reader=reader, classifier=classifier, grounder=grounder)
+                   tracker_name=ByteTracker.NAME, reader=reader, classifier=classifier, grounder=grounder,
+                   captioner=captioner, video_classifier=video_classifier)
 
     def close(self) -> None:
         """Stop worker processes held by the models (the detector's Node worker)."""

@@ -15,6 +15,7 @@ from vidagent.perception.hf.factory import ROLES, build_backend
 from vidagent.perception.hf.loading import LoadedModel, LoadOptions, load_model
 from vidagent.perception.hf.segmenter import HFSegmenter
 from vidagent.perception.hf.spec import BackendSpec, format_spec, is_hf_spec, parse_spec
+from vidagent.perception.hf.video_classifier import HFVideoClassifier
 from vidagent.perception.hf.vqa import HFVisualQA
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "HFCaptioner",
     "HFDetector",
     "HFSegmenter",
+    "HFVideoClassifier",
     "HFVisualQA",
     "LoadOptions",
     "LoadedModel",

@@ -13,6 +13,8 @@ Roles, their default models and their options (every role also takes ``device``,
 - ``image_features`` (alias ``image_embedder``, ``dino``): facebook/dinov2-small; batch_size
 - ``appearance``: ``CLIP+DINOV2``, default openai/clip-vit-base-patch32+facebook/dinov2-small; batch_size
 - ``segmenter``: facebook/sam-vit-base (SAM, SAM-HQ, SAM 2, EdgeTAM); batch_size (box prompts at once)
+- ``video_classifier`` (alias ``actions``): MCG-NJU/videomae-base-finetuned-kinetics, or X-CLIP
+  (microsoft/xclip-base-patch32) zero-shot over ``labels`` (texts separated by ``|``); batch_size
 
 Nothing is loaded here: backends load their model on first use (or on ``.load()``).
 """
@@ -33,9 +35,11 @@ from vidagent.perception.hf.embedders import DEFAULT_CLIP, DEFAULT_DINO, ClipDin
 from vidagent.perception.hf.loading import LoadOptions
 from vidagent.perception.hf.segmenter import DEFAULT_SEGMENTER, HFSegmenter
 from vidagent.perception.hf.spec import parse_spec
+from vidagent.perception.hf.video_classifier import DEFAULT_VIDEO_CLASSIFIER, HFVideoClassifier
 from vidagent.perception.hf.vqa import DEFAULT_VQA, HFVisualQA
 
-ROLES = ("captioner", "vqa", "detector", "grounding", "image_text", "image_features", "appearance", "segmenter")
+ROLES = ("captioner", "vqa", "detector", "grounding", "image_text", "image_features", "appearance", "segmenter",
+         "video_classifier")
 _ALIASES = {
     "describer": "captioner",
     "open_vocabulary_detector": "grounding",
@@ -43,6 +47,7 @@ _ALIASES = {
     "clip": "image_text",
     "image_embedder": "image_features",
     "dino": "image_features",
+    "actions": "video_classifier",
 }
 _LOAD_OPTIONS = ("device", "dtype", "revision", "local_files_only")
 _INT = int
@@ -67,6 +72,8 @@ _ROLE_OPTIONS: dict[str, dict[str, Callable[[str], Any]]] = {
     "image_features": {"batch_size": _INT},
     "appearance": {"batch_size": _INT},
     "segmenter": {"batch_size": _INT},
+    "video_classifier": {"labels": lambda text: tuple(part for part in text.split("|") if part.strip()),
+                         "batch_size": _INT},
 }
 
 
@@ -75,8 +82,8 @@ def build_backend(role: str, spec: str) -> Any:
 
     Returns an ``HFCaptioner`` (a ``FrameDescriber``), ``HFVisualQA`` (``VisualQA``), ``HFDetector``
     (``ObjectDetector``), ``GroundingDinoDetector`` (``OpenVocabularyDetector``), ``ClipEmbedder``
-    (``ImageTextEmbedder``), ``DinoEmbedder`` or ``ClipDinoAppearance`` (``AppearanceModel``), or
-    ``HFSegmenter`` (``Segmenter``).
+    (``ImageTextEmbedder``), ``DinoEmbedder`` or ``ClipDinoAppearance`` (``AppearanceModel``),
+    ``HFSegmenter`` (``Segmenter``), or ``HFVideoClassifier`` (``VideoClassifier``).
     A bad role, spec or option value raises ``ModelUnavailableError`` naming it.
     """
     canonical = _ALIASES.get(role, role)
@@ -105,6 +112,8 @@ def _construct(canonical: str, model: str | None, load_options: LoadOptions, rol
         return DinoEmbedder(model or DEFAULT_DINO, options=load_options, **role_options)
     if canonical == "segmenter":
         return HFSegmenter(model or DEFAULT_SEGMENTER, options=load_options, **role_options)
+    if canonical == "video_classifier":
+        return HFVideoClassifier(model or DEFAULT_VIDEO_CLASSIFIER, options=load_options, **role_options)
     clip_model, dino_model = _pair(model)
     return ClipDinoAppearance(ClipEmbedder(clip_model, options=load_options, **role_options),
                               DinoEmbedder(dino_model, options=load_options, **role_options))

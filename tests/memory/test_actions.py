@@ -1,0 +1,134 @@
+"""Actions per object (issue 25, item 2): verbs with time spans from trajectories and poses, found by the
+``actions`` stage on a generated clip whose shapes move as its script says, with the scripted perception."""
+
+from __future__ import annotations
+
+import pytest
+
+from fakes import FakeClip, Scene, SceneObject, fake_settings, library_from_rows
+from vidagent.memory.actions import Action, ObjectTrack, Sighting, actions_text, object_actions
+from vidagent.memory.builder import OBJECT_STAGES
+from vidagent.memory.pose_actions import pose_actions, pose_keys
+from vidagent.memory.store import Library
+from vidagent.memory.trajectory_actions import trajectory_actions
+
+STEP_S = 0.5  # one scene per object sample (the objects stage samples 2 frames a second)
+
+
+def _shapes_clip() -> FakeClip:
+    """6 s: a red car drives right and stops at 3 s; a dog runs left out of the picture (last seen at
+    3.5 s); from 1 s a person walks in from the right carrying a bag."""
+    scenes = []
+    for i in range(12):
+        t = i * STEP_S
+        car_x = 0.05 + 0.4 * min(t, 3.0) / 3.0
+        objects = [SceneObject("car", (car_x, 0.05, car_x + 0.2, 0.2), colour=(200, 30, 30))]
+        if t <= 3.5:
+            dog_x = 0.6 - 0.08 * i
+            objects.append(SceneObject("dog", (dog_x, 0.28, dog_x + 0.15, 0.43), colour=(240, 240, 240)))
+        if t >= 1.0:
+            person_x = 0.8 - 0.07 * (i - 2)
+            objects.append(SceneObject("person", (person_x, 0.5, person_x + 0.12, 0.9), colour=(30, 30, 200)))
+            objects.append(SceneObject("handbag", (person_x + 0.03, 0.72, person_x + 0.09, 0.82), colour=(30, 200, 30)))
+        scenes.append(Scene(f"shapes at {t:.1f} s", STEP_S, tuple(objects)))
+    return FakeClip("action_shapes", scenes, size=(160, 120))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    home = tmp_path_factory.mktemp("actions")
+    clip = _shapes_clip()
+    videos = library_from_rows(home / "library.sqlite", [clip], ["objects"],
+                               settings=fake_settings(home, library=home / "library.sqlite"))
+    library = Library(home / "library.sqlite")
+    yield library, videos[clip.name].content_hash
+    library.close()
+
+
+def _verbs(library: Library, video_id: str) -> dict[str, list[tuple]]:
+    """Category -> its actions as (verb, start_s, end_s, other's category or None), in time order."""
+    categories = dict(library.rows("SELECT object_id, category FROM objects WHERE video_id=?", (video_id,)))
+    out: dict[str, list[tuple]] = {}
+    for object_id, verb, start_s, end_s, other in library.rows(
+            "SELECT object_id, verb, start_s, end_s, other_id FROM actions WHERE video_id=? ORDER BY action_id",
+            (video_id,)):
+        out.setdefault(categories[object_id], []).append((verb, start_s, end_s, categories.get(other)))
+    return out
+
+
+def test_the_objects_memory_builds_actions_and_descriptions_with_it(built):
+    library, video_id = built
+    assert set(OBJECT_STAGES) <= set(library.stage_names(video_id))
+    assert library.count_rows("object_descriptions", video_id) == library.count_rows("objects", video_id) == 4
+
+
+def test_the_car_moves_then_stops_and_the_dog_leaves(built):
+    verbs = _verbs(*built)
+    assert verbs["car"] == [("moves", 0.0, 3.0, None), ("stops", 3.0, 3.0, None)]
+    assert verbs["dog"] == [("moves", 0.0, 3.5, None), ("disappears", 3.5, 3.5, None)]
+
+
+def test_the_person_enters_walking_and_carries_the_bag(built):
+    verbs = _verbs(*built)
+    assert verbs["person"] == [("enters", 1.0, 1.0, None), ("carries", 1.0, 5.5, "handbag"), ("walks", 1.0, 5.5, None)]
+    assert verbs["handbag"] == [("appears", 1.0, 1.0, None), ("is carried", 1.0, 5.5, "person"),
+                                ("moves", 1.0, 5.5, None)]
+
+
+def test_each_object_line_says_what_it_looks_like_and_does(built):
+    library, video_id = built
+    lines = dict(library.rows(
+        """SELECT o.category, d.line FROM object_descriptions d JOIN objects o USING (video_id, object_id)
+           WHERE d.video_id=?""", (video_id,)))
+    assert lines["car"].startswith("red car") and lines["car"].endswith("moves 0.0-3.0 s, stops at 3.0 s")
+    assert "is carried object" in lines["handbag"] and "disappears at 3.5 s" in lines["dog"]
+    stored = library.rows("SELECT caption, embedding FROM object_descriptions WHERE video_id=?", (video_id,))
+    assert all(caption is None and len(vector) == 4 * 256 for caption, vector in stored)  # no captioner here
+
+
+# -- the derivation alone ------------------------------------------------------------------------------
+
+def _track(object_id: int, category: str, boxes: list[tuple[float, float, float, float]], start_s: float = 0.0):
+    return ObjectTrack(object_id, category, tuple(Sighting(start_s + i * STEP_S, box) for i, box in enumerate(boxes)))
+
+
+def test_a_runner_runs_and_a_jittering_thing_does_nothing():
+    runner = _track(0, "person", [(10 + 120 * i, 100, 40 + 120 * i, 200) for i in range(8)])  # 2.4 heights/s
+    cup = _track(1, "cup", [(100 + (i % 2), 50, 120 + (i % 2), 70 - (i % 3)) for i in range(8)])
+    actions = object_actions([runner, cup], {}, duration_s=3.8)
+    assert [(a.object_id, a.verb) for a in actions] == [(0, "runs")]
+
+
+def test_a_ride_replaces_the_riders_walk():
+    rider = _track(0, "person", [(20 * i, 40, 20 * i + 30, 120) for i in range(6)])
+    bike = _track(1, "bicycle", [(20 * i - 5, 80, 20 * i + 35, 125) for i in range(6)])
+    verbs = {(a.object_id, a.verb, a.other_id) for a in object_actions([rider, bike], {}, duration_s=2.8)}
+    assert verbs == {(0, "rides", 1), (1, "is ridden", 0), (1, "moves", None)}
+
+
+def test_a_gap_is_a_disappearance_and_a_return():
+    thing = ObjectTrack(3, "ball", tuple(Sighting(t, (10, 10, 20, 20)) for t in (0.0, 0.5, 1.0, 4.0, 4.5, 5.0)))
+    found = [(a.verb, a.start_s, a.confidence) for a in trajectory_actions(thing, duration_s=5.0)]
+    assert found == [("disappears", 1.0, 0.6), ("appears", 4.0, 0.6)]
+
+
+def test_poses_over_frames_become_postures_changes_and_arms():
+    samples = [(0.0, pose_keys("standing")), (2.0, pose_keys("standing, one arm raised")),
+               (4.0, pose_keys("sitting")), (6.0, pose_keys("sitting")), (8.0, pose_keys("lying down")),
+               (20.0, pose_keys("standing"))]  # 12 s later: no change is read across the gap
+    found = {(a.verb, a.start_s, a.end_s) for a in pose_actions(5, samples)}
+    assert found == {("stands", 0.0, 2.0), ("raises an arm", 2.0, 2.0), ("sits down", 2.0, 4.0), ("sits", 4.0, 6.0),
+                     ("lies down", 6.0, 8.0), ("lies", 8.0, 8.0), ("stands", 20.0, 20.0)}
+    assert pose_keys("arms raised, hand at face") == {"arms_raised", "hand_at_face"} and pose_keys("juggling") == set()
+
+
+def test_actions_read_as_words():
+    actions = [Action(1, "walks", 0.0, 3.5, "trajectory", 0.9), Action(1, "carries", 1.0, 3.0, "trajectory", 0.7, 4),
+               Action(1, "sits down", 4.0, 4.0, "pose", 0.7)]
+    assert actions_text(actions) == "walks 0.0-3.5 s, carries object 4 1.0-3.0 s, sits down at 4.0 s"
+    assert Action(1, "stops", 2.0, 2.0, "trajectory", 0.8123).row(7) == (7, 1, "stops", 2.0, 2.0, "trajectory", 0.812,
+                                                                          None)
+
+
+def test_no_objects_no_actions():
+    assert object_actions([], {}, duration_s=5.0) == []
