@@ -10,6 +10,7 @@ from vidagent.memory.caption_import import ImportReport
 from vidagent.config import Settings
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.session import Session
+from vidagent.tools.refer import Segmentation
 
 
 def ask(sources: str | Path | Sequence[str | Path], question: str, choices: Sequence[str] | None = None,
@@ -35,6 +36,13 @@ def index(video: str | Path, *, settings: Settings | None = None, progress: bool
     with Session(settings) as session:
         memory: VideoMemory = session.index(video, progress=progress)
         return memory.segment_count
+
+
+def refer_object(video: str | Path, expression: str, *, target: str | Path | None = None,
+                 settings: Settings | None = None) -> Segmentation:
+    """The object of ``video`` that ``expression`` refers to, with its masks saved (``Session.refer_object``)."""
+    with Session(settings) as session:
+        return session.refer_object(video, expression, target=target)
 
 
 def import_captions(path: str | Path, *, format: str | None = None, namespace: str | None = None,

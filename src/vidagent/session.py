@@ -19,7 +19,7 @@ from vidagent.agent.steps import FinalAnswerStep, MemoryStep, Step, Trace
 from vidagent.agent.task import Question, Source, Task
 from vidagent.agent.workspace import open_workspace
 from vidagent.config import Settings
-from vidagent.errors import PlannerError, VidagentError, VideoError
+from vidagent.errors import ModelUnavailableError, PlannerError, VidagentError, VideoError
 from vidagent.experience.store import ExperienceStore
 from vidagent.knowledge.sources import Knowledge, KnowledgeLimits, open_knowledge
 from vidagent.knowledge.spec import KnowledgeSpec, as_spec
@@ -32,6 +32,7 @@ from vidagent.memory.stored_video import StoredVideo, is_memory_id
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
 from vidagent.perception.base import VisualQA
+from vidagent.tools.refer import ReferTools, Segmentation
 from vidagent.tools.vqa import DescribedFramesVQA, FrameBudgetVQA, VisionChatVQA
 from vidagent.video.image import Image, open_media
 from vidagent.video.video import Video
@@ -200,6 +201,29 @@ class Session:
         if keeper:
             _learn(keeper, task, answer, chosen.name, key, llm)
         return answer
+
+    def refer_object(self, video: str | Path | Video, expression: str, *, target: str | Path | None = None,
+                     use_model: bool = True, progress: bool = False) -> Segmentation:
+        """Referring video object segmentation: the one object of ``video``'s object memory that ``expression``
+        ("the black dog", "the second cup from the left", "the person who sits down") refers to, with its
+        mask in every frame the objects stage sampled it in, saved as PNG images, a manifest and a video with
+        the mask drawn over it, in one folder (``target``, a new or empty folder; default: the library's
+        artifacts folder, named by content). The object memory is built first when missing. The expression
+        is read without a model where it can be; the chat model reads what it cannot (``use_model=False``:
+        never; such an expression is refused). An expression no object fits raises a ``ToolInputError``
+        naming the objects there are."""
+        handle = video if isinstance(video, Video) else Video(video)
+        builder = self.builder()
+        memory = builder.build(handle, ["objects"], progress=progress)
+        llm: ChatModel | None = None
+        if use_model:
+            try:
+                llm = self.llm  # loaded only if the expression needs reading
+            except ModelUnavailableError as error:
+                logger.info("refer_object without a chat model: %s", error)
+        tools = ReferTools(memory, self.settings.artifacts_dir, llm,
+                           lambda stages: builder.build(handle, stages, progress=progress))
+        return tools.segment(expression, target=Path(target).expanduser() if target is not None else None)
 
     def open_knowledge(self, items: Sequence[str | Path | KnowledgeSpec]) -> list[Knowledge]:
         """Knowledge sources read and checked (tables loaded, documents embedded, both cached by content);

@@ -1,10 +1,12 @@
-"""``vidagent clip | highlight | remove | frames``: DoraemonGPT's utility tools as commands, for people
-who want the result without asking a question.
+"""``vidagent clip | highlight | remove | frames | segment``: DoraemonGPT's utility tools and referring
+object segmentation as commands, for people who want the result without asking a question.
 
 vidagent clip VIDEO START END [-o OUT]          the START-END stretch (seconds) as an mp4, with its sound
 vidagent highlight VIDEO OBJECT_ID [-o OUT]     the object's box, label and path drawn where it is seen
 vidagent remove VIDEO OBJECT_ID [-o OUT]        the video with the object painted out
 vidagent frames VIDEO START END [-o DIR] [--fps N] [--format jpg|png]   the frames as images
+vidagent segment VIDEO EXPRESSION [-o DIR] [--json] [--no-model]   the object EXPRESSION refers to ("the black
+                                                dog on the left"): its masks as PNG images, masks.json and overlay.mp4
 
 VIDEO is a video file, or the id of an indexed video (or the start of one). OUT is the mp4 to write (or a
 folder to write it into); without ``-o`` the output goes under the library's artifacts folder, named by
@@ -16,6 +18,7 @@ the object memory is built first when it is missing. The output's path is printe
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -67,6 +70,44 @@ def add_utility_parsers(sub: Any, settings_of: Callable[[argparse.Namespace], Se
     output(frames, "DIR", "the folder to write the images into (new, or empty)")
     frames.add_argument("--fps", type=float, default=1.0, help="images a second (default 1)")
     frames.add_argument("--format", choices=IMAGE_FORMATS, default="jpg", help="image format (default jpg)")
+    add_segment_parser(sub, settings_of)
+
+
+def add_segment_parser(sub: Any, settings_of: Callable[[argparse.Namespace], Settings]) -> None:
+    parser = sub.add_parser("segment", help="find the object an expression refers to and save its masks",
+                            description="Find the one object of the video's object memory that EXPRESSION refers to "
+                            "(\"the black dog\", \"the second cup from the left\", \"the person who sits down\") and "
+                            "save its mask in each sampled frame (masks/<frame>.png), masks.json and overlay.mp4 (the "
+                            "mask drawn over the video) in one folder. The object memory is built first when missing; "
+                            "the chat model reads only what the parser cannot. Without -o the folder goes under the "
+                            "library's artifacts folder, named by content (made once).")
+    parser.add_argument("video", metavar="VIDEO", help=VIDEO_HELP)
+    parser.add_argument("expression", metavar="EXPRESSION", help="words naming one object")
+    parser.add_argument("-o", "--output", metavar="DIR", default=None,
+                        help="the folder to write into (new, or empty; default: the library's artifacts folder)")
+    parser.add_argument("--json", action="store_true", help="print what was found as one JSON object, with every mask")
+    parser.add_argument("--no-model", action="store_true",
+                        help="never ask the chat model: an expression the parser cannot resolve is an error")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    parser.set_defaults(run=lambda args: _segment(args, settings_of(args)))
+
+
+def _segment(args: argparse.Namespace, settings: Settings) -> int:
+    from vidagent.session import Session
+
+    video = open_video(args.video, settings)
+    with Session(settings) as session:
+        found = session.refer_object(video, args.expression, target=args.output, use_model=not args.no_model,
+                                     progress=not args.quiet)
+    if args.json:
+        print(json.dumps(found.to_dict()))
+        return 0
+    start, end = found.edit.window
+    made = "made before" if found.edit.reused else f"in {found.edit.seconds:.1f} s"
+    print(f"{found.folder}: object {found.referent.object_id} ({found.referent.fact.category}) by the "
+          f"{found.referent.how}{', ambiguous' if found.referent.ambiguous else ''}, {len(found.masks)} masks "
+          f"({found.mask_source}) over {start:.2f}-{end:.2f} s, {made}")
+    return 0
 
 
 def open_video(given: str, settings: Settings) -> Video:

@@ -5,7 +5,8 @@ under the library's artifacts folder, named by what made it (the video's content
 settings, the object's boxes), so the same request is answered with the file made before; with a
 target (the command line's ``-o``) it goes there. ``object_track`` reads an object's sampled boxes
 from the object memory (DoraemonGPT's space-dominant memory), building it first when asked to.
-The tools (``vidagent.tools.utility``), the commands and the server's routes all edit through here.
+The tools (``vidagent.tools.utility``, ``vidagent.tools.refer``), the commands and the server's routes all edit
+through here; ``segment`` saves a referred object's masks (``vidagent.tools.object_masks``).
 
 Two requests for the same output at once (two threads of a server) make it once: the second waits for
 the first and answers with its file; a process that loses the race to another (the command beside the
@@ -28,6 +29,7 @@ import numpy as np
 
 from vidagent.errors import OutputError, ToolInputError, VideoError
 from vidagent.memory.video_memory import VideoMemory
+from vidagent.tools.object_masks import object_masks, write_segmentation
 from vidagent.video import editing
 from vidagent.video.editing import Progress
 from vidagent.video.track import Track, TrackBox
@@ -72,7 +74,7 @@ class Edit:
     """A finished edit: the file (a folder of images for frames), the window of the video it covers,
     how many frames or images it holds, and whether it was made before."""
 
-    kind: str  # clip, highlight, remove, frames
+    kind: str  # clip, highlight, remove, frames, segment
     path: Path
     window: tuple[float, float]
     count: int
@@ -81,7 +83,7 @@ class Edit:
 
     @property
     def media_type(self) -> str:
-        return "inode/directory" if self.kind == "frames" else "video/mp4"
+        return "inode/directory" if self.kind in ("frames", "segment") else "video/mp4"
 
     def artifacts(self) -> dict[str, Any]:
         """The edit as an observation's artifacts: ``file`` is its path."""
@@ -154,6 +156,26 @@ class VideoEdits:
                     editing.GROW_PIXELS], "inpaint": [editing.INPAINT_RADIUS, editing.INPAINT_SIDE]}
         return self._video_edit("remove", window, settings, target,
                                 lambda path: editing.remove_track(self.video, found.track, path, progress=progress))
+
+    def segment(self, found: ObjectTrack, about: dict[str, Any], *, target: Path | None = None,
+                progress: Progress | None = None) -> Edit:
+        """The object's mask in each frame the objects stage sampled it in (PNG images), the manifest (``about``
+        it and every mask) and the stretch it is seen in with its mask drawn over it, in one folder
+        (``vidagent.tools.object_masks``); ``target``, when given, is a new or empty folder."""
+        if not len(found.track):
+            raise ToolInputError(f"object {found.object_id} has no boxes in the object memory")
+        if target is not None and target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise OutputError(target, "something is there already: the masks go into a new or empty folder")
+        window = (found.track.first_s, min(self.video.duration_s, found.track.last_s))
+        self._check_length("segment", window)
+        path = target or self.artifacts_dir / self._name("segment", {"window": list(window), "object": found.object_id,
+                                                                    "boxes": found.digest(), "about": about}, "")
+        info = self.video.info
+        masks = object_masks(found.track, info.width, info.height, info.fps)
+        started = time.perf_counter()
+        reused = self._made_once(path, target is None, Path.is_dir, lambda: write_segmentation(
+            self.video, found.track, masks, about, path, window=window, progress=progress))
+        return Edit("segment", path, window, len(masks), reused, time.perf_counter() - started)
 
     def frames(self, start_s: float, end_s: float, fps: float = 1.0, *, image_format: str = "jpg",
                target: Path | None = None, progress: Progress | None = None) -> Edit:

@@ -11,7 +11,8 @@ soundtrack: the window's audio, re-encoded as AAC at its own rate and channels, 
 the picture. Frames are decoded in one pass from the keyframe before the window (see
 ``vidagent.video.video``).
 
-Drawing uses supervision's annotators (box, label, and the trace of the box's centre); painting out
+An object's mask drawn over the video (``overlay_track``, for a referred object) is a tint and an
+outline of its mask in each frame (its box where it has none). Drawing uses supervision's annotators (box, label, and the trace of the box's centre); painting out
 uses OpenCV's inpainting (Telea) over the object's region in each frame (its mask moved with it, or
 its box, grown a little), worked on the region's neighbourhood at most ``INPAINT_SIDE`` pixels a
 side and scaled back, so that a large object costs about what a small one does.
@@ -49,6 +50,8 @@ INPAINT_SIDE = 240  # the neighbourhood painted out is scaled down to at most th
 # 24, 25, 30, 50, 60 and their /1.001 rates exactly); MPEG-4 part 2 takes a denominator of at most 65535
 OUTPUT_CLOCK = {"libx264": Fraction(1, 90000), "mpeg4": Fraction(1, 60000)}
 IMAGE_FORMATS = ("jpg", "png")
+OVERLAY_RGB = (0, 200, 255)  # a referred object's mask is drawn over the video in this colour ...
+OVERLAY_ALPHA = 0.45  # ... this opaque
 JPEG_QUALITY = 92
 
 
@@ -101,6 +104,27 @@ def remove_track(video: Video, track: Track, target: Path, *, start_s: float = 0
         return inpaint(frame.image, covered)
 
     return _rewrite(video, start, end, target, paint, progress)
+
+
+def overlay_track(video: Video, track: Track, target: Path, *, start_s: float = 0.0, end_s: float | None = None,
+                  progress: Progress | None = None) -> Path:
+    """``video``'s ``[start_s, end_s)`` with the object of ``track`` tinted and outlined in every frame it is
+    in: its mask moved with it where it has one, else its box (``OVERLAY_ALPHA`` of ``OVERLAY_RGB``)."""
+    start, end = window(video, start_s, video.duration_s if end_s is None else end_s)
+    colour = np.array(OVERLAY_RGB, np.float32)
+
+    def tint(frame: SampledFrame) -> np.ndarray:
+        height, width = frame.image.shape[:2]
+        placed = track.place(frame.time_s, width, height)
+        if placed is None:
+            return frame.image
+        covered = placed.mask if placed.mask is not None else region(placed, width, height, fraction=0.0, pixels=0)
+        out = frame.image.copy()
+        out[covered] = (out[covered] * (1 - OVERLAY_ALPHA) + colour * OVERLAY_ALPHA).astype(np.uint8)
+        contours, _ = cv2.findContours(covered.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        return cv2.drawContours(out, contours, -1, OVERLAY_RGB, _thickness(video))
+
+    return _rewrite(video, start, end, target, tint, progress)
 
 
 def inpaint(image: np.ndarray, covered: np.ndarray) -> np.ndarray:

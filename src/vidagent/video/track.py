@@ -164,12 +164,13 @@ def decode_mask(rle: str, width: int, height: int) -> np.ndarray | None:
 
     text = rle.strip()
     counts: str | list[int] = text
-    if text.startswith("["):
+    if text.startswith("["):  # a JSON list of counts, or a compressed string that starts with "[" (a code it uses)
         try:
-            counts = [int(v) for v in json.loads(text)]
+            listed = [int(v) for v in json.loads(text)]
         except (ValueError, TypeError):
-            _log.warning("a mask that is no list of run lengths was ignored")
-            return None
+            listed = []
+        if listed and sum(listed) == width * height:
+            counts = listed
     try:
         return np.asarray(sv.rle_to_mask(counts, (width, height)), dtype=bool)
     except (ValueError, IndexError):
