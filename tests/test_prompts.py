@@ -71,6 +71,7 @@ PLACEHOLDERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("tools", "subtask_descriptions"): (), ("tools", "object_query_stopwords"): (),
     ("tools", "vqa_from_descriptions"): ("descriptions", "question"), ("tools", "vqa_from_captions"): ("captions", "question"),
     ("tools", "utility_descriptions"): (),
+    ("tools", "refer_object_choice"): ("expression", "objects"), ("tools", "refer_descriptions"): (),
 }
 
 

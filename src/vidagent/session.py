@@ -213,16 +213,14 @@ class Session:
         never; such an expression is refused). An expression no object fits raises a ``ToolInputError``
         naming the objects there are."""
         handle = video if isinstance(video, Video) else Video(video)
-        builder = self.builder()
-        memory = builder.build(handle, ["objects"], progress=progress)
+        memory = self.builder().build(handle, ["objects"], progress=progress)
         llm: ChatModel | None = None
         if use_model:
             try:
                 llm = self.llm  # loaded only if the expression needs reading
             except ModelUnavailableError as error:
                 logger.info("refer_object without a chat model: %s", error)
-        tools = ReferTools(memory, self.settings.artifacts_dir, llm,
-                           lambda stages: builder.build(handle, stages, progress=progress))
+        tools = ReferTools(memory, self.settings.artifacts_dir, llm)
         return tools.segment(expression, target=Path(target).expanduser() if target is not None else None)
 
     def open_knowledge(self, items: Sequence[str | Path | KnowledgeSpec]) -> list[Knowledge]:

@@ -234,3 +234,22 @@ def test_the_segment_command_writes_the_folder_and_prints_where(shapes_home, tmp
     assert cli_main(["segment", str(path), "the zebra", "--no-model"]) == 2
     assert capsys.readouterr().err.startswith("vidagent: error: no zebra in this video's object memory")
     assert cli_main(["segment", str(path), "the red cup", "-o", str(out)]) == 2  # a folder with files in it
+
+
+def test_a_planner_offers_refer_object_only_when_its_tools_option_names_it(shapes_home):
+    home, path, clip = shapes_home
+
+    def referrer(messages) -> str:
+        text = "\n".join(message.content for message in messages)
+        if "Action: refer_object" not in text:
+            return "Thought: find the dog\nAction: refer_object\nAction Input: the black dog"
+        return "Thought: found\nFinal Answer: object 3"
+
+    with session(home, clip, [referrer] * 3) as s:
+        answer = s.ask(path, "Cut out the black dog for me", planner="react",
+                       planner_options={"tools": "refer_object", "overview_segments": 0})
+        system = s.llm.requests[0][0].content
+    assert "- refer_object(expression: str): finds the one object" in system
+    (made,) = [step for step in answer.trace if step.kind == "observation" and step.tool == REFER_TOOL]
+    assert made.artifacts["object_id"] == BLACK_DOG and Path(made.artifacts["file"]).is_dir()
+    assert answer.text == "object 3" and any(e.start_s == 0.0 and "black dog" in e.text for e in answer.evidence)

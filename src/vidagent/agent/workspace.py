@@ -34,6 +34,7 @@ from vidagent.tools.knowledge import KnowledgeTools
 from vidagent.tools.media import Media, image_media, video_media
 from vidagent.tools.sql_agent import OBJECT_KIND, SUBTASK_KINDS, SQLTools
 from vidagent.tools.temporal import TemporalTools
+from vidagent.tools.refer import ReferTools
 from vidagent.tools.utility import UtilityTools
 from vidagent.video.image import Image
 from vidagent.video.video import Video
@@ -151,8 +152,8 @@ def withheld_tools(memory: VideoMemory) -> tuple[str, ...]:
 def _video_tools(memory: VideoMemory, resources: Resources, llm: ChatModel, queries: ReadOnlyQueries,
                  withheld: tuple[str, ...], build_objects: Callable[[], object]) -> list[Tool]:
     """Every tool over one video: VideoAgent's temporal tools, object memory and sub-task tools,
-    the tools that look at frames by time, and DoraemonGPT's utility tools (no planner offers them by
-    default: its ``tools`` option names them)."""
+    the tools that look at frames by time, and DoraemonGPT's utility tools and ``refer_object`` (no planner
+    offers them by default: its ``tools`` option names them)."""
     perception, shapes = resources.perception, resources.settings.tools
     vqa = resources.vqa(llm)
     temporal = TemporalTools(memory, perception.embedder, vqa, llm, shapes).tools()
@@ -161,7 +162,8 @@ def _video_tools(memory: VideoMemory, resources: Resources, llm: ChatModel, quer
     frames = FrameTools(memory, perception.describer, vqa, llm, shapes).tools()
     kinds = SUBTASK_KINDS if "object_memory_querying" in withheld else (OBJECT_KIND,) + SUBTASK_KINDS
     utility = UtilityTools(memory, resources.settings.artifacts_dir, sql.ensure_objects).tools()  # named only
-    return temporal + sql.tools(kinds) + frames + utility
+    refer = ReferTools(memory, resources.settings.artifacts_dir, llm, sql.ensure_objects).tools()  # named only
+    return temporal + sql.tools(kinds) + frames + utility + refer
 
 
 def _assist_kit(needs: Needs, media: Sequence[Media], resources: Resources, llm: ChatModel,

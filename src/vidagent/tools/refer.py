@@ -8,8 +8,7 @@ manifest and a video with the mask drawn over it) and returned three ways: a ``S
 library, and, as the tool's observation, the text, ``artifacts`` (the folder, the overlay video, the
 masks with their times) and evidence (the stretch the object is seen in).
 
-The object memory is built first when it is missing, and the actions stage too when the expression
-has words the parser alone cannot place (verbs) and the builder knows that stage.
+The object memory (and the actions the builder makes beside it) is built first when it is missing.
 """
 
 from __future__ import annotations
@@ -18,9 +17,9 @@ import logging
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
-from vidagent.errors import ToolInputError, VidagentError
+from vidagent.errors import ToolInputError
 from vidagent.llm.base import ChatModel
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.prompts import load_prompt
@@ -111,14 +110,15 @@ def about(video_id: str, referent: Referent) -> dict[str, Any]:
 
 @dataclass
 class ReferTools:
-    """``refer_object`` over one video's memory. ``build(stages)`` builds memory stages (the object memory,
-    and the actions stage for an expression with verbs); ``llm`` reads what the parser cannot (None:
-    such an expression is refused with what the memory holds)."""
+    """``refer_object`` over one video's memory. ``ensure_objects`` builds the object memory (with the
+    actions the builder makes beside it) when it is missing: None when it is there, else why it cannot be
+    (``SQLTools.ensure_objects``); ``llm`` reads what the parser cannot (None: such an expression is
+    refused, naming what the memory holds)."""
 
     memory: VideoMemory
     artifacts_dir: Path
     llm: ChatModel | None = None
-    build: Callable[[Sequence[str]], object] | None = None
+    ensure_objects: Callable[[], str | None] | None = None
 
     def tools(self) -> list[Tool]:
         return [Tool(REFER_TOOL, tool_description(),
@@ -135,9 +135,11 @@ class ReferTools:
             parsed = parse_expression(expression)
         except ValueError as error:
             raise ReferenceError(str(error)) from None
-        self._ensure(["objects"], "the object memory")
-        if parsed.unknown and "actions" not in self.memory.stages:
-            self._ensure(["actions"], None)  # verbs may be in it; a builder without that stage: motion words
+        if "objects" not in self.memory.stages:
+            missing = self.ensure_objects() if self.ensure_objects is not None else \
+                "this video's object memory is not built"
+            if missing:
+                raise ToolInputError(f"no object memory: {missing}")
         return resolve(parsed, ObjectFacts.load(self.memory), self.llm)
 
     def segment(self, expression: str, *, target: Path | None = None,
@@ -153,24 +155,6 @@ class ReferTools:
         _log.info("refer_object %r: object %d by the %s (%s)", expression, referent.object_id, referent.how,
                   referent.reason)
         return Segmentation(self.memory.video_id, referent, edit, tuple(masks))
-
-    def _ensure(self, stages: list[str], what: str | None) -> None:
-        if all(stage in self.memory.stages for stage in stages):
-            return
-        if self.build is None:
-            if what is not None:
-                raise ToolInputError(f"no object memory: this video's {what} is not built")
-            return
-        try:
-            self.build(stages)
-        except ValueError as error:  # a stage this builder does not know
-            if what is not None:
-                raise ToolInputError(f"cannot build {what}: {error}") from None
-            _log.info("refer_object: no %s stage (%s); verbs are read from the objects' motion", stages, error)
-        except VidagentError as error:
-            if what is not None:
-                raise ToolInputError(f"cannot build {what}: {error}") from None
-            _log.warning("refer_object: the %s stage could not be built: %s", stages, error)
 
     def _edits(self) -> VideoEdits:
         video = self.memory.video
