@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fakes import FakeClip, Scene, SceneObject, fake_settings, library_from_rows
-from vidagent.memory.actions import Action, ObjectTrack, Sighting, actions_text, object_actions
+from vidagent.memory.actions import Action, ObjectSightings, Sighting, actions_text, object_actions
 from vidagent.memory.builder import OBJECT_STAGES
 from vidagent.memory.pose_actions import pose_actions, pose_keys
 from vidagent.memory.store import Library
@@ -89,7 +89,7 @@ def test_each_object_line_says_what_it_looks_like_and_does(built):
 # -- the derivation alone ------------------------------------------------------------------------------
 
 def _track(object_id: int, category: str, boxes: list[tuple[float, float, float, float]], start_s: float = 0.0):
-    return ObjectTrack(object_id, category, tuple(Sighting(start_s + i * STEP_S, box) for i, box in enumerate(boxes)))
+    return ObjectSightings(object_id, category, tuple(Sighting(start_s + i * STEP_S, box) for i, box in enumerate(boxes)))
 
 
 def test_a_runner_runs_and_a_jittering_thing_does_nothing():
@@ -107,7 +107,7 @@ def test_a_ride_replaces_the_riders_walk():
 
 
 def test_a_gap_is_a_disappearance_and_a_return():
-    thing = ObjectTrack(3, "ball", tuple(Sighting(t, (10, 10, 20, 20)) for t in (0.0, 0.5, 1.0, 4.0, 4.5, 5.0)))
+    thing = ObjectSightings(3, "ball", tuple(Sighting(t, (10, 10, 20, 20)) for t in (0.0, 0.5, 1.0, 4.0, 4.5, 5.0)))
     found = [(a.verb, a.start_s, a.confidence) for a in trajectory_actions(thing, duration_s=5.0)]
     assert found == [("disappears", 1.0, 0.6), ("appears", 4.0, 0.6)]
 

@@ -33,7 +33,7 @@ class Sighting:
 
 
 @dataclass(frozen=True)
-class ObjectTrack:
+class ObjectSightings:
     """An object of the memory with its sightings in time order."""
 
     object_id: int
@@ -69,7 +69,7 @@ def in_order(actions: Iterable[Action]) -> list[Action]:
     return sorted(actions, key=lambda a: (a.start_s, a.object_id, a.end_s, a.verb, a.other_id or -1))
 
 
-def object_actions(tracks: Sequence[ObjectTrack], poses: Mapping[int, Sequence[tuple[float, frozenset[str]]]],
+def object_actions(tracks: Sequence[ObjectSightings], poses: Mapping[int, Sequence[tuple[float, frozenset[str]]]],
                    duration_s: float) -> list[Action]:
     """Every action the trajectories and poses show, in order (``in_order``).
 

@@ -18,7 +18,7 @@ from typing import Sequence
 import cv2
 import numpy as np
 
-from vidagent.memory.actions import CLASSIFIER, Action, ObjectTrack
+from vidagent.memory.actions import CLASSIFIER, Action, ObjectSightings
 from vidagent.perception.base import VideoClassifier
 from vidagent.video.pixels import crop_box
 from vidagent.video.video import Video
@@ -41,7 +41,7 @@ class _Window:
     times: tuple[float, ...]
 
 
-def classified_actions(video: Video, tracks: Sequence[ObjectTrack], classifier: VideoClassifier,
+def classified_actions(video: Video, tracks: Sequence[ObjectSightings], classifier: VideoClassifier,
                        segment_seconds: float) -> list[Action]:
     """The classifier's actions of every person track (module doc)."""
     windows = person_windows(tracks, segment_seconds, classifier.num_frames, video.info.width, video.info.height)
@@ -74,7 +74,7 @@ def classified_actions(video: Video, tracks: Sequence[ObjectTrack], classifier: 
     return found
 
 
-def person_windows(tracks: Sequence[ObjectTrack], segment_seconds: float, num_frames: int, width: int,
+def person_windows(tracks: Sequence[ObjectSightings], segment_seconds: float, num_frames: int, width: int,
                    height: int) -> list[_Window]:
     """The clips to classify: per person and segment with two sightings or more, in time order per person."""
     windows = []

@@ -35,7 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
-from vidagent.memory.actions import TRAJECTORY, Action, ObjectTrack, Sighting
+from vidagent.memory.actions import TRAJECTORY, Action, ObjectSightings, Sighting
 from vidagent.memory.object_summary import EDGE_S, GAP_S, GAP_STEPS
 
 MOVE_SPEED = 0.35  # object sizes per second
@@ -50,7 +50,7 @@ RIDERS = frozenset({"person", "dog", "cat"})
 EDGE_CONFIDENCE, GAP_CONFIDENCE = 0.9, 0.6
 
 
-def trajectory_actions(track: ObjectTrack, duration_s: float) -> list[Action]:
+def trajectory_actions(track: ObjectSightings, duration_s: float) -> list[Action]:
     """What one object's sightings show: its moving runs, stops and comings and goings."""
     sightings = sorted(track.sightings, key=lambda s: s.time_s)
     if not sightings:
@@ -67,7 +67,7 @@ def trajectory_actions(track: ObjectTrack, duration_s: float) -> list[Action]:
     return found
 
 
-def _visibility(track: ObjectTrack, sightings: Sequence[Sighting], duration_s: float) -> list[Action]:
+def _visibility(track: ObjectSightings, sightings: Sequence[Sighting], duration_s: float) -> list[Action]:
     come, go = ("enters", "leaves") if track.is_person else ("appears", "disappears")
     first, last = sightings[0].time_s, sightings[-1].time_s
     found = []
@@ -91,7 +91,7 @@ def _gaps(times: Sequence[float]) -> list[tuple[float, float]]:
     return [(a, b) for a, b in zip(times[:-1], times[1:]) if b - a > limit]
 
 
-def _size(track: ObjectTrack) -> float:
+def _size(track: ObjectSightings) -> float:
     """A person's median box height, a thing's median square-root area (pixels)."""
     boxes = np.array([s.box for s in track.sightings], np.float64)
     heights = np.clip(boxes[:, 3] - boxes[:, 1], 0, None)
@@ -109,7 +109,7 @@ def _side(box: Sequence[float]) -> float:
     return math.sqrt(max(box[2] - box[0], 1e-3) * max(box[3] - box[1], 1e-3))
 
 
-def speeds(track: ObjectTrack, sightings: Sequence[Sighting]) -> list[float | None]:
+def speeds(track: ObjectSightings, sightings: Sequence[Sighting]) -> list[float | None]:
     """Smoothed speed of each interval between consecutive sightings, in object sizes per second
     (None across a gap)."""
     size, limit = _size(track), _gap_limit([s.time_s for s in sightings])
@@ -132,7 +132,7 @@ def speeds(track: ObjectTrack, sightings: Sequence[Sighting]) -> list[float | No
     return smooth
 
 
-def _runs(track: ObjectTrack, sightings: Sequence[Sighting]) -> list[tuple[float, float, float, float]]:
+def _runs(track: ObjectSightings, sightings: Sequence[Sighting]) -> list[tuple[float, float, float, float]]:
     """``(start_s, end_s, median speed, seconds still after)`` of each moving run long enough."""
     interval_speeds = speeds(track, sightings)
     times = [s.time_s for s in sightings]
@@ -159,7 +159,7 @@ def _runs(track: ObjectTrack, sightings: Sequence[Sighting]) -> list[tuple[float
     return out
 
 
-def moving_together(tracks: Sequence[ObjectTrack], found: list[Action]) -> list[Action]:
+def moving_together(tracks: Sequence[ObjectSightings], found: list[Action]) -> list[Action]:
     """``found`` with the carrying and riding its moving things show (and a rider's own walks and runs
     over a ride dropped)."""
     by_id = {track.object_id: track for track in tracks}
@@ -191,7 +191,7 @@ def _overlap(a: Action, b: Action) -> float:
     return max(0.0, min(a.end_s, b.end_s) - max(a.start_s, b.start_s))
 
 
-def _together_share(thing: ObjectTrack, carrier: ObjectTrack, start_s: float, end_s: float) -> float:
+def _together_share(thing: ObjectSightings, carrier: ObjectSightings, start_s: float, end_s: float) -> float:
     """The share of the thing's sightings in ``[start_s, end_s]`` at which it sits in the carrier's
     (grown) box and moves as the carrier does."""
     at = {round(s.time_s, 3): s for s in carrier.sightings}

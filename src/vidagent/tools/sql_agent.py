@@ -9,10 +9,12 @@ memory first when it is not built yet (DoraemonGPT's task-related memory: built 
 needs it), or fails saying there is none. A result with no rows, or rows the answer says do not
 hold the answer, is a failed call ("the memory has no such information", DoraemonGPT's A.2),
 so a search planner counts it as a failure. ``object_memory_querying`` first retrieves the
-objects the question's words describe and hands them to the SQL writer: as VideoAgent does, by
-CLIP text-to-feature similarity against the objects' stored CLIP features when the memory was
-built with a CLIP appearance model (``VIDAGENT_APPEARANCE=hf``) and the session has the same one;
-otherwise by text-embedding similarity against the objects' descriptions.
+objects the question's words describe and hands them to the SQL writer, each with its line (what it
+looks like and does, stage ``descriptions``): ranked by text-embedding similarity to those lines and,
+as VideoAgent does, by CLIP text-to-feature similarity against the objects' stored CLIP features when
+the memory was built with a CLIP appearance model (``VIDAGENT_APPEARANCE=hf``) and the session has
+the same one (the mean of the two ranks). The object memory is the stages ``OBJECT_STAGES``
+(objects, their actions and lines), built together.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from vidagent.config import ToolShapes
 from vidagent.errors import MemoryStoreError, QueryRefusedError
 from vidagent.llm.base import ChatModel, Message
+from vidagent.memory.builder import OBJECT_STAGES
 from vidagent.memory.sql import QueryResult, ReadOnlyDatabase, ReadOnlyQueries
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import AppearanceModel, TextEmbedder, TextSearchableAppearance
@@ -41,12 +44,13 @@ OBJECT_KIND = "object"
 KNOWLEDGE_KIND = "knowledge"  # a user's tables (DoraemonGPT's symbolic knowledge), not a video's memory
 # columns holding a detector's fixed words (class names, colours, motion); every other text cell may
 # hold words read or heard in the video and is quoted as video text
-LABEL_COLUMNS = frozenset({"category", "appearance", "motion"})
+LABEL_COLUMNS = frozenset({"category", "appearance", "motion", "verb", "source", "line"})
 # Statements start with one of these; writing ones are extracted too so the read-only guard refuses
 # them with a precise message for the retry.
 _SQL_START = re.compile(r"\b(SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|DROP|CREATE|ALTER|ATTACH|PRAGMA)\b")
-# the tables of the "objects" stage: SQL naming one needs the object memory built
-OBJECT_TABLES = re.compile(r"\b(objects|object_segments|detections|tracks)\b", re.IGNORECASE)
+# the tables of the object memory (OBJECT_STAGES): SQL naming one needs the object memory built
+OBJECT_TABLES = re.compile(r"\b(objects|object_segments|detections|tracks|actions|object_descriptions)\b",
+                           re.IGNORECASE)
 # how the answer prompt (sql_answer) says the rows do not hold the answer
 NO_INFORMATION = re.compile(r"\W*no such information\b", re.IGNORECASE)
 
@@ -193,7 +197,7 @@ class SQLTools:
 
     def ensure_objects(self) -> str | None:
         """Build the object memory if it is not built yet; None when it is there, else why it cannot be."""
-        if "objects" in self.memory.stages:
+        if set(OBJECT_STAGES) <= set(self.memory.stages):
             return None
         if self.build_objects is None:
             return "this video's object memory is not built"
@@ -226,14 +230,18 @@ class SQLTools:
         if not objects:
             return "The object memory holds no objects (nothing was detected).\n"
         words = object_query(question)
-        scores = self._feature_scores(words, [o.object_id for o in objects])
-        if scores is None:
-            query = self.embedder.embed_queries([words])[0]
-            scores = np.stack([o.embedding for o in objects]) @ np.asarray(query, np.float32)
+        described = {row[0]: (row[1], np.frombuffer(row[2], np.float32)) for row in self.queries.run(
+            "SELECT object_id, line, embedding FROM object_descriptions").rows}
+        texts = [described.get(o.object_id, (o.description, o.embedding)) for o in objects]
+        query = np.asarray(self.embedder.embed_queries([words])[0], np.float32)
+        rank = _ranks(np.stack([vector for _, vector in texts]) @ query)
+        clip = self._feature_scores(words, [o.object_id for o in objects])
+        if clip is not None:
+            rank = (rank + _ranks(clip)) / 2
         named = {o.object_id for o in objects if re.search(rf"\b{re.escape(o.category)}s?\b", question, re.I)}
-        ranked = sorted(range(len(objects)), key=lambda i: (objects[i].object_id not in named, -scores[i]))
-        lines = [f"object {objects[i].object_id}: {objects[i].category}, {objects[i].description} "
-                 f"({objects[i].first_s:.1f}-{objects[i].last_s:.1f} s)" for i in ranked[:self.shapes.candidate_objects]]
+        ranked = sorted(range(len(objects)), key=lambda i: (objects[i].object_id not in named, rank[i]))
+        lines = [f"object {objects[i].object_id}: {texts[i][0]} ({objects[i].first_s:.1f}-{objects[i].last_s:.1f} s)"
+                 for i in ranked[:self.shapes.candidate_objects]]
         return "Objects most related to the question:\n" + "\n".join(lines) + "\n"
 
     def _feature_scores(self, words: str, object_ids: Sequence[int]) -> np.ndarray | None:
@@ -253,6 +261,14 @@ class SQLTools:
             norm = float(np.linalg.norm(feature))
             scores.append(float(feature @ text) / norm if norm else -1.0)
         return np.asarray(scores, np.float32)
+
+
+def _ranks(scores: np.ndarray) -> np.ndarray:
+    """Each score's rank, 0 for the highest (ties keep their order)."""
+    order = np.argsort(-np.asarray(scores, np.float64), kind="stable")
+    ranks = np.empty(len(order), np.float64)
+    ranks[order] = np.arange(len(order))
+    return ranks
 
 
 def quoted_cells(result: QueryResult) -> QueryResult:

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import supervision as sv
 
-from vidagent.memory.actions import Action, ObjectTrack, Sighting, in_order, object_actions
+from vidagent.memory.actions import Action, ObjectSightings, Sighting, in_order, object_actions
 from vidagent.memory.classified_actions import classified_actions
 from vidagent.memory.pose_actions import pose_keys
 from vidagent.memory.stages.base import Rows
@@ -68,7 +68,7 @@ class ActionsStage:
         return {"actions": [action.row(i) for i, action in enumerate(ordered)]}
 
 
-def object_tracks(library: Library, video_id: str) -> list[ObjectTrack]:
+def object_tracks(library: Library, video_id: str) -> list[ObjectSightings]:
     """Every object of the memory with its sightings (one per sampled time: the likeliest detection)."""
     categories = dict(library.rows("SELECT object_id, category FROM objects WHERE video_id=?", (video_id,)))
     rows = library.rows(
@@ -77,11 +77,11 @@ def object_tracks(library: Library, video_id: str) -> list[ObjectTrack]:
     sightings: dict[int, dict[float, Sighting]] = defaultdict(dict)
     for object_id, time_s, x1, y1, x2, y2 in rows:
         sightings[object_id].setdefault(time_s, Sighting(time_s, (x1, y1, x2, y2)))
-    return [ObjectTrack(object_id, categories.get(object_id, "object"), tuple(sightings[object_id].values()))
+    return [ObjectSightings(object_id, categories.get(object_id, "object"), tuple(sightings[object_id].values()))
             for object_id in sorted(sightings)]
 
 
-def person_poses(library: Library, video_id: str, tracks: Sequence[ObjectTrack], width: int,
+def person_poses(library: Library, video_id: str, tracks: Sequence[ObjectSightings], width: int,
                  height: int) -> dict[int, list[tuple[float, frozenset[str]]]]:
     """The pose keys of each person object over time, from the pose words of the stored frames."""
     people = [track for track in tracks if track.is_person]
@@ -106,7 +106,7 @@ def person_poses(library: Library, video_id: str, tracks: Sequence[ObjectTrack],
     return dict(poses)
 
 
-def _matching_person(people: Sequence[ObjectTrack], time_s: float, box: tuple[float, float, float, float],
+def _matching_person(people: Sequence[ObjectSightings], time_s: float, box: tuple[float, float, float, float],
                      taken: set[int]) -> int | None:
     best, best_iou = None, POSE_MATCH_IOU
     for person in people:
