@@ -102,7 +102,8 @@ def write(path: Path, fps: int = 10) -> Path:
 
 
 class ColourDetector:
-    """``ObjectDetector`` that finds each shape by its colour (within ``tolerance`` per channel)."""
+    """``ObjectDetector`` that finds each shape by its colour (within ``tolerance`` per channel): the box
+    of the largest patch of its colour, which is the shape (the background has specks of every colour)."""
 
     name = "shape-colours"
 
@@ -115,11 +116,15 @@ class ColourDetector:
             boxes, labels = [], []
             for shape in SHAPES:
                 near = (np.abs(image.astype(np.int16) - np.array(shape.rgb)) <= self.tolerance).all(axis=2)
-                near = cv2.morphologyEx(near.astype(np.uint8), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8)) > 0
-                if near.sum() < 30:
+                near = cv2.morphologyEx(near.astype(np.uint8), cv2.MORPH_OPEN, np.ones((5, 5), np.uint8))
+                count, _, stats, _ = cv2.connectedComponentsWithStats(near)
+                if count < 2:
                     continue
-                rows, cols = np.flatnonzero(near.any(axis=1)), np.flatnonzero(near.any(axis=0))
-                boxes.append((cols[0], rows[0], cols[-1] + 1, rows[-1] + 1))
+                best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))  # the shape; specks of background go
+                x, y, w, h, area = stats[best]
+                if area < 30:
+                    continue
+                boxes.append((x, y, x + w, y + h))
                 labels.append(shape.label)
             out.append(make_detections(np.array(boxes, np.float32).reshape(-1, 4), [0.9] * len(labels),
                                        [COCO_LABELS.index(label) for label in labels], labels))

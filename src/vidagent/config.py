@@ -76,11 +76,13 @@ class BackendSettings:
     appearance: str | None = None  # re-ID features (default: colour histograms); e.g. "hf" = CLIP+DINOv2
     grounding: str | None = None  # PEIL's object_detect/region_ground by query (default: none, COCO labels)
     video_classifier: str | None = None  # actions of people by a Kinetics video classifier (default: none)
+    # objects' masks (default: the offline person model + GrabCut); "grabcut" (GrabCut for all), "hf" = SAM, "none"
+    segmenter: str | None = None
 
 
 # Backends added after evaluation runs were kept: named in a run's identity only when set, so the runs made
 # before each existed (without it) keep their digest.
-LATER_BACKENDS = frozenset({"video_classifier"})
+LATER_BACKENDS = frozenset({"video_classifier", "segmenter"})
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,8 @@ class Settings:
         built ahead) or ``all`` (always, for planners whose tools read it).
         ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``,
         ``VIDAGENT_GROUNDING`` (an open-vocabulary detector, e.g. ``hf`` = Grounding DINO),
-        ``VIDAGENT_VIDEO_CLASSIFIER`` (people's actions, e.g. ``hf`` = VideoMAE on Kinetics): backend specs.
+        ``VIDAGENT_VIDEO_CLASSIFIER`` (people's actions, e.g. ``hf`` = VideoMAE on Kinetics),
+        ``VIDAGENT_SEGMENTER`` (objects' masks: ``hf`` = SAM, ``grabcut``, or ``none`` for no masks): backend specs.
         ``VIDAGENT_WEB_SEARCH``: a SearxNG-style JSON search endpoint (``--knowledge web`` searches it);
         ``VIDAGENT_KNOWLEDGE_MAX_MIB``: the largest knowledge file read (default 256).
         """
@@ -270,6 +273,6 @@ class Settings:
             llm = replace(llm, threads=max(1, int(env["VIDAGENT_LLM_THREADS"])))
         if env.get("VIDAGENT_LLM_CACHE") == "0":
             llm = replace(llm, cache=False)
-        roles = ("captioner", "vqa", "detector", "appearance", "grounding", "video_classifier")
+        roles = ("captioner", "vqa", "detector", "appearance", "grounding", "video_classifier", "segmenter")
         backends = BackendSettings(**{role: env.get(f"VIDAGENT_{role.upper()}") or None for role in roles})
         return replace(settings, llm=llm, backends=backends)

@@ -134,3 +134,14 @@ def test_the_selfie_model_masks_the_woman_in_a_real_frame() -> None:
         x1, y1, x2, y2 = mask_box(mask)
         assert x2 - x1 > 0.6 * (box[2] - box[0]) and y2 - y1 > 0.8 * (box[3] - box[1])  # head to feet
         assert segmenter.timings.per_person_ms()["wall_ms"] < 1000
+
+
+def test_the_setting_names_the_segmenter(tmp_path) -> None:
+    from vidagent.perception.hf.segmenter import HFSegmenter
+    from vidagent.perception.segmenter import build_segmenter
+
+    assert build_segmenter("none", tmp_path) is None
+    assert build_segmenter(" GrabCut ", tmp_path).name == "grabcut?max_side=128&iterations=3"
+    assert build_segmenter(None, tmp_path).name == "grabcut?max_side=128&iterations=3"  # no person model there
+    sam = build_segmenter("hf:facebook/sam-vit-base?batch_size=8", tmp_path)  # nothing is loaded yet
+    assert isinstance(sam, HFSegmenter) and sam.batch_size == 8

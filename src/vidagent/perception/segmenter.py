@@ -10,12 +10,15 @@ keeps almost nothing of it, gets the box itself as its mask: a box is a better g
 ``OfflineSegmenter`` routes people to a person segmenter (``vidagent.perception.selfie``: MediaPipe's selfie
 segmentation from the npm package the detector comes from) when one is given, and everything else, and
 any person it finds nothing in, to GrabCut.
+
+``build_segmenter`` makes the segmenter a setting names (``BackendSettings.segmenter``).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 from typing import Sequence
 
 import cv2
@@ -41,6 +44,7 @@ MIN_MODEL_SIDE = 6  # boxes thinner than this (in GrabCut's shrunk pixels) keep 
 # A mask covering less of its box than this is taken for a failed cut (a thin bat on a busy background).
 MIN_FILL = 0.05
 PERSON_LABELS = frozenset({"person"})
+NO_MASKS, GRABCUT = "none", "grabcut"  # the settings that turn masks off, and that use GrabCut for people too
 
 
 class GrabCutSegmenter:
@@ -158,3 +162,28 @@ class OfflineSegmenter:
         close = getattr(self.person, "close", None)
         if callable(close):
             close()
+
+
+def build_segmenter(spec: str | None, models_dir: Path) -> Segmenter | None:
+    """The segmenter ``spec`` names: None (the default) the offline one, with the person model where it is
+    installed; ``"grabcut"`` GrabCut for everything; ``"none"`` no masks (None); ``hf[:MODEL][?...]`` a
+    Segment Anything model (``vidagent.perception.hf.segmenter``). Nothing is loaded here."""
+    text = (spec or "").strip()
+    if text.lower() == NO_MASKS:
+        return None
+    if text.lower() == GRABCUT:
+        return OfflineSegmenter(GrabCutSegmenter())
+    if text:
+        from vidagent.perception.hf import build_backend
+
+        segmenter: Segmenter = build_backend("segmenter", text)
+        return segmenter
+    from vidagent.perception.node_assets import selfie_assets_installed
+
+    if not selfie_assets_installed(models_dir):
+        log.info("the person segmentation model is not installed in %s (`vidagent models install centernet` "
+                 "installs it): people's masks are GrabCut's", models_dir)
+        return OfflineSegmenter(GrabCutSegmenter())
+    from vidagent.perception.selfie import SelfieSegmenter
+
+    return OfflineSegmenter(GrabCutSegmenter(), SelfieSegmenter(models_dir))

@@ -9,7 +9,7 @@ from typing import Callable
 from vidagent.config import BackendSettings, Settings
 from vidagent.perception.base import (AppearanceModel, FrameDescriber, ImageClassifier, ObjectDetector,
                                       OpenVocabularyDetector, PoseEstimator, SpeechToText, TextEmbedder, TextReader, Tracker,
-                                      VideoClassifier)
+                                      Segmenter, VideoClassifier)
 
 
 @dataclass
@@ -21,7 +21,9 @@ class Perception:
     ``classifier`` (ImageNet labels) is there when ``settings.perception`` names "imagenet";
     ``grounder`` (an open-vocabulary detector) when ``settings.backends.grounding`` names one;
     ``captioner`` (the captioning model alone, for object crops) when ``settings.backends.captioner`` names
-    one; ``video_classifier`` (people's actions) when ``settings.backends.video_classifier`` names one.
+    one; ``video_classifier`` (people's actions) when ``settings.backends.video_classifier`` names one;
+    ``segmenter`` (objects' masks) unless ``settings.backends.segmenter`` is "none"
+    (``vidagent.perception.segmenter.build_segmenter``).
     """
 
     describer: FrameDescriber
@@ -36,6 +38,7 @@ class Perception:
     grounder: OpenVocabularyDetector | None = None
     captioner: FrameDescriber | None = None
     video_classifier: VideoClassifier | None = None
+    segmenter: Segmenter | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Perception":
@@ -56,6 +59,7 @@ class Perception:
         from vidagent.perception.caching import CachingDetector
         from vidagent.perception.describer import CaptionWithText, DetectorDescriber
         from vidagent.perception.ocr import RapidTextReader
+        from vidagent.perception.segmenter import build_segmenter
         from vidagent.perception.speech import WhisperSpeechToText
         from vidagent.perception.tracking import ByteTracker
 
@@ -112,12 +116,14 @@ class Perception:
         return cls(describer=describer, speech=WhisperSpeechToText(), embedder=text_embedder(settings),
                    detector=detector, appearance=appearance, new_tracker=ByteTracker,
                    tracker_name=ByteTracker.NAME, reader=reader, classifier=classifier, grounder=grounder,
-                   captioner=captioner, video_classifier=video_classifier)
+                   captioner=captioner, video_classifier=video_classifier,
+                   segmenter=build_segmenter(wanted.segmenter, settings.models_dir))
 
     def close(self) -> None:
         """Stop worker processes held by the models (the detector's Node worker)."""
         seen: set[int] = set()
-        for model in (self.describer, self.detector, self.speech, self.embedder, self.appearance, self.reader):
+        for model in (self.describer, self.detector, self.speech, self.embedder, self.appearance, self.reader,
+                      self.segmenter):
             close = getattr(model, "close", None)
             if callable(close) and id(model) not in seen:
                 seen.add(id(model))

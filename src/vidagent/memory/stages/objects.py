@@ -2,14 +2,15 @@
 
 Frames sampled at ``Settings.object_fps`` go through the detector; every detection's crop gets
 appearance features, a colour word and, with an image classifier on, its ImageNet kind when the
-classifier is sure (per frame, checkpointed). When all frames are done the
-tracker links detections into tracks, tracks are re-identified into objects with VideoAgent's
-grouping algorithm, and each object gets a trajectory, the segments it appears in, an appearance
-and a motion description (the appearance names the kind most of its sightings were guessed as), and
+classifier is sure, and with a segmenter (the offline one by default) its mask (per frame, checkpointed:
+COCO run-length text over the sampled frame, scaled to the displayed video's pixels when the rows are
+written to ``detections.mask``). When all frames are done the tracker links detections into tracks,
+tracks are re-identified into objects with VideoAgent's grouping algorithm, and each object gets a
+trajectory, the segments it appears in, an appearance and a motion description (the appearance names the kind most of its sightings were guessed as), and
 a text embedding of those for open-vocabulary retrieval.
 
 Detections stay ``sv.Detections`` throughout: the stage adds its measurements to each frame's
-``data`` (``colour``, ``kind``, ``feature``), the tracker adds ``tracker_id``, and all frames are
+``data`` (``colour``, ``kind``, ``feature``, ``mask``), the tracker adds ``tracker_id``, and all frames are
 merged into one (with ``time_s`` and boxes in the video's display pixels) that the rows are read
 from. Only the per-frame checkpoint is JSON (``_checkpoint``/``_from_checkpoint``; its format is
 what it was, so stored checkpoints and the stage's config hash stay valid).
@@ -23,6 +24,7 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
+import cv2
 import numpy as np
 import supervision as sv
 
@@ -33,6 +35,7 @@ from vidagent.memory.stages.base import Rows
 from vidagent.memory.store import Library
 from vidagent.perception.colour import central_region, colour_name
 from vidagent.perception.detections import CLASS_NAME, class_names, make_detections, with_data
+from vidagent.perception.masks import decode_mask, encode_mask
 from vidagent.perception.object_kind import kind_note, square_crop
 from vidagent.perception.suite import Perception
 from vidagent.video.change import ChangeLimits
@@ -51,7 +54,7 @@ MIN_CROP_PIXELS = 8  # crops thinner than this get no features (their row is zer
 # labelled "person" for one frame): it becomes an object only when the detector was this sure.
 MIN_SINGLE_SIGHTING_SCORE = 0.6
 # What the stage adds to each detection's ``data`` (beside supervision's "class_name").
-COLOUR, KIND, FEATURE, TIME = "colour", "kind", "feature", "time_s"
+COLOUR, KIND, FEATURE, TIME, MASK = "colour", "kind", "feature", "time_s", "mask"
 
 
 class ObjectsStage:
@@ -77,6 +80,7 @@ class ObjectsStage:
             "segment_seconds": self.settings.segment_seconds,
             **({"reuse_near_duplicates": self.reuse.config()} if self.reuse else {}),
             **({"classifier": self.perception.classifier.name} if self.perception.classifier else {}),
+            **({"segmenter": self.perception.segmenter.name} if self.perception.segmenter else {}),
         }
 
     def sampling_fps(self, video: Video) -> float:
@@ -102,8 +106,19 @@ class ObjectsStage:
             features[usable] = self.perception.appearance.features([crops[i] for i in usable])
         colours = [colour_name(central_region(image, box).reshape(-1, 3)) for box in detections.xyxy]
         kinds = self._kinds(image, detections)
+        masks = self._masks(image, detections)
         return with_data(detections, **{FEATURE: features, COLOUR: np.asarray(colours, dtype=str),
-                                        **({KIND: np.asarray(kinds, dtype=str)} if kinds is not None else {})})
+                                        **({KIND: np.asarray(kinds, dtype=str)} if kinds is not None else {}),
+                                        **({MASK: np.asarray(masks, dtype=object)} if masks is not None else {})})
+
+    def _masks(self, image: np.ndarray, detections: sv.Detections) -> list[str] | None:
+        """Each detection's mask as run-length text over ``image``, or None without a segmenter."""
+        segmenter = self.perception.segmenter
+        if segmenter is None:
+            return None
+        if not len(detections):
+            return []
+        return [encode_mask(mask) for mask in segmenter.segment(image, detections.xyxy, class_names(detections))]
 
     def _kinds(self, image: np.ndarray, detections: sv.Detections) -> list[str] | None:
         """Each detection's ImageNet kind ("" where unsure), or None without a classifier."""
@@ -130,6 +145,7 @@ class ObjectsStage:
         object_of_track = {track: object_id for object_id, group in enumerate(groups) for track in group}
         segment_ends = [segment.end_s for segment in video.segments(self.settings.segment_seconds)]
         width, height = video.info.width, video.info.height
+        masks = seen.data.get(MASK)
 
         detection_rows = []
         for i, (box, track) in enumerate(zip(seen.xyxy, seen.tracker_id)):
@@ -139,7 +155,8 @@ class ObjectsStage:
             detection_rows.append((
                 i, time_s, _segment_at(segment_ends, time_s), categories[i], scores[i], x1, y1, x2, y2,
                 round((x1 + x2) / 2 / width, 4), round((y1 + y2) / 2 / height, 4),
-                round((x2 - x1) * (y2 - y1) / (width * height), 5), track_id, object_id, None,
+                round((x2 - x1) * (y2 - y1) / (width * height), 5), track_id, object_id,
+                (str(masks[i]) or None) if masks is not None else None,
             ))
 
         track_rows = []
@@ -187,6 +204,10 @@ class ObjectsStage:
             detections = _from_checkpoint(results[time_s], dim)
             tracked = tracker.update(detections, float(time_s))  # empty frames too: lost tracks age
             frame_w, frame_h = results[time_s]["size"]
+            if MASK in tracked.data:
+                tracked = with_data(tracked, **{MASK: np.asarray(
+                    [_scaled_mask(str(rle), (frame_w, frame_h), (video.info.width, video.info.height))
+                     for rle in tracked.data[MASK]], dtype=object)})
             scale_x, scale_y = video.info.width / frame_w, video.info.height / frame_h
             display = np.array([[round(float(x1) * scale_x, 1), round(float(y1) * scale_y, 1),
                                  round(float(x2) * scale_x, 1), round(float(y2) * scale_y, 1)]
@@ -224,6 +245,7 @@ def _checkpoint(detections: sv.Detections, image: np.ndarray) -> dict[str, Any]:
         "labels": class_names(detections),
         "colours": [str(c) for c in detections.data[COLOUR]],
         "features": base64.b64encode(detections.data[FEATURE].astype(np.float16).tobytes()).decode("ascii"),
+        **({"masks": [str(m) for m in detections.data[MASK]]} if MASK in detections.data else {}),
     }
 
 
@@ -231,11 +253,22 @@ def _from_checkpoint(result: Mapping[str, Any], dim: int) -> sv.Detections:
     """The detections of one checkpointed frame (``_checkpoint``), with their colours, kinds and features."""
     count = len(result["labels"])
     features = np.frombuffer(base64.b64decode(result["features"]), np.float16).astype(np.float32)
+    masks = result.get("masks")
     return make_detections(result["boxes"], result["scores"], result["class_ids"], result["labels"], data={
         COLOUR: np.asarray(result["colours"], dtype=str).reshape(count),
         KIND: np.asarray(result.get("kinds") or [""] * count, dtype=str).reshape(count),
         FEATURE: features.reshape(count, dim),
+        **({MASK: np.asarray(masks, dtype=object).reshape(count)} if masks is not None else {}),
     })
+
+
+def _scaled_mask(rle: str, frame_size: tuple[int, int], display_size: tuple[int, int]) -> str:
+    """A mask over the sampled frame (``frame_size`` width, height) as one over the displayed video."""
+    if not rle or tuple(frame_size) == tuple(display_size):
+        return rle
+    mask = decode_mask(rle, *frame_size).astype(np.uint8) * 255
+    scaled = cv2.resize(mask, tuple(display_size), interpolation=cv2.INTER_LINEAR)
+    return encode_mask(scaled > 127)
 
 
 def _merge(frames: Sequence[sv.Detections], dim: int) -> sv.Detections:
