@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fakes import FakeClip, Scene, SceneObject, fake_settings, library_from_rows
@@ -132,3 +134,12 @@ def test_actions_read_as_words():
 
 def test_no_objects_no_actions():
     assert object_actions([], {}, duration_s=5.0) == []
+
+
+def test_the_video_classifier_setting_leaves_earlier_runs_identities_alone():
+    from vidagent.config import BackendSettings, Settings
+
+    plain = Settings()
+    assert "video_classifier" not in plain.answer_settings()["backends"]  # as before the setting existed
+    classified = replace(plain, backends=BackendSettings(video_classifier="hf"))
+    assert classified.answer_settings()["backends"]["video_classifier"] == "hf"
