@@ -143,3 +143,39 @@ def test_the_video_classifier_setting_leaves_earlier_runs_identities_alone():
     assert "video_classifier" not in plain.answer_settings()["backends"]  # as before the setting existed
     classified = replace(plain, backends=BackendSettings(video_classifier="hf"))
     assert classified.answer_settings()["backends"]["video_classifier"] == "hf"
+
+
+class _CropCaptioner:
+    """A captioner that says what colour the crop it is given mostly is (a test double of a captioning model)."""
+
+    name = "crop-colour-captioner"
+    label = ""
+    memory_note = "captions of crops"
+
+    def describe(self, images):
+        from vidagent.perception.base import FrameDescription
+
+        said = []
+        for image in images:
+            r, g, b = (float(v) for v in image.reshape(-1, 3).mean(axis=0))
+            colour = max((r, "a reddish thing"), (g, "a greenish thing"), (b, "a bluish thing"))[1]
+            said.append(FrameDescription(caption=colour, size=(image.shape[1], image.shape[0])))
+        return said
+
+
+def test_a_configured_captioner_captions_each_objects_best_crop(tmp_path):
+    from fakes import scripted_perception
+
+    clip = _shapes_clip()
+    perception = replace(scripted_perception(clip), captioner=_CropCaptioner())
+    video = library_from_rows(tmp_path / "library.sqlite", [clip], ["objects"], perception=perception,
+                              settings=fake_settings(tmp_path, library=tmp_path / "library.sqlite"))[clip.name]
+    with Library(tmp_path / "library.sqlite") as library:
+        captions = dict(library.rows(
+            """SELECT o.category, d.caption FROM object_descriptions d JOIN objects o USING (video_id, object_id)
+               WHERE d.video_id=?""", (video.content_hash,)))
+        best = dict(library.rows("""SELECT o.category, d.best_s FROM object_descriptions d
+                                    JOIN objects o USING (video_id, object_id) WHERE d.video_id=?""",
+                                 (video.content_hash,)))
+    assert captions["car"] == "a reddish thing" and captions["person"] == "a bluish thing"
+    assert 1.0 <= best["person"] <= 5.5 and best["dog"] <= 3.5  # a sighting of its own
