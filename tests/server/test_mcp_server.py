@@ -21,7 +21,7 @@ from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, video_path
 from fakes import scripted_perception
 from serve_helpers import copy_home, running_server, tagged_llm
 
-TOOLS = {"list_videos", "index_video", "ask_video", "query_video_memory"}
+TOOLS = {"list_videos", "index_video", "ask_video", "query_video_memory", "segment_object"}
 
 
 def run(coroutine):

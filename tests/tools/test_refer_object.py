@@ -27,61 +27,27 @@ from vidagent.video import editing
 from vidagent.video.video import Video
 
 from fakes import ScriptedLLM
-from fakes.library import build_home, fake_settings
-from fakes.perception import FakeClip, Scene, SceneObject, scripted_perception
+from fakes.library import fake_settings
+from fakes.perception import FakeClip, scripted_perception
+from fakes.shapes import (BLACK_DOG, BLUE, BLUE_CUP, GREEN_CUP, PERSON, RED, RED_CUP, SCENES, SIZE, WHITE_DOG,
+                          build_shapes_home, truth)
 
-RED, BLUE, GREEN = (220, 30, 30), (30, 60, 220), (30, 180, 40)
-BLACK, WHITE, YELLOW = (15, 15, 15), (245, 245, 245), (235, 210, 20)
-SIZE = (320, 240)
-SCENES = 8  # of half a second each: the objects stage samples every scene once
-RED_CUP, BLUE_CUP, GREEN_CUP, BLACK_DOG, WHITE_DOG, PERSON = range(6)  # the object ids, in the order drawn
-
-
-def shapes(index: int) -> tuple[SceneObject, ...]:
-    """Scene ``index``: three cups along the top (the red and blue move right, the green down), a small black dog
-    running right along the bottom, a large white dog standing still, and a yellow person on the right."""
-    dx = 0.02 * index
-    return (SceneObject("cup", (0.05 + dx, 0.1, 0.2 + dx, 0.3), colour=RED),
-            SceneObject("cup", (0.4 + dx, 0.1, 0.55 + dx, 0.3), colour=BLUE),
-            SceneObject("cup", (0.75, 0.05 + dx, 0.88, 0.25 + dx), colour=GREEN),
-            SceneObject("dog", (0.05 + 2 * dx, 0.6, 0.25 + 2 * dx, 0.85), colour=BLACK),
-            SceneObject("dog", (0.45, 0.45, 0.8, 0.95), colour=WHITE),
-            SceneObject("person", (0.88, 0.35, 0.97, 0.95), colour=YELLOW))
 
 
 @pytest.fixture(scope="module")
 def shapes_home(tmp_path_factory) -> tuple[Path, Path, FakeClip]:
-    """A home whose library holds the object memory of the shapes clip; the person sits down at 2 s (an actions
-    row, as the actions stage writes them)."""
+    """A home whose library holds the object memory of the shapes clip (``fakes.shapes``)."""
     home = tmp_path_factory.mktemp("refer") / "home"
-    clip = FakeClip("shapes", [Scene("cups, dogs and a person", seconds=0.5, objects=shapes(i)) for i in range(SCENES)],
-                    size=SIZE)
-    path = build_home(home, [clip], ["objects"])["shapes"]
+    path, clip = build_shapes_home(home)
     with Library(fake_settings(home).library_path) as library:
-        video_id = Video(path).content_hash
-        assert [(o.object_id, o.category, o.appearance.split(",")[0]) for o in library.objects(video_id)] == [
-            (RED_CUP, "cup", "red cup"), (BLUE_CUP, "cup", "blue cup"), (GREEN_CUP, "cup", "green cup"),
-            (BLACK_DOG, "dog", "black dog"), (WHITE_DOG, "dog", "white dog"), (PERSON, "person", "yellow person")]
-        built = library.rows("SELECT config FROM stages WHERE video_id=? AND stage='actions'", (video_id,))
-        config = json.loads(built[0][0]) if built else {"written by": "this test"}  # the stage's own: not rebuilt
-        library.write_stage(video_id, "actions", config, {"actions": [
-            (0, PERSON, "sits down", 2.0, 2.0, "pose", 0.9, None), (1, BLACK_DOG, "runs", 0.0, 3.5, "trajectory", 0.8, None),
-            (2, BLACK_DOG, "carries", 0.5, 1.5, "trajectory", 0.6, RED_CUP)]}, 0.01)
+        assert [(o.object_id, o.category, o.appearance.split(",")[0]) for o in library.objects(Video(path).content_hash)] \
+            == [(RED_CUP, "cup", "red cup"), (BLUE_CUP, "cup", "blue cup"), (GREEN_CUP, "cup", "green cup"),
+                (BLACK_DOG, "dog", "black dog"), (WHITE_DOG, "dog", "white dog"), (PERSON, "person", "yellow person")]
     return home, path, clip
 
 
 def session(home: Path, clip: FakeClip, replies=()) -> Session:
     return Session(fake_settings(home), llm=ScriptedLLM(list(replies)), perception=scripted_perception(clip))
-
-
-def truth(clip: FakeClip, object_index: int, time_s: float) -> np.ndarray:
-    """Where object ``object_index`` is drawn in the frame shown at ``time_s``."""
-    width, height = SIZE
-    scene = clip.scenes[clip.scene_index_at(time_s)]
-    x1, y1, x2, y2 = scene.objects[object_index].box
-    mask = np.zeros((height, width), bool)
-    mask[int(y1 * height):int(y2 * height), int(x1 * width):int(x2 * width)] = True
-    return mask
 
 
 # -- the parser ------------------------------------------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 ``GET /api/videos/{id}/edits/clip?start=&end=``, ``.../edits/highlight?object_id=``,
 ``.../edits/remove?object_id=`` and ``.../edits/frames?start=&end=&fps=`` answer with the file (frames
-as a zip of the images); ``GET /api/artifacts/{name}`` with any file an edit or an answer's tool made
+as a zip of the images); ``GET /api/videos/{id}/refer?expression=`` resolves a referring expression to an
+object and answers with its masks as JSON (``refer_object``), its PNG masks, manifest and overlay video
+kept as a folder (``/api/artifacts/segment-...`` as a zip, ``.../overlay.mp4`` and ``.../masks.json`` alone);
+``GET /api/artifacts/{name}`` with any file an edit or an answer's tool made
 (the links an answer's steps carry in ``artifacts["file"]``). Every edit is kept in the library's
 artifacts folder, named by content, so asking again costs nothing, and two identical requests at once
 make it once (``VideoEdits``).
@@ -30,7 +33,7 @@ import threading
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
@@ -41,13 +44,18 @@ from vidagent.memory.builder import MemoryBuilder
 from vidagent.server.errors import (EditTooLongError, NotFoundError, RequestError, StorageError,
                                     TooManyEditsError)
 from vidagent.server.lane import ModelLane
+from vidagent.llm.base import ChatModel
 from vidagent.tools.edits import EditTooLong, ObjectTrack, VideoEdits, object_track
+from vidagent.tools.object_masks import MANIFEST, OVERLAY
+from vidagent.tools.refer import ReferTools, Segmentation
+from vidagent.tools.referent import Referent
 from vidagent.video.video import Video, error_reason
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 # what an edit's file is called in the artifacts folder (tools/edits.py names them); nothing else is served
-ARTIFACT_NAME = re.compile(r"^(clip|highlight|remove|frames)-[0-9a-f]{12}-[0-9a-f]{16}(\.mp4|\.zip)?$")
+ARTIFACT_NAME = re.compile(r"^(clip|highlight|remove|frames|segment)-[0-9a-f]{12}-[0-9a-f]{16}(\.mp4|\.zip)?$")
+SEGMENT_PARTS = {OVERLAY: "video/mp4", MANIFEST: "application/json"}  # a segmentation folder's files served alone
 
 
 class ServerEdits:
@@ -56,8 +64,9 @@ class ServerEdits:
 
     def __init__(self, artifacts_dir: Path, lane: ModelLane, handle: Callable[[str], Video],
                  builder: Callable[[], MemoryBuilder], max_queued: int, *, max_seconds: float,
-                 max_running: int) -> None:
+                 max_running: int, chat: Callable[[], ChatModel | None] = lambda: None) -> None:
         self.artifacts_dir = artifacts_dir
+        self.chat = chat  # the chat model refer_object may ask (None: none configured)
         self.lane, self.handle, self.builder, self.max_queued = lane, handle, builder, max_queued
         self.max_seconds, self.max_running = max_seconds, max_running
         self._workers = ThreadPoolExecutor(max_workers=max_running, thread_name_prefix="vidagent-edits")
@@ -87,6 +96,19 @@ class ServerEdits:
         make = edits.highlight if kind == "highlight" else edits.remove
         return await self._make(kind, lambda: make(found).path)
 
+    async def refer(self, video_id: str, expression: str) -> Segmentation:
+        """The object ``expression`` refers to, resolved in the model lane (building the object memory first if
+        needed, asking the chat model only where the parser cannot decide), its masks saved in the edits' threads."""
+        video = await run_in_threadpool(self.handle, video_id)
+
+        def locate() -> tuple[ReferTools, Referent]:
+            memory = self.builder().build(video, ["objects"], progress=False)
+            tools = ReferTools(memory, self.artifacts_dir, self.chat())
+            return tools, _refusing(lambda: tools.resolve(expression))
+
+        tools, referent = await asyncio.wrap_future(self.lane.submit(locate, limit=self.max_queued))
+        return await self._make("segment", lambda: tools.save(referent, max_seconds=self.max_seconds))
+
     async def _make(self, kind: str, job: Callable[[], T]) -> T:
         """``job()`` in the edits' threads, or a ``TooManyEditsError`` when ``max_running`` edits are under way."""
         with self._running_lock:
@@ -108,27 +130,37 @@ class ServerEdits:
         with self._running_lock:
             self._running -= 1
 
-    def artifact(self, name: str) -> Path:
-        """The file an edit made, by its name (a folder of frames as a zip)."""
+    def artifact(self, name: str, part: str | None = None) -> Path:
+        """The file an edit made, by its name (a folder of frames or masks as a zip); ``part`` names one file of a
+        segmentation's folder (``overlay.mp4``, ``masks.json``)."""
+        if part is not None:
+            if not name.startswith("segment-") or part not in SEGMENT_PARTS or not ARTIFACT_NAME.match(name):
+                raise NotFoundError(f"no file {name}/{part}: a segmentation's folder serves "
+                                    f"{' and '.join(SEGMENT_PARTS)}")
+            path = self.artifacts_dir / name / part
+            if not path.is_file():
+                raise NotFoundError(f"no file {name}/{part} (made on another server, or removed?)")
+            return path
         if not ARTIFACT_NAME.match(name):
             raise NotFoundError(f"no file named {name!r}: files are named like clip-<video>-<key>.mp4")
         path = self.artifacts_dir / name
         if path.is_dir():
-            return _refusing(lambda: self.zipped(path), "frames")
+            return _refusing(lambda: self.zipped(path), "segment" if name.startswith("segment-") else "frames")
         if not path.is_file():
             raise NotFoundError(f"no file named {name!r} (made on another server, or removed?)")
         return path
 
     def zipped(self, folder: Path) -> Path:
-        """A folder of images as a zip beside it (made once; written under a temporary name first)."""
+        """A folder (of images; a segmentation's masks, manifest and overlay) as a zip beside it (made once; written
+        under a temporary name first)."""
         target = folder.with_name(folder.name + ".zip")
         if target.is_file():
             return target
         temporary = folder.with_name(f".{folder.name}.{os.getpid()}-{secrets.token_hex(4)}.part.zip")
         try:
             with zipfile.ZipFile(temporary, "w", zipfile.ZIP_STORED) as archive:  # images are compressed already
-                for path in sorted(folder.iterdir()):
-                    archive.write(path, f"{folder.name}/{path.name}")
+                for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                    archive.write(path, f"{folder.name}/{path.relative_to(folder)}")
             os.replace(temporary, target)
         except OSError as error:
             raise OutputError(target, f"cannot write the zip ({error_reason(error)})") from error
@@ -182,11 +214,38 @@ def edits_router(edits: ServerEdits) -> APIRouter:
                      fps: float = Query(1.0, gt=0, le=30)) -> FileResponse:
         return _download(await edits.frames(video_id, start, end, fps))
 
+    @router.get("/videos/{video_id}/refer",
+                summary="the object an expression refers to, with its mask in each sampled frame (COCO run-length "
+                        "counts) and links to its PNG masks (a zip) and the video with the mask drawn")
+    async def refer(video_id: str, expression: str = Query(min_length=1, max_length=300)) -> dict[str, Any]:
+        found = await edits.refer(video_id, expression)
+        return segmentation_json(found)
+
+    @router.get("/artifacts/{name}/{part}", summary="one file of a segmentation's folder: overlay.mp4 or masks.json")
+    async def artifact_part(name: str, part: str) -> FileResponse:
+        path = await run_in_threadpool(edits.artifact, name, part)
+        return FileResponse(path, media_type=SEGMENT_PARTS[part], filename=f"{name}-{part}",
+                            content_disposition_type="inline")
+
     @router.get("/artifacts/{name}", summary="a file an edit or an answer's tool made (a folder of frames as a zip)")
     async def artifact(name: str) -> FileResponse:
         return _download(await run_in_threadpool(edits.artifact, name))
 
     return router
+
+
+def segmentation_json(found: Segmentation) -> dict[str, Any]:
+    """A segmentation for a client: what was referred to, links to its files, and each frame's mask as COCO's
+    uncompressed run-length counts (column-major runs from background) over the displayed frame."""
+    import supervision as sv
+
+    name = found.folder.name
+    out = found.to_dict()
+    out["links"] = {"masks": f"/api/artifacts/{name}", "overlay": f"/api/artifacts/{name}/{OVERLAY}",
+                    "manifest": f"/api/artifacts/{name}/{MANIFEST}"}
+    for frame, mask in zip(out["frames"], found.masks):
+        frame["counts"] = [int(v) for v in sv.mask_to_rle(mask.mask, compressed=False)]
+    return out
 
 
 def _download(path: Path) -> FileResponse:

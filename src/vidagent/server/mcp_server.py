@@ -1,6 +1,6 @@
 """The MCP server (official ``mcp`` SDK): video question answering as tools for desktop agents.
 
-Tools: ``list_videos``, ``index_video``, ``ask_video``, ``query_video_memory``, over the same
+Tools: ``list_videos``, ``index_video``, ``ask_video``, ``query_video_memory``, ``segment_object``, over the same
 ``VideoService`` as the HTTP API (same allowed folders, same model lane). ``vidagent mcp`` serves them
 over stdio or streamable HTTP; ``vidagent serve`` also mounts them at ``/mcp``.
 """
@@ -98,6 +98,24 @@ def build_mcp(service: VideoService) -> MCPServer:
                                                         "candidates", "usage", "video_id")} \
                         | spent | {"steps": steps}
             raise ToolError("the question ended without an answer")
+
+    @server.tool()
+    async def segment_object(video: str, expression: str) -> dict[str, Any]:
+        """Find the one object of a video that a referring expression means ("the black dog", "the second cup
+        from the left", "the person who sits down") in its object memory (built first if needed) and save its
+        mask in every sampled frame: PNG masks, masks.json and overlay.mp4 (the mask drawn over the video) in
+        one folder on the server. video: a path inside the server's video folders, or a video id. Returns the
+        object (id, class, description), how it was found (parser or model, and why), whether other objects
+        fit as well (ambiguous), where the masks came from (a segmenter, or boxes standing in), the folder and
+        files, the time span it is seen in as evidence, and each frame's time, box and PNG file."""
+        with _reported():
+            entry = await asyncio.to_thread(service.find, video)
+            found = await service.edits.refer(entry.video_id, expression)
+            data = found.to_dict()
+            data["frames"] = [{key: frame[key] for key in ("time_s", "frame", "box", "source")}
+                              | {"file": str(found.folder / f"masks/{frame['frame']:06d}.png")}
+                              for frame in data["frames"]]
+            return data
 
     @server.tool(annotations=read_only)
     def query_video_memory(video: str, query: str, max_rows: int = 100) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from vidagent.errors import MemoryStoreError, VideoError
+from vidagent.errors import MemoryStoreError, ModelUnavailableError, VideoError
 from vidagent.knowledge.spec import KnowledgeSpec
+from vidagent.llm.base import ChatModel
 from vidagent.memory.builder import ALL_STAGES
 from vidagent.memory.caption_import import ImportOptions, prepare_import
 from vidagent.memory.sql import QueryResult, ReadOnlyQueries
@@ -53,7 +54,8 @@ class VideoService:
         self.lane = ModelLane()
         self.media = MediaCutter(config.clips_dir, config.max_clip_seconds)
         self.edits = ServerEdits(config.settings.artifacts_dir, self.lane, self.handle, self.session.builder,
-                                 config.max_queued, max_seconds=config.max_edit_seconds, max_running=config.max_edits)
+                                 config.max_queued, max_seconds=config.max_edit_seconds, max_running=config.max_edits,
+                                 chat=self.chat_model)
         self.jobs = IndexJobs(self.lane, self.session.builder)
         self.asks = AskRunner(self.lane, self.session.ask, config.max_queued)
         self.imports = ImportJobs(self.lane, self._library, lambda: self.session.perception.embedder, config.max_queued)
@@ -159,6 +161,15 @@ class VideoService:
         stat = os.stat(video.path)
         with self._handles_lock:
             self._handles[video.content_hash] = ((stat.st_size, stat.st_mtime_ns), video)
+
+    def chat_model(self) -> ChatModel | None:
+        """The session's chat model, or None when none is installed or configured (a tool that reads with it
+        only where it must, such as refer_object, then goes without)."""
+        try:
+            return self.session.llm
+        except ModelUnavailableError as error:
+            log.info("no chat model: %s", error)
+            return None
 
     # -- memory --------------------------------------------------------------------------------
     def index(self, video_id: str, stages: Sequence[str] | None = None) -> IndexJob:

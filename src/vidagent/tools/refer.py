@@ -145,20 +145,25 @@ class ReferTools:
     def segment(self, expression: str, *, target: Path | None = None,
                 progress: Progress | None = None) -> Segmentation:
         """Resolve ``expression`` and save the object's masks (to ``target``, a new or empty folder, when given)."""
-        edits = self._edits()
-        referent = self.resolve(expression)
+        self._edits()  # a memory without a file is refused before any work
+        return self.save(self.resolve(expression), target=target, progress=progress)
+
+    def save(self, referent: Referent, *, target: Path | None = None, progress: Progress | None = None,
+             max_seconds: float | None = None) -> Segmentation:
+        """Save the masks of a resolved object (``VideoEdits.segment``; ``max_seconds`` bounds the stretch)."""
+        edits = self._edits(max_seconds)
         found = object_track(self.memory, referent.object_id)
         info = edits.video.info
         masks = object_masks(found.track, info.width, info.height, info.fps)
         edit = edits.segment(found, about(self.memory.video_id, referent) | {"mask_source": mask_sources(masks)},
                              target=target, progress=progress)
-        _log.info("refer_object %r: object %d by the %s (%s)", expression, referent.object_id, referent.how,
-                  referent.reason)
+        _log.info("refer_object %r: object %d by the %s (%s)", referent.expression.text, referent.object_id,
+                  referent.how, referent.reason)
         return Segmentation(self.memory.video_id, referent, edit, tuple(masks))
 
-    def _edits(self) -> VideoEdits:
+    def _edits(self, max_seconds: float | None = None) -> VideoEdits:
         video = self.memory.video
         if not self.memory.has_pixels or not isinstance(video, Video):
             raise ToolInputError(f"this memory ({self.memory.video_id}) was imported from captions and has no "
                                  "video file: there are no objects to segment")
-        return VideoEdits(video, self.artifacts_dir)
+        return VideoEdits(video, self.artifacts_dir, max_seconds=max_seconds)
