@@ -100,6 +100,7 @@ async function selectVideo(videoId) {
   renderStages(video.stages);
   $("#ask-button").disabled = false;
   $("#remove-button").disabled = false;
+  $("#refer-button").disabled = !hasFile();  // a memory imported from captions has no objects to find
   await loadMemory();
 }
 
@@ -125,7 +126,8 @@ const hasFile = () => state.video?.has_file !== false;
 function forgetVideoState() {
   if (state.asking) { state.asking.abort(); state.asking = null; }
   stopClock("");
-  state.memory = null; state.shownSegment = null; state.band = null; state.position = 0;
+  state.memory = null; state.shownSegment = null; state.band = null; state.position = 0; state.refer = null;
+  $("#refer-result").replaceChildren(); $("#refer-clear").hidden = true; drawMask();
   state.steps = new Map(); state.open = new Set(); state.answer = null;
   $("#trace").replaceChildren(); $("#answer").hidden = true; $("#files").replaceChildren(); $("#ask-button").textContent = "Ask";
   $("#segment-detail").replaceChildren("The memory's segments, speech, on-screen text and objects appear here; click any of them to seek.");
@@ -231,6 +233,7 @@ function drawOverlay() {
   }
   const segment = state.memory?.segments.find((s) => now >= s.start_s && now < s.end_s);
   if (segment && segment !== state.shownSegment) { state.shownSegment = segment; showSegment(segment); }
+  drawMask();
 }
 
 function seek(t) {
@@ -242,6 +245,97 @@ function seek(t) {
   const player = $("#player");
   player.currentTime = Math.max(0, Math.min(t, (state.video?.duration_s || t) - 0.01));
   drawOverlay();
+}
+
+// -- referring to an object: find it by words, draw its mask over the player ---------------------------------------------
+async function referObject(event) {
+  event.preventDefault();
+  if (!state.video || !hasFile()) return;
+  const expression = $("#refer-expression").value.trim();
+  if (!expression) { notify("Type what to find, e.g. the black dog on the left."); $("#refer-expression").focus(); return; }
+  const videoId = state.video.video_id;
+  $("#refer-button").disabled = true;
+  $("#refer-result").textContent = "finding it (the object memory is built first if it is missing)…";
+  try {
+    const found = await api(`/api/videos/${videoId}/refer?expression=${encodeURIComponent(expression)}`);
+    if (state.video?.video_id !== videoId) return;  // another video was picked meanwhile
+    state.refer = { ...found, images: new Map(), step: maskStep(found.frames) };
+    const doubt = found.ambiguous ? ` · ambiguous: ${found.candidates.length} fit, the most seen taken` : "";
+    $("#refer-result").replaceChildren(
+      el("b", {}, `object ${found.object_id} (${found.category})`), ` ${found.description} · found by the ${found.how}${doubt} · `,
+      `${found.frames.length} masks (${found.mask_source}) · ${seconds(found.start_s)} – ${seconds(found.end_s)}`,
+      el("a", { class: "file-link", href: found.links.masks, download: `${found.links.masks.split("/").pop()}.zip`, title: "the PNG masks, masks.json and overlay.mp4 as a zip" }, "masks (zip)"),
+      el("a", { class: "file-link", href: found.links.overlay, target: "_blank", rel: "noopener", title: "the video with the mask drawn over it" }, "overlay video"));
+    $("#refer-result").classList.remove("muted");
+    $("#refer-clear").hidden = false;
+    state.band = [found.start_s, found.end_s];
+    seek(found.frames.length ? found.frames[0].time_s : found.start_s);
+    if (!state.video.stages.includes("objects")) loadVideos(videoId);  // it built the object memory
+  } catch (error) {
+    state.refer = null;
+    $("#refer-result").replaceChildren();
+    notify(error.message);
+    drawMask();
+  } finally {
+    $("#refer-button").disabled = !hasFile();
+  }
+}
+
+function clearRefer() {
+  state.refer = null; state.band = null;
+  $("#refer-result").replaceChildren(); $("#refer-clear").hidden = true;
+  drawOverlay();
+}
+
+// how far apart the masks are (the objects stage's sampling step): a mask is shown up to one step from its time
+function maskStep(frames) {
+  let step = Infinity;
+  for (let i = 1; i < frames.length; i++) step = Math.min(step, frames[i].time_s - frames[i - 1].time_s);
+  return Number.isFinite(step) && step > 0 ? step : 0.5;
+}
+
+function maskAt(refer, t) {
+  let best = null;
+  for (const frame of refer.frames) if (!best || Math.abs(frame.time_s - t) < Math.abs(best.time_s - t)) best = frame;
+  return best && Math.abs(best.time_s - t) <= refer.step + 1e-3 ? best : null;
+}
+
+// a frame's mask as an image: COCO's run-length counts run down the columns, from background
+function maskImage(frame) {
+  const [height, width] = frame.rle.size;
+  const image = new ImageData(width, height);
+  let index = 0, on = false;
+  for (const run of frame.counts) {
+    if (on) {
+      for (let i = index; i < index + run; i++) {
+        const at = ((i % height) * width + Math.floor(i / height)) * 4;
+        image.data[at] = 0; image.data[at + 1] = 200; image.data[at + 2] = 255; image.data[at + 3] = 120;
+      }
+    }
+    index += run; on = !on;
+  }
+  return image;
+}
+
+// the mask of the frame the player shows, over the picture (the video is letterboxed inside its element)
+function drawMask() {
+  const canvas = $("#mask-overlay");
+  const refer = state.refer;
+  const player = $("#player");
+  const frame = refer && hasFile() && player.videoWidth ? maskAt(refer, player.currentTime || 0) : null;
+  if (!frame) { canvas.hidden = true; delete canvas.dataset.frame; return; }
+  const [height, width] = frame.rle.size;
+  if (canvas.width !== width || canvas.height !== height) { canvas.width = width; canvas.height = height; }
+  if (!refer.images.has(frame.frame)) refer.images.set(frame.frame, maskImage(frame));
+  canvas.getContext("2d").putImageData(refer.images.get(frame.frame), 0, 0);
+  const scale = Math.min(player.clientWidth / player.videoWidth, player.clientHeight / player.videoHeight);
+  const shownWidth = player.videoWidth * scale, shownHeight = player.videoHeight * scale;
+  canvas.style.left = `${player.offsetLeft + (player.clientWidth - shownWidth) / 2}px`;
+  canvas.style.top = `${player.offsetTop + (player.clientHeight - shownHeight) / 2}px`;
+  canvas.style.width = `${shownWidth}px`;
+  canvas.style.height = `${shownHeight}px`;
+  canvas.dataset.frame = String(frame.frame);
+  canvas.hidden = false;
 }
 
 // -- building the memory ----------------------------------------------------------------------------------------------
@@ -541,7 +635,7 @@ async function removeVideo() {
     $(".player-wrap").classList.remove("has-video", "no-file"); $("#player-nofile").hidden = true;
     $(".legend").hidden = false; $("#caption-legend").hidden = true;
     $("#video-title").textContent = ""; $("#timeline").replaceChildren(); $("#stages").replaceChildren();
-    $("#ask-button").disabled = true; $("#remove-button").disabled = true; $("#index-button").disabled = true;
+    $("#ask-button").disabled = true; $("#remove-button").disabled = true; $("#index-button").disabled = true; $("#refer-button").disabled = true;
     await loadVideos();
     notify(`removed ${video.name}`, true);
   } catch (error) { notify(error.message); }
@@ -615,10 +709,14 @@ async function start() {
   $("#import-form").addEventListener("submit", importCaptions);
   $("#upload-input").addEventListener("change", upload);
   $("#sql-form").addEventListener("submit", runSql);
+  $("#refer-form").addEventListener("submit", referObject);
+  $("#refer-clear").addEventListener("click", clearRefer);
+  window.addEventListener("resize", drawMask);
   $("#question").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) ask(e); });
   const player = $("#player");
   player.addEventListener("timeupdate", drawOverlay);
   player.addEventListener("seeked", drawOverlay);
+  player.addEventListener("loadedmetadata", drawMask);
   window.addEventListener("keydown", (e) => { if (e.key === "Escape" && state.asking) { state.asking.abort(); status("stopped"); } });
   try {
     const { planners, default: fallback } = await api("/api/planners");
