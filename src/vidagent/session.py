@@ -137,6 +137,7 @@ class Session:
         knowledge: Sequence[str | Path | KnowledgeSpec] = (),
         budget: Budget | str | None = None,
         check: bool | None = None,
+        glance: float | None = None,
     ) -> Answer:
         """Answer a question about a video, or about several videos and images (indexing videos first if needed).
 
@@ -163,7 +164,9 @@ class Session:
         answer is the last one it reached (``artifacts["budget"]`` says what was spent and whether it stopped).
         ``check`` (default: the settings') has the model re-read the evidence the answer cites and say which
         of it supports the answer (``agent.evidence_check``); an answer none of it supports abstains, its
-        guess kept.
+        guess kept. ``glance`` (seconds): a video not indexed yet is answered at once from a partial memory,
+        one frame described every ``glance`` seconds, refined where the tools read (``vidagent.memory.glance``);
+        ``artifacts["coverage"]`` then says, per video, what the answer saw (``index`` completes it later).
         """
         if isinstance(question, Question) and choices is not None:
             raise TypeError("give the options inside the Question")
@@ -188,11 +191,14 @@ class Session:
         try:  # a budget spent anywhere (replay, memory selection, tools, planner) ends in the answer it reached
             replay = keeper.recall(task, chosen.name, key, llm) if keeper else None
             with open_workspace(needs, asked.text, handles, self, llm, knowledge=sources, replay=replay,
-                                progress=progress) as toolbox:
+                                progress=progress, glance=glance) as toolbox:
                 memories = toolbox.memories
                 answer = chosen.run(task, toolbox, llm, trace)
         except BudgetSpentError as spent:
             answer = anytime_answer(chosen.name, task, trace, llm, str(spent), memories.values())
+        coverage = {video_id: memory.coverage.report() for video_id, memory in memories.items() if memory.coverage}
+        if coverage:
+            answer.artifacts["coverage"] = coverage
         if needs.llm and (self.settings.check if check is None else check):
             answer = check_answer(answer, llm)
         if llm.meter is not None:

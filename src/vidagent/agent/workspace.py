@@ -21,6 +21,7 @@ from vidagent.experience.replay import Replay
 from vidagent.experience.store import ExperienceStore
 from vidagent.llm.base import ChatModel
 from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
+from vidagent.memory.glance import Glance
 from vidagent.memory.sql import ReadOnlyQueries
 from vidagent.memory.store import Library
 from vidagent.memory.stored_video import StoredVideo
@@ -67,9 +68,12 @@ class Resources(Protocol):
 @contextmanager
 def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resources: Resources, llm: ChatModel,
                    *, knowledge: Sequence[Knowledge] = (), replay: Replay | None = None,
-                   progress: bool = False) -> Iterator[Toolbox]:
+                   progress: bool = False, glance: float | None = None) -> Iterator[Toolbox]:
     """The toolbox for one question with sources ``handles``, holding what ``needs`` asks for, and a
-    tool (or, for AssistGPT's planner, a module) over each of the user's ``knowledge`` sources."""
+    tool (or, for AssistGPT's planner, a module) over each of the user's ``knowledge`` sources.
+    ``glance`` (seconds): a video whose temporal memory is missing is answered from a partial memory
+    that describes a frame every ``glance`` seconds and refines what the tools read
+    (``vidagent.memory.glance``); its object memory is then not built ahead."""
     settings = resources.settings
     if not needs.memory:
         yield Toolbox({}, videos=tuple(VideoContext(h.content_hash, h.duration_s, 0, settings.segment_seconds)
@@ -81,7 +85,7 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
         raise PlannerError("tools over a video take exactly one video as the question's source")
     builder = resources.builder()
     selection = None
-    if with_tools and (needs.tools is None or any(name in OBJECT_TOOLS for name in needs.tools)):
+    if with_tools and (needs.tools is None or any(name in OBJECT_TOOLS for name in needs.tools)) and not glance:
         selection = _object_memory_ahead(builder, videos[0], llm, question, settings)
     stages = list(TEMPORAL_STAGES) + (["objects"] if selection is not None and selection.objects else [])
     memories: dict[str, VideoMemory] = {}
@@ -90,7 +94,8 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
         if isinstance(handle, Image):
             media.append(image_media(handle))
             continue
-        memory = video_memory(builder, handle, stages, resources.library, progress)
+        memory = _glanced(builder, handle, glance, progress) if glance else None
+        memory = memory or video_memory(builder, handle, stages, resources.library, progress)
         memories[memory.video_id] = memory
         media.append(video_media(memory))
     with ExitStack() as stack:
@@ -128,6 +133,15 @@ def video_memory(builder: MemoryBuilder, handle: Video | StoredVideo, stages: Se
         raise MemoryStoreError(f"{handle.content_hash} was imported from {captioner} and has no "
                                f"{' or '.join(lacking)} memory (no video file to build it from)")
     return memory
+
+
+def _glanced(builder: MemoryBuilder, handle: Video | StoredVideo, every_s: float,
+             progress: bool) -> VideoMemory | None:
+    """The partial memory of a video whose temporal memory is missing (None: a memory to read as it is)."""
+    if not isinstance(handle, Video):
+        return None
+    glance = Glance(builder, handle, every_s, progress=progress)
+    return glance.open() if glance.needed() else None
 
 
 def memory_note(memories: Sequence[VideoMemory], describer_note: str) -> str:

@@ -233,10 +233,13 @@ class Library:
         seconds: float,
         *,
         video: VideoInfo | None = None,
+        keep_checkpoints: bool = False,
     ) -> None:
         """Replace a stage's rows (``table -> row tuples without video_id``) in one transaction;
         with ``video``, the video's row is written in the same transaction (a memory that has no
-        file is registered only together with its memory)."""
+        file is registered only together with its memory). A finished stage's write drops its
+        checkpoints; a partial memory's (``keep_checkpoints``, ``vidagent.memory.glance``) keeps them for
+        the full build that completes it."""
         owned = STAGE_TABLES[stage]
         unknown = set(rows) - set(owned)
         if unknown:
@@ -249,7 +252,8 @@ class Library:
                     self._insert_video(video)
                 for table in owned:
                     self._conn.execute(f"DELETE FROM {table} WHERE video_id=?", (video_id,))
-                self._conn.execute("DELETE FROM stage_checkpoints WHERE video_id=? AND stage=?", (video_id, stage))
+                if not keep_checkpoints:
+                    self._conn.execute("DELETE FROM stage_checkpoints WHERE video_id=? AND stage=?", (video_id, stage))
                 for table, table_rows in rows.items():
                     materialised = [(video_id, *row) for row in table_rows]
                     if materialised:
@@ -263,6 +267,13 @@ class Library:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+
+    def stage_config(self, video_id: str, stage: str) -> dict[str, Any] | None:
+        """The configuration a video's stage was built with (None: not built)."""
+        with self._lock:
+            row = self._conn.execute("SELECT config FROM stages WHERE video_id=? AND stage=?",
+                                     (video_id, stage)).fetchone()
+        return json.loads(row[0]) if row else None
 
     def stage_names(self, video_id: str) -> list[str]:
         """The stages built for a video (with whatever configuration)."""

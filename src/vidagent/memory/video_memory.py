@@ -7,9 +7,13 @@ from functools import cached_property
 
 import numpy as np
 
+from vidagent.memory.coverage import Coverage, Window
 from vidagent.memory.store import FrameRecord, Library, ObjectRecord, SegmentRecord
 from vidagent.memory.stored_video import StoredVideo
 from vidagent.video.video import Video
+
+
+GLANCE_KEY = "glance"  # the key of a partial stage's config that holds its coverage
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,18 @@ class VideoMemory:
         return self.library.text_in_frames(self.video_id)
 
     @property
+    def coverage(self) -> Coverage | None:
+        """What a partial memory has looked at (``vidagent.memory.glance``); None for a full memory."""
+        config = self.library.stage_config(self.video_id, "segments")
+        glance = config.get(GLANCE_KEY) if config else None
+        return Coverage.from_dict(glance) if glance else None
+
+    def refine(self, start_s: float, end_s: float) -> list[Window]:
+        """Describe ``[start_s, end_s]`` at the full rate where the memory has not (a partial memory's
+        work); returns the windows it described. A full memory has nothing to refine."""
+        return []
+
+    @property
     def stages(self) -> list[str]:
         """Names of the stages built for this video."""
         return self.library.stage_names(self.video_id)
@@ -102,5 +118,6 @@ class VideoMemory:
         if matrix.size == 0:
             return []
         scores = matrix @ np.asarray(query_embedding, np.float32).reshape(-1)
+        scores[~matrix.any(axis=1)] = -np.inf  # a partial memory's segments not looked at yet hold zeros
         order = np.argsort(-scores, kind="stable")[:top_k]
-        return [ScoredSegment(self.segments[i], float(scores[i])) for i in order]
+        return [ScoredSegment(self.segments[i], float(scores[i])) for i in order if np.isfinite(scores[i])]

@@ -62,13 +62,19 @@ class TemporalTools:
         start, end = max(0, start), min(count - 1, end)
         ids = list(range(start, end + 1))
         shown = self.shapes.caption_lines
+        refined = []
+        if len(ids) <= shown:  # read whole: a partial memory describes it in full first
+            refined = self.memory.refine(self.memory.segments[start].start_s, self.memory.segments[end].end_s)
+        elif self.memory.coverage is not None:  # skimmed: among the segments a partial memory has looked at
+            ids = [i for i in ids if _looked_at(self.memory.segments[i])] or ids
         if len(ids) > shown:  # a wide range is skimmed: ``shown`` segments evenly spread over it
             ids = spread_evenly(ids, shown)
             notes.append(f"({end - start + 1} segments in {start}-{end}: {shown} of them, evenly spread, "
                          f"are shown; ask a range of at most {shown} to read every one)")
         segments = [self.memory.segments[i] for i in ids]
         lines = notes + _segment_runs(segments)
-        return Observation("\n".join(lines), evidence=segment_evidence(segments, self.memory.video_id))
+        return Observation("\n".join(lines), evidence=segment_evidence(segments, self.memory.video_id),
+                           artifacts=_refined(refined))
 
     def segment_localization(self, description: str) -> Observation:
         count = self.memory.segment_count
@@ -88,6 +94,7 @@ class TemporalTools:
             return Observation(f"No segment {segment_id}: ids run from 0 to {count - 1}.", is_error=True)
         first = self.memory.segment(max(0, segment_id - 1))
         last = self.memory.segment(min(count - 1, segment_id + 1))
+        refined = self.memory.refine(first.start_s, last.end_s)  # what it looks at, described in full
         if not self.memory.has_pixels:  # a memory of captions only: they stand for the frames
             read = self.memory.segments[first.segment_id : last.segment_id + 1]
             answer = answer_from_captions(question, read, self.llm)
@@ -102,7 +109,16 @@ class TemporalTools:
         text = f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s).\n" \
                f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}"
         return Observation(text, evidence=(Evidence(first.start_s, last.end_s, result.answer, self.memory.video_id),),
-                           artifacts={"frame_times": [f.time_s for f in frames]})
+                           artifacts={"frame_times": [f.time_s for f in frames]} | _refined(refined))
+
+
+def _refined(windows: list[tuple[float, float]]) -> dict[str, list[list[float]]]:
+    """The artifact naming the windows a partial memory described in full for this read (none: nothing)."""
+    return {"refined": [list(window) for window in windows]} if windows else {}
+
+
+def _looked_at(segment: SegmentRecord) -> bool:
+    return bool(segment.description or segment.speech or segment.on_screen_text)
 
 
 def _segment_runs(segments: list[SegmentRecord]) -> list[str]:

@@ -168,19 +168,21 @@ class Video:
         ]
 
     # -- frames -----------------------------------------------------------------------------
-    def frames_at(self, times_s: Sequence[float], *, max_side: int | None = None) -> Iterator[SampledFrame]:
+    def frames_at(self, times_s: Sequence[float], *, max_side: int | None = None,
+                  seek: bool = False) -> Iterator[SampledFrame]:
         """Yield, for each requested time (seconds, any order), the decoded frame shown then.
 
         One pass through the stream; only chosen frames are converted. Results come in time
         order; a time past the last frame gets the last frame. ``max_side`` scales frames down
-        so their longer side is at most that many pixels.
+        so their longer side is at most that many pixels. ``seek``: start decoding at the keyframe
+        at or before the first time instead of at the start (for a window far into a long video).
         """
         targets = sorted(set(max(0.0, float(t)) for t in times_s))
         if not targets:
             return
         next_target = 0
         previous = None
-        for frame in self._decoded():
+        for frame in self._decoded(from_s=targets[0] if seek else 0.0):
             # A target is served by the last frame whose time is <= target (the frame on screen).
             while next_target < len(targets) and frame.time > targets[next_target] + 1e-6:
                 chosen = previous if previous is not None else frame

@@ -43,9 +43,10 @@ class FramesStage:
         }
 
     def frame_times(self, video: Video) -> list[float]:
-        return [time_s for time_s, _ in self._planned(video)]
+        return [time_s for time_s, _ in self.planned(video)]
 
-    def _planned(self, video: Video) -> list[tuple[float, int]]:
+    def planned(self, video: Video) -> list[tuple[float, int]]:
+        """Each sample time with the id of the segment it describes, in time order."""
         return [
             (round(time_s, 3), s.segment_id)
             for s in video.segments(self.segment_seconds)
@@ -56,8 +57,13 @@ class FramesStage:
         return [_result(d) for d in self.describer.describe([frame.image for frame in frames])]
 
     def finish(self, video: Video, library: Library, results: Mapping[float, Any]) -> Rows:
+        return self.rows(video, results)
+
+    def rows(self, video: Video, results: Mapping[float, Any], *, partial: bool = False) -> Rows:
+        """The stage's rows from per-frame results: every planned frame's, or (``partial``) those that
+        have a result (a partial memory's, ``vidagent.memory.glance``)."""
         frames = [FrameRecord(time_s, segment_id, _description(results[time_s]))
-                  for time_s, segment_id in self._planned(video)]
+                  for time_s, segment_id in self.planned(video) if not partial or time_s in results]
         describer = DescriberRecord(self.describer.name, self.describer.label, self.describer.memory_note)
         return frames_stage_rows(frames, describer)
 

@@ -9,7 +9,7 @@ since schema 1, so retrieval ranks segments as it did."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -51,6 +51,15 @@ class SegmentsStage:
         return config
 
     def build(self, video: Video, library: Library, progress: bool) -> Rows:
+        return self.rows(video, library)
+
+    def rows(self, video: Video, library: Library, *, partial: bool = False,
+             known: Mapping[int, SegmentRecord] | None = None) -> Rows:
+        """The stage's rows from the stored frames, speech (and motion). ``partial``: the rows of a partial
+        memory (``vidagent.memory.glance``): a segment nothing was seen or said in yet keeps empty text and a
+        zero embedding (retrieval never ranks it), a segment whose text is that of its ``known`` record keeps
+        that record's embedding, and runs are not merged into clips (the gaps between segments seen are
+        unknown)."""
         video_id = video.content_hash
         segments = video.segments(self.segment_seconds)
         frames = library.frames(video_id)
@@ -74,9 +83,32 @@ class SegmentsStage:
             description, spoken, on_screen = " ".join(seen), " ".join(said), " | ".join(shown)
             rows.append([segment.segment_id, segment.start_s, segment.end_s, description, spoken, on_screen])
             documents.append(" ".join(part for part in (" ".join(sentences), spoken, on_screen) if part))
-        embeddings = np.asarray(self.embedder.embed_passages(documents), np.float32) if documents else np.zeros((0, 0))
-        records = [SegmentRecord(*row, vector) for row, vector in zip(rows, embeddings)]
-        return segments_stage_rows(records, merge_into_clips(rows, embeddings))
+        if not partial:
+            embeddings = np.asarray(self.embedder.embed_passages(documents), np.float32) if documents \
+                else np.zeros((0, 0))
+            records = [SegmentRecord(*row, vector) for row, vector in zip(rows, embeddings)]
+            return segments_stage_rows(records, merge_into_clips(rows, embeddings))
+        return segments_stage_rows(self._partial_records(rows, documents, known or {}))
+
+    def _partial_records(self, rows: list[list[Any]], documents: list[str],
+                         known: Mapping[int, SegmentRecord]) -> list[SegmentRecord]:
+        vectors: dict[int, np.ndarray] = {}
+        fresh: list[int] = []
+        for index, (row, document) in enumerate(zip(rows, documents)):
+            old = known.get(row[0])
+            if not document:
+                continue
+            if old is not None and (old.description, old.speech, old.on_screen_text) == tuple(row[3:6]) \
+                    and np.any(old.embedding):
+                vectors[index] = old.embedding
+            else:
+                fresh.append(index)
+        if fresh:
+            for index, vector in zip(fresh, self.embedder.embed_passages([documents[i] for i in fresh])):
+                vectors[index] = np.asarray(vector, np.float32)
+        width = len(next(iter(vectors.values()))) if vectors else len(self.embedder.embed_passages([""])[0])
+        blank = np.zeros(width, np.float32)
+        return [SegmentRecord(*row, vectors.get(index, blank)) for index, row in enumerate(rows)]
 
 
 def merge_into_clips(rows: list[list[Any]], embeddings: np.ndarray) -> list[tuple[Any, ...]]:

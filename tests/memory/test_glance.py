@@ -1,0 +1,154 @@
+"""Ask while indexing (vidagent.memory.glance) on the scripted perception: the coarse pass, refining a
+window, the coverage said with the answer, and a full index that completes a partial memory being a
+fresh full index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vidagent.agent.steps import ObservationStep
+from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
+from vidagent.memory.coverage import Coverage, clock, merge_windows
+from vidagent.memory.glance import Glance
+from vidagent.memory.store import Library
+from vidagent.memory.video_memory import VideoMemory
+from vidagent.session import Session
+from vidagent.video.video import Video
+
+from fakes.library import fake_settings
+from fakes.llm import ScriptedLLM
+from fakes.perception import FakeClip, Scene, SceneObject, scripted_perception, write_clip
+
+TABLES = {"frames": "time_s", "text_in_frame": "time_s, text", "speech": "start_s", "segments": "segment_id",
+          "clips": "clip_id", "describers": "describer"}
+
+
+def long_clip() -> FakeClip:
+    """60 s in ten 6-s scenes (so each is three segments, the later two near-duplicates of the first), speech."""
+    scenes = [Scene(f"scene {i}: a {thing} on a table", seconds=6.0,
+                    objects=(SceneObject(thing, (0.2, 0.2, 0.6, 0.7)),), text=(f"sign {i}",) if i % 3 == 0 else ())
+              for i, thing in enumerate(["cup", "book", "clock", "vase", "laptop", "bottle", "bowl", "chair",
+                                         "teddy bear", "scissors"])]
+    return FakeClip("long", scenes, speech=[(13.0, 15.0, "here is the clock"), (44.0, 47.0, "now the bowl")], fps=5)
+
+
+@pytest.fixture(scope="module")
+def clip() -> FakeClip:
+    return long_clip()
+
+
+@pytest.fixture()
+def video(clip, tmp_path) -> Video:
+    return Video(write_clip(clip, tmp_path / "videos"))
+
+
+def _builder(library: Library, clip: FakeClip, home: Path) -> MemoryBuilder:
+    return MemoryBuilder(library, scripted_perception(clip), fake_settings(home))
+
+
+def _rows(library: Library, video_id: str, table: str) -> list[tuple]:
+    return library.rows(f"SELECT * FROM {table} WHERE video_id=? ORDER BY {TABLES[table]}", (video_id,))
+
+
+@pytest.fixture()
+def full(clip, video, tmp_path) -> dict[str, list[tuple]]:
+    """The tables of a fresh full index of the clip."""
+    home = tmp_path / "full"
+    with Library(home / "library.sqlite") as library:
+        _builder(library, clip, home).build(video, TEMPORAL_STAGES, progress=False)
+        return {table: _rows(library, video.content_hash, table) for table in TABLES}
+
+
+def test_the_coarse_pass_describes_a_frame_every_interval_and_is_never_taken_for_a_full_memory(clip, video, tmp_path):
+    home = tmp_path / "glance"
+    with Library(home / "library.sqlite") as library:
+        builder = _builder(library, clip, home)
+        glance = Glance(builder, video, 10.0)
+        assert glance.needed()
+        memory = glance.open()
+        frames = [row[1] for row in _rows(library, video.content_hash, "frames")]
+        # picks: the middle segment of every 10 s (segments 2, 7, 12, ...: 5 s, 15 s, ...); near-duplicates
+        # of a scene take its first frame's result (5 s takes 1 s's), so the scene's others come with it
+        assert {5.0, 15.0, 25.0, 35.0, 45.0, 55.0} <= set(frames) and 9.0 not in frames and len(frames) < 30
+        assert "frames" in builder.missing_stages(video) and "segments" in builder.missing_stages(video)
+        assert not builder.missing_stages(video, ["speech"])  # speech is built whole, beside the frames
+        assert memory.segment_count == 30  # the full memory's segment ids from the first answer on
+        empty = [s for s in memory.segments if not (s.description or s.speech or s.on_screen_text)]
+        assert empty and all(not s.embedding.any() for s in empty)
+        coverage = memory.coverage
+        assert coverage is not None and coverage.every_s == 10.0 and coverage.speech
+        assert coverage.text().startswith("answered from 0:00-1:00 sampled every 10 s")
+        assert VideoMemory(video, library).coverage == coverage  # read back from the stored config
+        ranked = memory.rank_segments(memory.segments[12].embedding, top_k=30)
+        assert ranked and all(r.segment.description or r.segment.speech for r in ranked)
+
+
+def test_a_refined_window_equals_the_full_index_there(clip, video, tmp_path, full):
+    home = tmp_path / "glance"
+    with Library(home / "library.sqlite") as library:
+        memory = Glance(_builder(library, clip, home), video, 10.0).open()
+        assert memory.refine(25.0, 30.0) == []  # described by the coarse pass already: nothing to do
+        refined = memory.refine(36.5, 39.0)
+        # segments 18-19; 41 s takes the result of 37 s (a near-duplicate), so segment 20 comes with them
+        assert refined == [(36.0, 42.0)]
+        full_segments = {row[1]: row for row in full["segments"]}
+        for segment in memory.segments_between(36.0, 42.0):
+            row = full_segments[segment.segment_id]
+            assert (segment.description, segment.speech, segment.on_screen_text) == row[4:7]
+            assert np.array_equal(segment.embedding, np.frombuffer(row[7], np.float32))
+        full_frames = {row[1]: row for row in full["frames"]}
+        for row in _rows(library, video.content_hash, "frames"):
+            assert row == full_frames[row[1]]
+        coverage = memory.coverage
+        assert any(a <= 36.0 and b >= 42.0 for a, b in coverage.full) and coverage.refined == tuple(refined)
+        assert "in full" in coverage.text()
+
+
+def test_a_full_index_completes_a_partial_memory_into_a_fresh_full_one(clip, video, tmp_path, full):
+    home = tmp_path / "glance"
+    with Library(home / "library.sqlite") as library:
+        memory = Glance(_builder(library, clip, home), video, 10.0).open()
+        memory.refine(40.0, 46.0)
+        completed = _builder(library, clip, home).build(video, TEMPORAL_STAGES, progress=False)
+        assert completed.coverage is None
+        for table in TABLES:
+            assert _rows(library, video.content_hash, table) == full[table], table
+        assert library.count_rows("stage_checkpoints", video.content_hash) == 0
+
+
+def test_react_answers_from_the_glance_refines_what_it_reads_and_says_its_coverage(clip, video, tmp_path):
+    llm = ScriptedLLM([
+        'Thought: read on\nAction: caption_retrieval\nAction Input: {"start_segment": 20, "end_segment": 24}',
+        "Thought: I now know the final answer\nFinal Answer: a bowl",
+    ])
+    with Session(fake_settings(tmp_path / "home"), llm=llm, perception=scripted_perception(clip)) as session:
+        answer = session.ask(video, "What is on the table after the bottle?", glance=10.0)
+        observations = [s for s in answer.trace if isinstance(s, ObservationStep)]
+        # the overview reads segments 0-14 whole: what the coarse pass had not seen there is described first
+        assert observations[0].artifacts["refined"] == [[6.0, 12.0], [18.0, 24.0]]
+        assert "scene 1: a book" in observations[0].text and "scene 3: a vase" in observations[0].text
+        # the model's read (40-50 s): 41 s and 49 s were not seen; their key frames (37 s, 49 s) are described
+        assert observations[1].artifacts["refined"] == [[36.0, 42.0], [48.0, 54.0]]
+        assert "Segment 20 (40.0-42.0 s): scene 6: a bowl" in observations[1].text
+        assert "Segment 24 (48.0-50.0 s): scene 8: a teddy bear" in observations[1].text
+        coverage = answer.artifacts["coverage"][video.content_hash]
+        assert coverage["every_s"] == 10.0 and coverage["speech"]
+        assert coverage["refined"] == [[6.0, 12.0], [18.0, 24.0], [36.0, 42.0], [48.0, 54.0]]
+        assert coverage["text"] == "answered from 0:00-1:00 sampled every 10 s; 0:00-1:00 in full; " \
+            "speech transcribed"
+        session.index(video, TEMPORAL_STAGES, progress=False)
+        assert session.library.stage_config(video.content_hash, "segments").get("glance") is None
+
+
+def test_coverage_windows_and_text():
+    coverage = Coverage(1200.0, 10.0, merge_windows([(190.0, 200.0), (200.0, 220.0), (10.0, 12.0)]), False)
+    assert coverage.full == ((10.0, 12.0), (190.0, 220.0))
+    assert coverage.missing((180.0, 230.0)) == [(180.0, 190.0), (220.0, 230.0)]
+    # a window shorter than the interval is a sample's own segment, said by "sampled every"
+    assert coverage.text() == "answered from 0:00-20:00 sampled every 10 s; 3:10-3:40 in full; no speech yet"
+    assert Coverage.from_dict(coverage.to_dict()) == coverage
+    assert not coverage.complete and Coverage(4.0, 10.0, ((0.0, 4.0),), True).complete
+    assert clock(3723) == "1:02:03"
