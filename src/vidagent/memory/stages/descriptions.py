@@ -88,10 +88,10 @@ def _sightings(library: Library, video_id: str) -> dict[int, list[MaskedSighting
 
 
 def _actions(library: Library, video_id: str) -> dict[int, list[Action]]:
-    """Each object's actions in time order (the most sure first among equal times)."""
+    """Each object's actions in time order (``actions.in_order``, as action ids go)."""
     rows = library.rows(
         """SELECT object_id, verb, start_s, end_s, source, confidence, other_id FROM actions WHERE video_id=?
-           ORDER BY object_id, start_s, confidence DESC""", (video_id,))
+           ORDER BY object_id, action_id""", (video_id,))
     out: dict[int, list[Action]] = defaultdict(list)
     for object_id, verb, start_s, end_s, source, confidence, other_id in rows:
         out[object_id].append(Action(object_id, verb, start_s, end_s, source, confidence, other_id))
