@@ -32,7 +32,7 @@ from vidagent.memory.stored_video import StoredVideo, is_memory_id
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
 from vidagent.perception.base import VisualQA
-from vidagent.tools.refer import ReferTools, Segmentation
+from vidagent.tools.refer import ReferredMasks, ReferTools, Segmentation
 from vidagent.tools.vqa import DescribedFramesVQA, FrameBudgetVQA, VisionChatVQA
 from vidagent.video.image import Image, open_media
 from vidagent.video.video import Video
@@ -218,6 +218,17 @@ class Session:
         is read without a model where it can be; the chat model reads what it cannot (``use_model=False``:
         never; such an expression is refused). An expression no object fits raises a ``ToolInputError``
         naming the objects there are."""
+        tools = self._refer_tools(video, use_model, progress)
+        return tools.segment(expression, target=Path(target).expanduser() if target is not None else None)
+
+    def refer_masks(self, video: str | Path | Video, expression: str, times: Sequence[float], *,
+                    use_model: bool = True, progress: bool = False) -> ReferredMasks:
+        """The masks at ``times`` (seconds) of the object ``expression`` refers to, as ``refer_object`` finds it,
+        with nothing saved: what an evaluation (Ref-YouTube-VOS's J&F) scores."""
+        tools = self._refer_tools(video, use_model, progress)
+        return tools.masks_at(tools.resolve(expression), times)
+
+    def _refer_tools(self, video: str | Path | Video, use_model: bool, progress: bool) -> ReferTools:
         handle = video if isinstance(video, Video) else Video(video)
         memory = self.builder().build(handle, ["objects"], progress=progress)
         llm: ChatModel | None = None
@@ -226,8 +237,7 @@ class Session:
                 llm = self.llm  # loaded only if the expression needs reading
             except ModelUnavailableError as error:
                 logger.info("refer_object without a chat model: %s", error)
-        tools = ReferTools(memory, self.settings.artifacts_dir, llm)
-        return tools.segment(expression, target=Path(target).expanduser() if target is not None else None)
+        return ReferTools(memory, self.settings.artifacts_dir, llm)
 
     def open_knowledge(self, items: Sequence[str | Path | KnowledgeSpec]) -> list[Knowledge]:
         """Knowledge sources read and checked (tables loaded, documents embedded, both cached by content);

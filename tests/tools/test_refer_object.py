@@ -219,3 +219,17 @@ def test_a_planner_offers_refer_object_only_when_its_tools_option_names_it(shape
     (made,) = [step for step in answer.trace if step.kind == "observation" and step.tool == REFER_TOOL]
     assert made.artifacts["object_id"] == BLACK_DOG and Path(made.artifacts["file"]).is_dir()
     assert answer.text == "object 3" and any(e.start_s == 0.0 and "black dog" in e.text for e in answer.evidence)
+
+
+def test_masks_at_any_times_are_given_without_saving_for_an_evaluation(shapes_home):
+    home, path, clip = shapes_home
+    artifacts = fake_settings(home).artifacts_dir
+    before = sorted(artifacts.iterdir()) if artifacts.exists() else []
+    with session(home, clip) as s:
+        found = s.refer_masks(path, "the smallest dog", [0.0, 1.25, 3.9, 8.0])
+    assert found.referent.object_id == BLACK_DOG and found.times == (0.0, 1.25, 3.9, 8.0)
+    assert found.sources == ("box", "box", "box", None) and found.masks[-1] is None  # 8 s: past the video's end
+    for time_s, mask in zip(found.times[:3], found.masks[:3]):
+        # the shapes jump every half second; between samples the box moves smoothly, so it is off by part of a jump
+        assert mask.shape == (SIZE[1], SIZE[0]) and mask_iou(mask, truth(clip, BLACK_DOG, time_s)) > 0.65
+    assert (sorted(artifacts.iterdir()) if artifacts.exists() else []) == before

@@ -17,7 +17,9 @@ import logging
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from vidagent.errors import ToolInputError
 from vidagent.llm.base import ChatModel
@@ -99,6 +101,17 @@ class Segmentation:
             for m in self.masks]}
 
 
+@dataclass(frozen=True)
+class ReferredMasks:
+    """A referred object's masks at given times, nothing saved (what an evaluation scores): ``masks[i]`` is
+    the mask at ``times[i]`` (the segmenter's, else the box's), None where the object is not placed."""
+
+    referent: Referent
+    times: tuple[float, ...]
+    masks: tuple[np.ndarray | None, ...]
+    sources: tuple[str | None, ...]  # "mask", "box" or None, per time
+
+
 def about(video_id: str, referent: Referent) -> dict[str, Any]:
     fact = referent.fact
     return {"video_id": video_id, "expression": referent.expression.text, "object_id": fact.object_id,
@@ -147,6 +160,15 @@ class ReferTools:
         """Resolve ``expression`` and save the object's masks (to ``target``, a new or empty folder, when given)."""
         self._edits()  # a memory without a file is refused before any work
         return self.save(self.resolve(expression), target=target, progress=progress)
+
+    def masks_at(self, referent: Referent, times: Sequence[float]) -> ReferredMasks:
+        """The object's masks at ``times`` (seconds), over the video's displayed frame, written nowhere."""
+        found = object_track(self.memory, referent.object_id)
+        info = self._edits().video.info
+        placed = {round(m.time_s, 6): m for m in object_masks(found.track, info.width, info.height, info.fps, times)}
+        masks = [placed.get(round(float(t), 6)) for t in times]
+        return ReferredMasks(referent, tuple(float(t) for t in times), tuple(m.mask if m else None for m in masks),
+                             tuple(m.source if m else None for m in masks))
 
     def save(self, referent: Referent, *, target: Path | None = None, progress: Progress | None = None,
              max_seconds: float | None = None) -> Segmentation:
