@@ -36,6 +36,7 @@ from vidagent.errors import MemoryStoreError, VidagentError
 from vidagent.import_cli import add_import_parser
 from vidagent.index_cli import add_index_parser
 from vidagent.llm.budget import Budget
+from vidagent.memory.coverage import DEFAULT_EVERY_S
 from vidagent.experience_cli import add_experience_parser
 from vidagent.video.image import IMAGE_SUFFIXES
 from vidagent.video.video import VIDEO_SUFFIXES
@@ -70,15 +71,21 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     with Session(_settings(args)) as session:  # no --planner: the session's one rule picks it, by the sources
         answer = session.ask(sources, question, args.choice or None, planner=args.planner, planner_options=options,
                              progress=not args.quiet, experience=args.experience, knowledge=args.knowledge or (),
-                             budget=_budget(args.budget), check=args.check)
-    if args.json:
-        payload = answer.to_dict()
-        if not args.trace:
-            payload["trace"] = [{"id": step.id, "parent_id": step.parent_id, "type": step.kind,
-                                 "summary": step.summary().splitlines()[0][:200]} for step in answer.trace]
-        print(json.dumps(payload, indent=2, ensure_ascii=False))
-    else:
-        _print_answer(answer, trace=args.trace)
+                             budget=_budget(args.budget), check=args.check, glance=args.glance)
+        if args.json:
+            payload = answer.to_dict()
+            if not args.trace:
+                payload["trace"] = [{"id": step.id, "parent_id": step.parent_id, "type": step.kind,
+                                     "summary": step.summary().splitlines()[0][:200]} for step in answer.trace]
+            print(json.dumps(payload, indent=2, ensure_ascii=False), flush=True)
+        else:
+            _print_answer(answer, trace=args.trace)
+        if args.complete:  # the answer is out; now the rest of each video's memory
+            from vidagent.memory.builder import TEMPORAL_STAGES
+
+            for source in answer.task.sources:
+                if source.kind == "video" and Path(source.path).is_file():
+                    session.index(source.path, TEMPORAL_STAGES, progress=not args.quiet)
     return 0
 
 
@@ -107,6 +114,8 @@ def _print_answer(answer: Answer, *, trace: bool) -> None:
         print(f"Answer: {option_label(answer.choice_index)}. {answer.text}")
     else:
         print(f"Answer: {answer.text}")
+    for coverage in answer.artifacts.get("coverage", {}).values():  # answered from a partial memory
+        print(f"Coverage: {coverage['text']}")
     if answer.abstained:
         print(f"Abstained: {answer.abstained} (the answer above is the best guess)")
     elif answer.confidence is not None:
@@ -218,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="knowledge the planner may consult (repeat for each): a table (csv, tsv, xlsx, parquet, "
                           "sqlite), a document (pdf, md, html, txt), an http(s) URL of one, or 'web' (the search at "
                           "$VIDAGENT_WEB_SEARCH); FILE#TEXT describes it to the planner")
+    ask.add_argument("--glance", nargs="?", type=float, const=DEFAULT_EVERY_S, default=None, metavar="SECONDS",
+                     help="a video not indexed yet is answered at once from a frame described every SECONDS "
+                          f"(default {DEFAULT_EVERY_S:g}), the stretches the planner reads described in full first; "
+                          "the answer says what it saw (Coverage)")
+    ask.add_argument("--complete", action="store_true",
+                     help="after answering, finish indexing the videos (the temporal memory, resumed from the glance)")
     add_llm_options(ask)
     ask.set_defaults(run=_cmd_ask)
 

@@ -4,6 +4,7 @@ fresh full index."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -152,3 +153,25 @@ def test_coverage_windows_and_text():
     assert Coverage.from_dict(coverage.to_dict()) == coverage
     assert not coverage.complete and Coverage(4.0, 10.0, ((0.0, 4.0),), True).complete
     assert clock(3723) == "1:02:03"
+
+
+def test_the_ask_command_glances_says_its_coverage_and_completes(clip, video, tmp_path, monkeypatch, capsys, full):
+    import vidagent.llm.client
+    from vidagent.cli import main as cli_main
+    from vidagent.perception.suite import Perception
+
+    monkeypatch.setenv("VIDAGENT_HOME", str(tmp_path / "cli"))
+    monkeypatch.setattr(Perception, "from_settings", classmethod(lambda cls, settings: scripted_perception(clip)))
+    replies = ["Thought: I now know the final answer\nFinal Answer: a cup"]
+    monkeypatch.setattr(vidagent.llm.client, "build_llm", lambda settings: ScriptedLLM(list(replies)))
+    assert cli_main(["ask", str(video.path), "What is first on the table?", "--glance", "-q"]) == 0
+    printed = capsys.readouterr().out
+    assert "Answer: a cup" in printed and "Coverage: answered from 0:00-1:00 sampled every 10 s; " in printed
+    assert cli_main(["ask", str(video.path), "What is first on the table?", "--glance", "20", "--json", "-q",
+                     "--complete"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    # the stored glance is taken up (its frames kept), sampled at the interval asked now
+    assert payload["artifacts"]["coverage"][video.content_hash]["every_s"] == 20.0
+    with Library(tmp_path / "cli" / "library.sqlite") as library:
+        for table in TABLES:
+            assert _rows(library, video.content_hash, table) == full[table], table

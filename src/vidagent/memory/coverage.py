@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 Window = tuple[float, float]
+DEFAULT_EVERY_S = 10.0  # a glance describes one frame every this many seconds
 
 
 @dataclass(frozen=True)

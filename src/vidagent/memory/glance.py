@@ -56,7 +56,7 @@ from typing import Any, Callable, Iterable
 from tqdm import tqdm
 
 from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
-from vidagent.memory.coverage import Coverage, Window, merge_windows
+from vidagent.memory.coverage import DEFAULT_EVERY_S, Coverage, Window, merge_windows
 from vidagent.memory.stages.frames import FramesStage
 from vidagent.memory.stages.segments import SegmentsStage
 from vidagent.memory.video_memory import GLANCE_KEY, VideoMemory
@@ -64,9 +64,6 @@ from vidagent.video.change import same_view, thumbnail
 from vidagent.video.video import SampledFrame, Video
 
 log = logging.getLogger(__name__)
-
-DEFAULT_EVERY_S = 10.0  # the coarse pass describes one frame every this many seconds
-
 
 class Glance:
     """The partial memory of one video: its coarse pass, its refinement, its completion."""
