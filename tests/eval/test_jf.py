@@ -88,3 +88,11 @@ def test_a_benchmark_is_the_mean_of_its_sequences() -> None:
     assert mean_scores(scores) == {"j": 0.75, "f": 0.5, "jf": 0.625, "sequences": 2}
     assert mean_scores([])["sequences"] == 0
     assert SequenceScore(0.5, 0.25, 2).to_dict() == {"j": 0.5, "f": 0.25, "jf": 0.375, "frames": 2}
+
+
+def test_a_runs_segmentation_rows_are_averaged_over_expressions() -> None:
+    from vidagent.eval.jf import segmentation_metrics
+
+    rows = [{"jf": {"j": 1.0, "f": 0.5}}, {"jf": {"j": 0.5, "f": 0.5}}, {"jf": None, "correct": True}]
+    assert segmentation_metrics(rows) == {"J": 0.75, "F": 0.5, "J&F": 0.625}
+    assert segmentation_metrics([{"correct": True}]) is None

@@ -15,7 +15,10 @@ from vidagent.video.video import VIDEO_SUFFIXES
 MULTIPLE_CHOICE = "multiple_choice"
 OPEN_ENDED = "open_ended"
 LOCALIZATION = "localization"
-TASKS = (MULTIPLE_CHOICE, OPEN_ENDED, LOCALIZATION)
+# referring video object segmentation: the question is an expression, the answer the object's masks
+# (``vidagent.eval.refvos``; scored by J&F, ``vidagent.eval.referring``)
+REFERRING_SEGMENTATION = "referring_segmentation"
+TASKS = (MULTIPLE_CHOICE, OPEN_ENDED, LOCALIZATION, REFERRING_SEGMENTATION)
 
 VIDEO_EXTENSIONS = VIDEO_SUFFIXES + (".flv", ".wmv", ".3gp", ".ts")  # tried in this order
 
@@ -53,6 +56,9 @@ class EvalItem:
             return self.answer_index is not None
         if self.task == LOCALIZATION:
             return bool(self.spans)
+        if self.task == REFERRING_SEGMENTATION:
+            ref = self.extra.get("ref") or {}
+            return ref.get("object_id") is not None and bool(ref.get("annotations"))
         return bool(self.answer or self.accept)
 
     def with_video_path(self, path: Path | str) -> "EvalItem":

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import cv2
 import numpy as np
@@ -122,3 +122,14 @@ def _pair(prediction: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.nda
     if predicted.shape != true.shape or predicted.ndim != 2:
         raise ValueError(f"masks of different sizes or not 2-D: {predicted.shape} and {true.shape}")
     return predicted, true
+
+
+def segmentation_metrics(rows: Iterable[Mapping[str, Any]]) -> dict[str, float] | None:
+    """J, F and J&F of an evaluation run's referring segmentation rows (those with a ``jf`` score), the
+    means over their expressions; None when it has none."""
+    scored = [row["jf"] for row in rows if isinstance(row.get("jf"), Mapping)]
+    if not scored:
+        return None
+    j = float(np.mean([s["j"] for s in scored]))
+    f = float(np.mean([s["f"] for s in scored]))
+    return {"J": j, "F": f, "J&F": (j + f) / 2}

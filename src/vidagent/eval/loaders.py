@@ -26,6 +26,7 @@ from vidagent.eval.dataset import (
     table_delimiter,
 )
 from vidagent.eval.errors import DatasetError
+from vidagent.eval.refvos import is_meta_expressions, load_ref_davis, load_ref_youtube_vos
 from vidagent.prompts import prompt
 from vidagent.text import fold
 
@@ -449,6 +450,9 @@ LOADERS: dict[str, Loader] = {
         Loader("tvqa", "TVQA .jsonl / TVQA+ .json", load_tvqa),
         Loader("activitynet_qa", "ActivityNet-QA <split>_q.json + <split>_a.json", load_activitynet_qa),
         Loader("ego4d_nlq", "Ego4D NLQ nlq_<split>.json", load_ego4d_nlq),
+        Loader("ref_youtube_vos", "Ref-YouTube-VOS meta_expressions.json + JPEGImages/, Annotations/",
+               load_ref_youtube_vos),
+        Loader("ref_davis", "Ref-DAVIS17 in Ref-YouTube-VOS's layout", load_ref_davis),
     )
 }
 
@@ -481,6 +485,8 @@ def detect_format(path: Path) -> str:
         if isinstance(data, dict):
             if isinstance(data.get("videos"), list):
                 return "ego4d_nlq"
+            if is_meta_expressions(data):
+                return "ref_davis" if "davis" in str(path).lower() else "ref_youtube_vos"
             if data and all(isinstance(v, dict) and "mc_question" in v for v in list(data.values())[:5]):
                 return "perception_test"
             raise unknown

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from vidagent.eval.errors import EvalError
 from vidagent.eval.html_page import markdown_page
+from vidagent.eval.jf import segmentation_metrics
 from vidagent.eval.metrics import (GroupStats, calibration, group_stats, grounding_metrics, localization_metrics,
                                    stats_by_group)
 from vidagent.eval.pairing import paired_markdown, plot_cost_curves
@@ -112,14 +113,17 @@ def markdown_report(run: RunRecord) -> str:
                  f"{len(rows)} questions answered" + (f", {meta['missing']} skipped (video not found)"
                                                       if meta.get("missing") else "") + ".")
     lines += ["", *cost_table(_row_stats(rows))]
-    unscored = sum(1 for r in rows if r.get("correct") is None)
+    unscored = sum(1 for r in rows if r.get("correct") is None and not r.get("jf"))
     if unscored:
         lines += ["", f"{unscored} questions have no answer key and are not in the accuracy."]
+    if any(r.get("jf") for r in rows):
+        lines += ["", "Referring segmentation is scored by J&F (region similarity J, contour accuracy F), not by accuracy."]
     if any(r.get("judge") for r in rows):
         matched = [r for r in rows if r.get("judge") and r.get("match") is not None]
         lines += ["", f"Open-ended answers judged by the LLM; text matching alone: "
                       f"{_percent(sum(bool(r['match']) for r in matched) / len(matched) if matched else None)} %."]
-    for title, metrics in (("Localization", localization_metrics(rows)), ("Grounding", grounding_metrics(rows))):
+    for title, metrics in (("Localization", localization_metrics(rows)), ("Grounding", grounding_metrics(rows)),
+                           ("Referring segmentation", segmentation_metrics(rows))):
         if metrics:
             lines += ["", *_metric_table(title, [(run.label, metrics)])]
     rated = calibration(rows)
@@ -227,6 +231,7 @@ def summary_json(run: RunRecord) -> dict[str, Any]:
         "run": run.label, "meta": dict(run.meta),
         "groups": [s.to_dict() for s in _row_stats(run.rows)],
         "localization": localization_metrics(run.rows), "grounding": grounding_metrics(run.rows),
+        "segmentation": segmentation_metrics(run.rows),
         "calibration": calibration(run.rows),
     }
 

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from vidagent.config import Settings
 from vidagent.eval.backends import Backend, ProcessBackend, SerialBackend
-from vidagent.eval.dataset import Dataset, EvalItem, VideoFinder, find_id_map, load_id_map
+from vidagent.eval.dataset import REFERRING_SEGMENTATION, Dataset, EvalItem, VideoFinder, find_id_map, load_id_map
 from vidagent.eval.errors import EvalError
 from vidagent.eval.loaders import load_dataset
 from vidagent.agent.learning.keeper import check_mode
@@ -139,6 +139,8 @@ def resolve_videos(dataset: Dataset, config: RunConfig) -> tuple[list[EvalItem],
                     path = base / item.video
             cache[item.video] = path
         path = cache[item.video]
+        if path is None and item.task == REFERRING_SEGMENTATION and Path(item.extra["ref"]["images"]).is_dir():
+            path = Path(item.extra["ref"]["images"])  # its frames: the worker makes the video from them
         if path is None:
             missing.append((item.id, item.video))
         else:

@@ -13,9 +13,9 @@ from vidagent.agent.planner import build_planner
 from vidagent.agent.steps import ObservationStep
 from vidagent.agent.task import Question, Reference
 from vidagent.config import Settings
-from vidagent.errors import VidagentError
+from vidagent.errors import ToolInputError, VidagentError
 from vidagent.eval.clips import cut_clip
-from vidagent.eval.dataset import LOCALIZATION, MULTIPLE_CHOICE, OPEN_ENDED, EvalItem
+from vidagent.eval.dataset import LOCALIZATION, MULTIPLE_CHOICE, OPEN_ENDED, REFERRING_SEGMENTATION, EvalItem
 from vidagent.eval.errors import EvalError
 from vidagent.eval.judge import judge_answer
 from vidagent.eval.scoring import score_answer
@@ -56,6 +56,10 @@ class QuestionWorker:
                 asked = replace(item, video_path=str(clip))
             if not asked.video_path:
                 raise EvalError(f"question {item.id} has no video file")
+            if item.task == REFERRING_SEGMENTATION:
+                row.update(self.segment(asked))
+                row["wall_s"] = round(time.perf_counter() - started, 3)
+                return row
             question = Question(item.question, tuple(item.choices) if item.choices else None, id=item.id,
                                 wants_time=item.task == LOCALIZATION,
                                 reference=reference(item) if self.config.teach else None,
@@ -78,6 +82,25 @@ class QuestionWorker:
         return row
 
     __call__ = answer  # a worker of vidagent.parallel
+
+    def segment(self, item: EvalItem) -> dict[str, Any]:
+        """A referring segmentation question's row fields: the referred object and J&F of its masks. A
+        benchmark that ships frames (``video_path`` their folder) gets its video made once, under
+        ``<home>/eval-videos/<benchmark>/``."""
+        from vidagent.eval.referring import predict_referred_masks, score_referring_segmentation
+        from vidagent.eval.refvos import RefFrames, frames_video
+
+        path = Path(str(item.video_path))
+        if path.is_dir():
+            path = frames_video(RefFrames.from_extra(item.extra["ref"]),
+                                self.config.settings.home / "eval-videos" / (item.type or "frames") / f"{item.video}.mp4")
+        try:
+            referred = predict_referred_masks(self.session, item, path)
+        except ToolInputError as error:  # no object fits: nothing is segmented, which J&F counts
+            return {"error": str(error), **score_referring_segmentation(item, {})}
+        return {"prediction": f"object {referred.object_id}: {referred.description}",
+                "artifacts": {"object_id": referred.object_id, "how": referred.how},
+                **score_referring_segmentation(item, referred.masks)}
 
     def close(self) -> None:
         self.session.close()
