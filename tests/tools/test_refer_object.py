@@ -13,6 +13,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+import supervision as sv
 
 from vidagent.cli import main as cli_main
 from vidagent.errors import ToolInputError
@@ -233,3 +234,23 @@ def test_masks_at_any_times_are_given_without_saving_for_an_evaluation(shapes_ho
         # the shapes jump every half second; between samples the box moves smoothly, so it is off by part of a jump
         assert mask.shape == (SIZE[1], SIZE[0]) and mask_iou(mask, truth(clip, BLACK_DOG, time_s)) > 0.65
     assert (sorted(artifacts.iterdir()) if artifacts.exists() else []) == before
+
+
+def test_a_compressed_mask_that_starts_with_a_bracket_is_no_json_list():
+    """COCO's compressed counts use the characters 0 to o, "[" among them: about 3 masks in 100 of small boxes
+    start with it (measured on 3,000 random boxes), and were taken for a JSON list (an error, or a mask dropped)."""
+    from vidagent.perception.masks import decode_mask
+    from vidagent.video.track import decode_mask as track_decode
+
+    rng = np.random.default_rng(0)
+    seen = 0
+    for _ in range(400):
+        mask = np.zeros((60, 80), bool)
+        x, y = rng.integers(0, 60), rng.integers(0, 40)
+        mask[y:y + rng.integers(1, 20), x:x + rng.integers(1, 20)] = True
+        text = encode_mask(mask)
+        seen += text.startswith("[")
+        assert np.array_equal(decode_mask(text, 80, 60), mask) and np.array_equal(track_decode(text, 80, 60), mask)
+    assert seen >= 3
+    listed = json.dumps([int(v) for v in sv.mask_to_rle(mask, compressed=False)])
+    assert np.array_equal(decode_mask(listed, 80, 60), mask) and np.array_equal(track_decode(listed, 80, 60), mask)

@@ -42,11 +42,13 @@ def decode_mask(rle: str | bytes | Sequence[int], width: int, height: int) -> np
     counts: Any = rle.decode("ascii") if isinstance(rle, bytes) else rle
     if isinstance(counts, str):
         counts = counts.strip()
-        if counts.startswith("["):
+        if counts.startswith("["):  # a JSON list of counts, or a compressed string starting with "[" (one of its codes)
             try:
-                counts = [int(v) for v in json.loads(counts)]
-            except (ValueError, TypeError) as exc:
-                raise ValueError("a mask's text is no list of run lengths") from exc
+                listed = [int(v) for v in json.loads(counts)]
+            except (ValueError, TypeError):
+                listed = []
+            if listed and sum(listed) == int(width) * int(height):
+                counts = listed
     elif not isinstance(counts, list):
         counts = [int(v) for v in counts]
     try:
