@@ -179,3 +179,22 @@ def test_a_configured_captioner_captions_each_objects_best_crop(tmp_path):
                                  (video.content_hash,)))
     assert captions["car"] == "a reddish thing" and captions["person"] == "a bluish thing"
     assert 1.0 <= best["person"] <= 5.5 and best["dog"] <= 3.5  # a sighting of its own
+
+
+def test_a_pan_does_not_move_still_things_and_a_walker_is_measured_against_it():
+    from vidagent.memory.camera_motion import CameraPath
+    from vidagent.video.motion import PairMotion
+
+    def panning(dt: float) -> PairMotion:  # the picture's content moves left a quarter of the frame a second
+        return PairMotion(dt=dt, shift_x=-0.25, shift_y=0.0, zoom=0.0, tracked=True, histogram=0.0, layout=1.0,
+                          residual=2.0, moving=0.0, where="", abrupt=False)
+
+    times = tuple(i * STEP_S for i in range(8))
+    camera = CameraPath(times, tuple(panning(STEP_S) for _ in times[1:]), width=400, height=300)
+    post = _track(0, "person", [(300 - 50 * i, 100, 330 - 50 * i, 200) for i in range(8)])  # carried left by the pan
+    walker = _track(1, "person", [(100, 100, 130, 200) for _ in range(8)])  # followed by the camera: still in the picture
+    verbs = {(a.object_id, a.verb) for a in object_actions([post, walker], {}, duration_s=3.8, camera=camera)}
+    assert verbs == {(1, "walks")}
+    assert {(a.object_id, a.verb) for a in object_actions([post, walker], {}, duration_s=3.8)} == {(0, "walks")}
+    lost = CameraPath(times, tuple(replace(panning(STEP_S), tracked=False) for _ in times[1:]), 400, 300)
+    assert lost(0.0, 0.5, (1.0, 2.0, 3.0, 4.0)) == (1.0, 2.0, 3.0, 4.0)  # not followed: as a still camera

@@ -16,7 +16,7 @@ Everything here is deterministic and reads no storage: the stage gathers the tra
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 Box = tuple[float, float, float, float]
 
@@ -70,18 +70,19 @@ def in_order(actions: Iterable[Action]) -> list[Action]:
 
 
 def object_actions(tracks: Sequence[ObjectSightings], poses: Mapping[int, Sequence[tuple[float, frozenset[str]]]],
-                   duration_s: float) -> list[Action]:
+                   duration_s: float, camera: Callable[[float, float, Box], Box] | None = None) -> list[Action]:
     """Every action the trajectories and poses show, in order (``in_order``).
 
     ``poses`` maps a person's object id to its pose facts over time: ``(time_s, keys)`` where the keys
-    are those of ``vidagent.perception.pose_words.PoseFacts.keys``.
+    are those of ``vidagent.perception.pose_words.PoseFacts.keys``. ``camera`` says where the camera
+    alone carries a box between two times (``trajectory_actions.Camera``; None: a still camera).
     """
     from vidagent.memory.pose_actions import pose_actions
-    from vidagent.memory.trajectory_actions import moving_together, trajectory_actions
+    from vidagent.memory.trajectory_actions import moving_together, still_camera, trajectory_actions
 
     found: list[Action] = []
     for track in tracks:
-        found += trajectory_actions(track, duration_s)
+        found += trajectory_actions(track, duration_s, camera or still_camera)
     found = moving_together(tracks, found)
     for object_id, samples in poses.items():
         found += pose_actions(object_id, samples)

@@ -17,7 +17,10 @@ both read as "walks".)
 "moves" span (for a person "walks", or "runs" when its median speed reaches ``RUN_SPEED``); a run
 followed by ``MIN_STILL_S`` of sightings under that speed "stops" at the run's end. Intervals longer
 than the gap limit (as in ``object_summary``: ``GAP_S``, or ``GAP_STEPS`` sampling intervals) break
-runs. A panning camera moves everything in the picture: speeds are the picture's, not the world's.
+runs. Where the camera's motion is known (``Camera``: ``memory.camera_motion`` follows the picture between
+the sampled frames), each box is compared with where the camera alone would have carried the one
+before, so a pan or a zoom does not move still things; where it is not (a picture too plain or too
+fast to follow), speeds are the picture's.
 
 **In and out of view.** A thing "appears" at its first sighting and "disappears" at its last unless
 those lie within ``EDGE_S`` of the video's ends; a person "enters" and "leaves". A gap in the
@@ -37,11 +40,11 @@ frames a second reads as about 0.1-0.2 sizes a second.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from vidagent.memory.actions import TRAJECTORY, Action, ObjectSightings, Sighting
+from vidagent.memory.actions import TRAJECTORY, Action, Box, ObjectSightings, Sighting
 from vidagent.memory.object_summary import EDGE_S, GAP_S, GAP_STEPS
 
 MOVE_SPEED = 0.35  # object sizes per second
@@ -51,18 +54,26 @@ MIN_STILL_S = 0.9
 CARRY_MARGIN = 0.2  # of the carrier's box size, on every side
 CARRY_SHARE = 0.6
 SAME_VELOCITY = 0.5
+# Where the camera alone carries a box seen at t0 by t1 (pixels): speeds are measured against it, so a pan or
+# a zoom does not make still things move. ``still_camera`` when the camera's motion is not known.
+Camera = Callable[[float, float, Box], Box]
 RIDDEN = frozenset({"bicycle", "motorcycle", "skateboard", "surfboard", "skis", "snowboard", "horse"})
 RIDERS = frozenset({"person", "dog", "cat"})
 EDGE_CONFIDENCE, GAP_CONFIDENCE = 0.9, 0.6
 
 
-def trajectory_actions(track: ObjectSightings, duration_s: float) -> list[Action]:
+def still_camera(t0: float, t1: float, box: Box) -> Box:
+    """A camera that does not move: the box stays where it was."""
+    return box
+
+
+def trajectory_actions(track: ObjectSightings, duration_s: float, camera: Camera = still_camera) -> list[Action]:
     """What one object's sightings show: its moving runs, stops and comings and goings."""
     sightings = sorted(track.sightings, key=lambda s: s.time_s)
     if not sightings:
         return []
     found = _visibility(track, sightings, duration_s)
-    for start, end, speed, still_s in _runs(track, sightings):
+    for start, end, speed, still_s in _runs(track, sightings, camera):
         verb = "moves"
         if track.is_person:
             verb = "runs" if speed >= RUN_SPEED else "walks"
@@ -128,9 +139,10 @@ def _side(box: Sequence[float]) -> float:
     return math.sqrt(max(box[2] - box[0], 1e-3) * max(box[3] - box[1], 1e-3))
 
 
-def speeds(track: ObjectSightings, sightings: Sequence[Sighting]) -> list[float | None]:
+def speeds(track: ObjectSightings, sightings: Sequence[Sighting], camera: Camera = still_camera
+           ) -> list[float | None]:
     """Smoothed speed of each interval between consecutive sightings, in object sizes per second
-    (None across a gap)."""
+    (None across a gap), against where the camera alone carried the object."""
     size, limit = _size(track), _gap_limit([s.time_s for s in sightings])
     raw: list[float | None] = []
     for a, b in zip(sightings[:-1], sightings[1:]):
@@ -138,9 +150,10 @@ def speeds(track: ObjectSightings, sightings: Sequence[Sighting]) -> list[float 
         if dt <= 0 or dt > limit:
             raw.append(None)
             continue
-        dx = _together(b.box[0] - a.box[0], b.box[2] - a.box[2])
-        dy = _together(b.box[1] - a.box[1], b.box[3] - a.box[3])
-        growth = _together(math.log(_width(b.box) / _width(a.box)), math.log(_height(b.box) / _height(a.box)))
+        carried = camera(a.time_s, b.time_s, a.box)
+        dx = _together(b.box[0] - carried[0], b.box[2] - carried[2])
+        dy = _together(b.box[1] - carried[1], b.box[3] - carried[3])
+        growth = _together(math.log(_width(b.box) / _width(carried)), math.log(_height(b.box) / _height(carried)))
         raw.append(math.hypot(dx, dy) / size / dt + growth / dt)
     smooth: list[float | None] = []
     for i, value in enumerate(raw):
@@ -152,9 +165,10 @@ def speeds(track: ObjectSightings, sightings: Sequence[Sighting]) -> list[float 
     return smooth
 
 
-def _runs(track: ObjectSightings, sightings: Sequence[Sighting]) -> list[tuple[float, float, float, float]]:
+def _runs(track: ObjectSightings, sightings: Sequence[Sighting], camera: Camera
+          ) -> list[tuple[float, float, float, float]]:
     """``(start_s, end_s, median speed, seconds still after)`` of each moving run long enough."""
-    interval_speeds = speeds(track, sightings)
+    interval_speeds = speeds(track, sightings, camera)
     times = [s.time_s for s in sightings]
     runs: list[tuple[int, int]] = []  # interval indices [first, last]
     start = None

@@ -1,6 +1,7 @@
 """Stage ``actions``: what each object of the object memory does, as verbs with time spans.
 
-A table stage after ``objects``: it reads every object's sightings from ``detections`` and, when pose
+A table stage after ``objects``: it reads every object's sightings from ``detections`` (and follows the
+camera between their sample times, ``vidagent.memory.camera_motion``, so a pan is not a walk) and, when pose
 perception is on (``Settings.perception`` has "pose"), the pose words the ``frames`` stage stored for
 the people in its frames, matched to the person objects by time and box overlap. The verbs come from
 ``vidagent.memory.actions`` (trajectories and poses, no model) and, with a video classifier configured
@@ -18,17 +19,20 @@ import numpy as np
 import supervision as sv
 
 from vidagent.memory.actions import Action, ObjectSightings, Sighting, in_order, object_actions
+from vidagent.memory.camera_motion import follow_camera
 from vidagent.memory.classified_actions import classified_actions
 from vidagent.memory.pose_actions import pose_keys
 from vidagent.memory.stages.base import Rows
 from vidagent.memory.store import Library
 from vidagent.perception.base import VideoClassifier
+from vidagent.video.motion import THUMBNAIL_SIDE
 from vidagent.video.video import Video
 
 log = logging.getLogger(__name__)
 
 # Raise when the derivation's verbs or thresholds change, so stored actions are rebuilt.
-ACTIONS_VERSION = 1
+# 2: speeds measured against the camera's own motion
+ACTIONS_VERSION = 2
 # A pose read in a frame belongs to the person object seen within this many seconds of it (objects are
 # sampled at 2 frames a second, frames in the middle of each segment) whose box overlaps it this much.
 POSE_MATCH_S = 0.6
@@ -49,6 +53,7 @@ class ActionsStage:
     def config(self) -> dict[str, Any]:
         return {
             "version": ACTIONS_VERSION,
+            "camera_thumbnail": THUMBNAIL_SIDE,
             "objects": self.objects_config,
             **({"frames": self.frames_config} if self.frames_config is not None else {}),
             **({"classifier": self.classifier.name} if self.classifier is not None else {}),
@@ -60,7 +65,9 @@ class ActionsStage:
         tracks = object_tracks(library, video_id)
         poses = person_poses(library, video_id, tracks, video.info.width, video.info.height) \
             if self.frames_config is not None else {}
-        found = object_actions(tracks, poses, video.duration_s)
+        times = sorted({s.time_s for track in tracks for s in track.sightings})
+        camera = follow_camera(video, times) if len(times) > 1 else None
+        found = object_actions(tracks, poses, video.duration_s, camera)
         if self.classifier is not None:
             found += classified_actions(video, tracks, self.classifier, self.segment_seconds)
         ordered = in_order(found)
