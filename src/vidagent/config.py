@@ -121,6 +121,12 @@ class Settings:
     # Sampled frames that look the same as the last frame a stage ran its models on reuse that
     # frame's results (see vidagent.video.change); False runs the models on every sampled frame.
     reuse_near_duplicates: bool = True
+    # Less model work per indexed second (issue 28): OCR reads only the frames a pixel test finds text-like
+    # lines in (vidagent.perception.text_screen), and the objects stage's detector follows change: where the
+    # picture stays still it runs once a second instead of at object_fps, the frames between reusing its
+    # result (vidagent.video.change.SparseRate; only with reuse_near_duplicates). False runs them everywhere.
+    screen_text: bool = True
+    detector_follows_change: bool = True
     # Extra offline perception feeding the frame and segment descriptions (PERCEPTION_SOURCES):
     # "imagenet" (ImageNet-1k labels of frames and object crops), "pose" (body pose words for people),
     # "motion" (camera motion, scene cuts). Off by default until measured; see README.
@@ -183,6 +189,8 @@ class Settings:
                          if value is not None or key not in LATER_BACKENDS},
             "segment_seconds": self.segment_seconds, "frames_per_segment": self.frames_per_segment,
             "object_fps": self.object_fps, "reuse_near_duplicates": self.reuse_near_duplicates,
+            **({"screen_text": True} if self.screen_text else {}),
+            **({"detector_follows_change": True} if self.detector_follows_change else {}),
             "perception": sorted(self.perception), "memory_selection": self.memory_selection,
             "tools": asdict(self.tools),
         }
@@ -222,7 +230,9 @@ class Settings:
         ``VIDAGENT_LLM_TIMEOUT``, ``VIDAGENT_LLM_CACHE`` (``0`` disables the response cache),
         ``VIDAGENT_LLM_THREADS`` (CPU threads of the embedded model; default all CPUs).
         ``VIDAGENT_DETECTOR_WORKERS``: Node workers of the offline detector (0: one per core);
-        ``VIDAGENT_REUSE_FRAMES=0`` runs the frame models on near-duplicate frames too.
+        ``VIDAGENT_REUSE_FRAMES=0`` runs the frame models on near-duplicate frames too;
+        ``VIDAGENT_SCREEN_TEXT=0`` runs OCR on every described frame, ``VIDAGENT_FOLLOW_CHANGE=0`` the
+        detector at ``object_fps`` where nothing moves too.
         ``VIDAGENT_PERCEPTION``: extra offline perception, comma-separated ``imagenet,pose,motion``
         (``all`` or ``none`` too).
         ``VIDAGENT_EXPERIENCE``: memory across questions (``none``, ``semantic``, ``procedural``, ``all``).
@@ -256,6 +266,10 @@ class Settings:
             settings = replace(settings, detector_workers=max(0, int(env["VIDAGENT_DETECTOR_WORKERS"])))
         if env.get("VIDAGENT_REUSE_FRAMES") == "0":
             settings = replace(settings, reuse_near_duplicates=False)
+        if env.get("VIDAGENT_SCREEN_TEXT") in ("0", "1"):
+            settings = replace(settings, screen_text=env["VIDAGENT_SCREEN_TEXT"] == "1")
+        if env.get("VIDAGENT_FOLLOW_CHANGE") in ("0", "1"):
+            settings = replace(settings, detector_follows_change=env["VIDAGENT_FOLLOW_CHANGE"] == "1")
         if env.get("VIDAGENT_WEB_SEARCH"):
             settings = replace(settings, web_search=env["VIDAGENT_WEB_SEARCH"].strip())
         if env.get("VIDAGENT_KNOWLEDGE_MAX_MIB"):

@@ -24,7 +24,7 @@ from vidagent.memory.stages.speech import SpeechStage
 from vidagent.memory.store import Library
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
-from vidagent.video.change import ChangeLimits
+from vidagent.video.change import ChangeLimits, SparseRate
 from vidagent.video.video import Video
 
 log = logging.getLogger(__name__)
@@ -84,10 +84,14 @@ class MemoryBuilder:
                                      self.perception.captioner)
         from vidagent.memory.stages.objects import ObjectsStage
 
-        return ObjectsStage(self.perception, settings, reuse=self._reuse())
+        reuse = self._reuse(follow_change=settings.detector_follows_change)
+        return ObjectsStage(self.perception, settings, reuse=reuse)
 
-    def _reuse(self) -> ChangeLimits | None:
-        return ChangeLimits() if self.settings.reuse_near_duplicates else None
+    def _reuse(self, *, follow_change: bool = False) -> ChangeLimits | None:
+        """Near-duplicate reuse (None when off); ``follow_change`` adds the sparse rate where nothing moves."""
+        if not self.settings.reuse_near_duplicates:
+            return None
+        return ChangeLimits(sparse=SparseRate()) if follow_change else ChangeLimits()
 
     def missing_stages(self, video: Video, stages: Sequence[str] = TEMPORAL_STAGES) -> list[str]:
         """The stages (with their requirements) that are not built yet for ``video``."""

@@ -5,8 +5,10 @@ its own thread, so decoding, detection (whose Node workers run outside Python) a
   to every stage that asked for it (a bounded queue per stage keeps memory flat).
 - Near-duplicates: a stage with ``reuse`` limits runs its models only on frames that differ from
   the last frame it ran them on (``vidagent.video.change``); a frame that does not reuses that
-  frame's result. The decision depends only on pixels, and frames finished by an interrupted
-  build are decoded again to replay it, so a resumed build equals an uninterrupted one.
+  frame's result; a stage that follows change (``ChangeLimits.sparse``) also reuses it for a frame
+  that stays still soon after. The decision depends only on pixels and sample times, and frames
+  finished by an interrupted build are decoded again to replay it, so a resumed build equals an
+  uninterrupted one.
 - Checkpoints: each processed batch (with the duplicates it resolved) is saved at once, so a
   killed build resumes where it stopped.
 """
@@ -25,7 +27,7 @@ from tqdm import tqdm
 
 from vidagent.memory.stages.base import FrameStage
 from vidagent.memory.store import Library
-from vidagent.video.change import ChangeLimits, same_view, thumbnail
+from vidagent.video.change import ChangeLimits, reuses, thumbnail
 from vidagent.video.video import SampledFrame, Video
 
 log = logging.getLogger(__name__)
@@ -131,7 +133,8 @@ class FramePipeline:
                     continue
                 finished = frame.time_s in run.outcome.results
                 if run.reuse is not None and small is not None:
-                    if run.key is not None and same_view(run.key, small, run.reuse):
+                    if run.key is not None and run.key_time is not None and \
+                            reuses(run.key, small, frame.time_s - run.key_time, run.reuse):
                         if not finished:
                             self._put(run, ("copy", frame.time_s, run.key_time))
                         continue

@@ -61,6 +61,7 @@ class Perception:
         from vidagent.perception.ocr import RapidTextReader
         from vidagent.perception.segmenter import build_segmenter
         from vidagent.perception.speech import WhisperSpeechToText
+        from vidagent.perception.text_screen import ScreenedTextReader
         from vidagent.perception.tracking import ByteTracker
 
         # one cache in front of the detector: the frames describer and the objects stage share results
@@ -75,6 +76,8 @@ class Perception:
             copies = settings.detector_workers or os.cpu_count() or 1
             detector = CachingDetector(DetectorPool(lambda: CenterNetDetector(settings.models_dir), copies))
         reader = RapidTextReader(cache_dir=settings.models_dir / "ocr")
+        # the frames are described through the text screen; the OCR tools read every image they are given
+        frame_reader: TextReader = ScreenedTextReader(reader) if settings.screen_text else reader
         classifier: ImageClassifier | None = None
         if "imagenet" in settings.perception:
             from vidagent.perception.classifier import EfficientNetClassifier
@@ -91,9 +94,9 @@ class Perception:
             from vidagent.perception.hf import build_backend
 
             captioner = build_backend("captioner", wanted.captioner)
-            describer = CaptionWithText(captioner, reader)
+            describer = CaptionWithText(captioner, frame_reader)
         else:
-            describer = DetectorDescriber(detector, reader, classifier=classifier, pose=pose)
+            describer = DetectorDescriber(detector, frame_reader, classifier=classifier, pose=pose)
         appearance: AppearanceModel
         if wanted.appearance:
             from vidagent.perception.hf import build_backend

@@ -1,0 +1,79 @@
+"""The frame pipeline's rate follows change: a stage whose reuse has a sparse rate runs its models once
+a second where the picture only drifts and on every sampled frame where something moves. A scripted
+stage records the frames it was given; the clip is drawn here. Fast tier: no model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from conftest import write_test_video
+from vidagent.memory.frame_pipeline import FramePipeline
+from vidagent.memory.store import Library
+from vidagent.video.change import ChangeLimits, SparseRate
+from vidagent.video.video import SampledFrame, Video
+
+FPS, SAMPLE_FPS = 10, 2
+
+
+def _clip(path: Path) -> Path:
+    """3 s of a still picture fading slowly (4 grey levels per half second), then 2 s of a square
+    crossing it."""
+    frames = []
+    for i in range(5 * FPS):
+        t = i / FPS
+        level = 100 + 8 * min(t, 3.0)
+        image = np.clip(level + np.linspace(-30, 30, 160)[None, :, None] + np.zeros((120, 160, 3)), 0, 255)
+        image = image.astype(np.uint8)
+        if t >= 3.0:
+            x = int(10 + (t - 3.0) * 60)
+            image[40:70, x:x + 30] = (20, 20, 200)
+        frames.append(image)
+    return write_test_video(path, frames, fps=FPS)
+
+
+class _Stage:
+    """A frame stage that remembers the frames its 'model' ran on."""
+
+    name = "scripted"
+    requires: tuple[str, ...] = ()
+    max_side = 160
+    batch_size = 2
+
+    def __init__(self, reuse: ChangeLimits | None) -> None:
+        self.reuse = reuse
+        self.ran: list[float] = []
+
+    def config(self) -> dict[str, Any]:
+        return {"reuse": self.reuse.config() if self.reuse else None}
+
+    def frame_times(self, video: Video) -> list[float]:
+        return [round(i / SAMPLE_FPS, 3) for i in range(int(video.duration_s * SAMPLE_FPS))]
+
+    def process(self, frames: Sequence[SampledFrame]) -> list[Any]:
+        self.ran.extend(frame.time_s for frame in frames)
+        return [frame.time_s for frame in frames]
+
+    def finish(self, video: Video, library: Library, results: Mapping[float, Any]) -> dict:
+        return {}
+
+
+def _run(tmp_path: Path, reuse: ChangeLimits | None) -> tuple[_Stage, dict[float, Any]]:
+    video = Video(_clip(tmp_path / "fade.mp4"))
+    stage = _Stage(reuse)
+    with Library(tmp_path / f"library-{len(list(tmp_path.iterdir()))}.sqlite") as library:
+        library.add_video(video.info)
+        outcome = FramePipeline(library, video, progress=False).run([stage])["scripted"]  # type: ignore[list-item]
+    return stage, outcome.results
+
+
+def test_the_detector_runs_once_a_second_where_the_picture_is_still_and_at_full_rate_where_it_moves(tmp_path):
+    every, _ = _run(tmp_path, None)
+    assert every.ran == [i / 2 for i in range(10)]
+    near_duplicates, _ = _run(tmp_path, ChangeLimits())
+    assert near_duplicates.ran == every.ran  # the fade is more than a near-duplicate
+    following, results = _run(tmp_path, ChangeLimits(sparse=SparseRate()))
+    assert following.ran == [0.0, 1.0, 2.0, 3.0, 3.5, 4.0, 4.5]  # still: once a second; moving: each frame
+    assert [results[t] for t in (0.5, 1.5, 2.5)] == [0.0, 1.0, 2.0]  # the frames between reuse the last result
