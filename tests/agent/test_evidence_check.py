@@ -53,10 +53,11 @@ def test_a_supported_answer_marks_the_lines_it_rests_on_and_takes_its_confidence
     assert data["check"]["verdict"] == "supported" and data["evidence"][1]["supports"] is True
 
 
-def test_an_answer_no_cited_line_supports_abstains_and_keeps_its_guess():
+def test_an_answer_whose_option_is_not_the_likeliest_on_its_evidence_abstains_and_keeps_its_guess():
     llm = ScriptedLLM([_likelihoods(0.1, 0.8, 0.1), "Supports: none"])
     checked = check_answer(_answer(), MeteredChat(llm))
-    assert checked.abstained and "none of the evidence" in checked.abstained
+    assert checked.abstained == "on the evidence it cites, another option is likelier than the answer"
+    assert "option 1 is likelier on them (0.80)" in checked.trace.of_type(EvaluationStep)[-1].text
     assert checked.choice_index == 0 and checked.text == "a guitar"  # the guess is still scored
     assert checked.confidence == 0.0 and [e.supports for e in checked.evidence] == [False, False, False]
     assert checked.to_dict()["abstained"] is True
@@ -65,6 +66,17 @@ def test_an_answer_no_cited_line_supports_abstains_and_keeps_its_guess():
 def test_an_option_likeliest_on_its_evidence_stands_though_no_line_was_named():
     checked = check_answer(_answer(), MeteredChat(ScriptedLLM([_likelihoods(0.6, 0.3, 0.1), "Supports: none"])))
     assert checked.check.verdict == "supported" and not checked.abstained and checked.confidence == 0.6
+
+
+def test_named_lines_do_not_save_an_option_another_outweighs_on_the_same_evidence():
+    checked = check_answer(_answer(), MeteredChat(ScriptedLLM([_likelihoods(0.3, 0.6, 0.1), "Supports: 2"])))
+    assert checked.abstained and checked.check.verdict == "unsupported"
+    assert [e.supports for e in checked.evidence] == [False, True, False]  # still marked: what the model named
+
+
+def test_an_open_answer_no_cited_line_supports_abstains():
+    checked = check_answer(_answer("a guitar", None, choices=None), MeteredChat(ScriptedLLM(["Supports: none"])))
+    assert checked.abstained == "none of the evidence it cites shows that the answer is right"
 
 
 def test_a_partly_supported_answer_names_only_the_lines_that_show_it():
