@@ -113,8 +113,7 @@ def build_mcp(service: VideoService) -> MCPServer:
             found = await service.edits.refer(entry.video_id, expression)
             data = found.to_dict()
             data["frames"] = [{key: frame[key] for key in ("time_s", "frame", "box", "source")}
-                              | {"file": str(found.folder / f"masks/{frame['frame']:06d}.png")}
-                              for frame in data["frames"]]
+                              | {"file": str(found.folder / frame["file"])} for frame in data["frames"]]
             return data
 
     @server.tool(annotations=read_only)

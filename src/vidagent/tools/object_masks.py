@@ -46,13 +46,14 @@ class FrameMask:
     mask: np.ndarray
     source: str
 
-    def to_dict(self, file: str | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {"time_s": round(self.time_s, 3), "frame": self.frame,
-                               "box": [round(v, 1) for v in self.box], "source": self.source,
-                               "rle": mask_json(self.mask)}
-        if file is not None:
-            out["file"] = file
-        return out
+    @property
+    def file(self) -> str:
+        """Its PNG's path inside a segmentation's folder."""
+        return f"{MASKS_FOLDER}/{self.frame:06d}.png"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"time_s": round(self.time_s, 3), "frame": self.frame, "box": [round(v, 1) for v in self.box],
+                "source": self.source, "file": self.file, "rle": mask_json(self.mask)}
 
 
 def object_masks(track: Track, width: int, height: int, fps: float,
@@ -93,9 +94,8 @@ def write_segmentation(video: Video, track: Track, masks: Sequence[FrameMask], a
         (temporary / MASKS_FOLDER).mkdir(parents=True)
         frames = []
         for item in masks:
-            name = f"{MASKS_FOLDER}/{item.frame:06d}.png"
-            (temporary / name).write_bytes(mask_to_png(item.mask))
-            frames.append(item.to_dict(name))
+            (temporary / item.file).write_bytes(mask_to_png(item.mask))
+            frames.append(item.to_dict())
         manifest = {**about, "overlay": OVERLAY, "frames": frames}
         (temporary / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         editing.overlay_track(video, track, temporary / OVERLAY, start_s=window[0], end_s=window[1],
