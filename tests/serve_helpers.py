@@ -98,3 +98,27 @@ def read_sse(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
         elif not line and data:
             yield name, "\n".join(data)
             name, data = "message", []
+
+
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's (install.sh installs it)
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@contextlib.contextmanager
+def chromium_page(url: str, width: int = 1440, height: int = 900) -> Iterator[tuple[object, list[str]]]:
+    """The page at ``url`` in headless Debian chromium driven by Playwright, once it says it is ready, and the
+    list the page's script errors are added to."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            problems: list[str] = []
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            page.goto(url)
+            page.wait_for_selector("body[data-ready=true]")
+            yield page, problems
+        finally:
+            browser.close()

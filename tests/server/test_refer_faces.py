@@ -20,11 +20,8 @@ from vidagent.perception.masks import mask_from_json
 
 from fakes import ScriptedLLM, scripted_perception
 from fakes.shapes import BLACK_DOG, BLUE_CUP, SCENES, SIZE, WHITE_DOG, build_shapes_home, truth
-from serve_helpers import running_server
+from serve_helpers import CHROMIUM, chromium_page, running_server
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
@@ -92,62 +89,51 @@ def test_the_mcp_tool_segments_an_object(shapes_home):
     assert Path(found["overlay"]).is_file() and json.loads(Path(found["manifest"]).read_text())["object_id"] == BLACK_DOG
 
 
-playwright = pytest.importorskip("playwright.sync_api")
-
-
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (install.sh does)")
 def test_the_page_draws_the_referred_objects_mask_over_the_player(shapes_home, tmp_path):
+    pytest.importorskip("playwright.sync_api")
     home, path, clip = shapes_home
     with serve(shapes_home, ["none"]) as (server, _):  # the model's one reply: no object fits
         with httpx.Client(base_url=server.url) as client:
             video_id = client.post("/api/videos", json={"path": str(path)}).json()["video_id"]
-        with playwright.sync_playwright() as driver:
-            browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1440, "height": 900})
-                problems: list[str] = []
-                page.on("pageerror", lambda error: problems.append(str(error)))
-                page.goto(server.url + "/")
-                page.wait_for_selector("body[data-ready=true]")
-                page.click(f"#video-list li[data-video-id='{video_id}']")
-                page.wait_for_function("document.querySelector('#player').readyState >= 1")
-                assert page.is_hidden("#mask-overlay")
+        with chromium_page(server.url + "/") as (page, problems):
+            page.click(f"#video-list li[data-video-id='{video_id}']")
+            page.wait_for_function("document.querySelector('#player').readyState >= 1")
+            assert page.is_hidden("#mask-overlay")
 
-                page.fill("#refer-expression", "the dog on the right")
-                page.click("#refer-button")
-                page.wait_for_selector("#mask-overlay:not([hidden])")
-                assert f"object {WHITE_DOG} (dog)" in page.inner_text("#refer-result")
-                assert "found by the parser" in page.inner_text("#refer-result")
-                # the canvas lies on the picture: the player is wider than the 4:3 video, so it is centred
-                canvas = page.locator("#mask-overlay").bounding_box()
-                player = page.locator("#player").bounding_box()
-                assert abs(canvas["height"] / canvas["width"] - SIZE[1] / SIZE[0]) < 0.02
-                assert abs((canvas["x"] + canvas["width"] / 2) - (player["x"] + player["width"] / 2)) < 2
-                assert canvas["y"] >= player["y"] - 1 and canvas["y"] + canvas["height"] <= player["y"] + player["height"] + 1
+            page.fill("#refer-expression", "the dog on the right")
+            page.click("#refer-button")
+            page.wait_for_selector("#mask-overlay:not([hidden])")
+            assert f"object {WHITE_DOG} (dog)" in page.inner_text("#refer-result")
+            assert "found by the parser" in page.inner_text("#refer-result")
+            # the canvas lies on the picture: the player is wider than the 4:3 video, so it is centred
+            canvas = page.locator("#mask-overlay").bounding_box()
+            player = page.locator("#player").bounding_box()
+            assert abs(canvas["height"] / canvas["width"] - SIZE[1] / SIZE[0]) < 0.02
+            assert abs((canvas["x"] + canvas["width"] / 2) - (player["x"] + player["width"] / 2)) < 2
+            assert canvas["y"] >= player["y"] - 1 and canvas["y"] + canvas["height"] <= player["y"] + player["height"] + 1
 
-                def alpha_at(fx: float, fy: float) -> int:
-                    return page.evaluate(f"""() => {{ const c = document.querySelector('#mask-overlay');
-                        return c.getContext('2d').getImageData(Math.floor({fx} * c.width), Math.floor({fy} * c.height),
-                        1, 1).data[3]; }}""")
+            def alpha_at(fx: float, fy: float) -> int:
+                return page.evaluate(f"""() => {{ const c = document.querySelector('#mask-overlay');
+                    return c.getContext('2d').getImageData(Math.floor({fx} * c.width), Math.floor({fy} * c.height),
+                    1, 1).data[3]; }}""")
 
-                assert alpha_at(0.62, 0.7) > 0  # on the white dog
-                assert alpha_at(0.15, 0.2) == 0 and alpha_at(0.1, 0.72) == 0  # not on the red cup, nor the black dog
+            assert alpha_at(0.62, 0.7) > 0  # on the white dog
+            assert alpha_at(0.15, 0.2) == 0 and alpha_at(0.1, 0.72) == 0  # not on the red cup, nor the black dog
 
-                page.fill("#refer-expression", "the black dog")  # a dog that runs: its mask follows it
-                page.click("#refer-button")
-                page.wait_for_function(f"document.querySelector('#refer-result').textContent.includes('object {BLACK_DOG}')")
-                page.evaluate("document.querySelector('#player').currentTime = 3.2")
-                page.wait_for_function("document.querySelector('#mask-overlay').dataset.frame === '30'")
-                late = truth(clip, BLACK_DOG, 3.2)
-                ys, xs = np.nonzero(late)
-                assert alpha_at(xs.mean() / SIZE[0], ys.mean() / SIZE[1]) > 0
-                assert alpha_at(0.1, 0.72) == 0  # where the dog was at the start, it is no longer
-                page.screenshot(path=str(tmp_path / "refer.png"))  # kept in the test's folder
+            page.fill("#refer-expression", "the black dog")  # a dog that runs: its mask follows it
+            page.click("#refer-button")
+            page.wait_for_function(f"document.querySelector('#refer-result').textContent.includes('object {BLACK_DOG}')")
+            page.evaluate("document.querySelector('#player').currentTime = 3.2")
+            page.wait_for_function("document.querySelector('#mask-overlay').dataset.frame === '30'")
+            late = truth(clip, BLACK_DOG, 3.2)
+            ys, xs = np.nonzero(late)
+            assert alpha_at(xs.mean() / SIZE[0], ys.mean() / SIZE[1]) > 0
+            assert alpha_at(0.1, 0.72) == 0  # where the dog was at the start, it is no longer
+            page.screenshot(path=str(tmp_path / "refer.png"))  # kept in the test's folder
 
-                page.fill("#refer-expression", "the flying saucer")  # no class the parser knows: the model says none
-                page.click("#refer-button")
-                page.wait_for_selector("#notice:not([hidden])")
-                assert "no object of this video's object memory fits" in page.inner_text("#notice")
-                assert page.is_hidden("#mask-overlay") and not problems, problems
-            finally:
-                browser.close()
+            page.fill("#refer-expression", "the flying saucer")  # no class the parser knows: the model says none
+            page.click("#refer-button")
+            page.wait_for_selector("#notice:not([hidden])")
+            assert "no object of this video's object memory fits" in page.inner_text("#notice")
+            assert page.is_hidden("#mask-overlay") and not problems, problems
