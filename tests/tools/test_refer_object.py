@@ -254,3 +254,19 @@ def test_a_compressed_mask_that_starts_with_a_bracket_is_no_json_list():
     assert seen >= 3
     listed = json.dumps([int(v) for v in sv.mask_to_rle(mask, compressed=False)])
     assert np.array_equal(decode_mask(listed, 80, 60), mask) and np.array_equal(track_decode(listed, 80, 60), mask)
+
+
+def test_a_side_after_a_verb_of_motion_is_a_direction_and_colours_match_as_many_as_they_can():
+    assert parse_expression("a dog running to the left").side is None
+    assert parse_expression("a car moving from the left to the right").unknown == ("moving", "left", "right")
+    assert parse_expression("the man facing left on the right").side == "right"
+    assert parse_expression("the man on the left walking").side == "left"
+
+
+@pytest.mark.parametrize("expression, object_id", [("the black and brown dog", BLACK_DOG),
+                                                   ("the red and yellow cup", RED_CUP)])
+def test_several_colours_take_the_objects_with_the_most_of_them(shapes_home, expression, object_id):
+    home, path, clip = shapes_home
+    with session(home, clip) as s:
+        found = s.refer_object(path, expression, use_model=False)
+    assert found.referent.object_id == object_id and "partly" in found.referent.reason and not found.referent.ambiguous

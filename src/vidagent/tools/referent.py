@@ -7,7 +7,7 @@ sizes (``detections.cx, cy, area``), its actions (the ``actions`` table, where t
 ``objects.description``). ``resolve`` then narrows the objects down, step by step, without a model:
 
 1. the head's class ("dog"; a group such as "animal" takes any of its classes; none named: every object);
-2. its colours (an object whose colour words hold every colour named);
+2. its colours (the objects whose colour words hold the most of the colours named, at least one);
 3. the verbs said ("the person who sits down": an object with that action);
 4. an order: the ordinal counted from a side ("the second cup from the left"), in each sampled frame
    where that many candidates are seen together, the object ranked there most often winning (their
@@ -170,8 +170,10 @@ def _colour_filter(state: _Narrowing, facts: ObjectFacts) -> str:
     colours = state.expression.colours
     if not colours:
         return ""
-    state.candidates = [f for f in state.candidates if all(c in f.colours for c in colours)]
-    state.steps.append(f"{len(state.candidates)} {' and '.join(colours)}")
+    matched = {f.object_id: sum(c in f.colours for c in colours) for f in state.candidates}
+    most = max(matched.values(), default=0)  # "black and white": both where some have both, else either
+    state.candidates = [f for f in state.candidates if most and matched[f.object_id] == most]
+    state.steps.append(f"{len(state.candidates)} {' and '.join(colours) if most == len(colours) else 'partly ' + ' and '.join(colours)}")
     return f"{' and '.join(colours)} {state.expression.head_word or 'object'}"
 
 

@@ -5,7 +5,8 @@
 names: the **head** (the first class named, by its name, another name for it such as "man" for person,
 or a group such as "animal"; later classes are the **context**, as in "the man holding a cup"), the
 head's **colours** (a colour right before a class belongs to that class, any other to the head),
-an **ordinal** with a **side** ("second from the left", "the rightmost", "the one in the middle"), a
+an **ordinal** with a **side** ("second from the left", "the rightmost", "the one in the middle"; a side
+after a verb of motion, "running to the left", is where it goes, not where it is, and is left to the verbs), a
 **size** ("the biggest"), and the **words** left over, stemmed, for the caller to match against the
 verbs of the actions table ("sits down" matches "sitting down"). ``unknown`` holds the content words
 that none of this explains ("the dog chasing the ball" explains all but "chasing"): what a model may
@@ -67,6 +68,7 @@ class _Vocabulary:
     sizes: dict[str, str]
     verb_forms: dict[str, str]
     no_meaning: frozenset[str]
+    motion_words: frozenset[str]
 
 
 @cache
@@ -90,7 +92,8 @@ def _vocabulary() -> _Vocabulary:
         add(group, tuple(members))  # an empty group ("thing", "one") names any class
     colours = {word: colour for colour, words in data["colours"].items() for word in words}
     return _Vocabulary(names, max(len(k) for k in names), colours, dict(data["ordinals"]), dict(data["sides"]),
-                       dict(data["sizes"]), dict(data["verb_forms"]), frozenset(data["no_meaning"]))
+                       dict(data["sizes"]), dict(data["verb_forms"]), frozenset(data["no_meaning"]),
+                       frozenset(data["motion_words"]))
 
 
 def stem(word: str) -> str:
@@ -157,6 +160,8 @@ def parse_expression(text: str) -> ParsedExpression:
         elif word in vocabulary.ordinals:
             used[index] = True
             ordinal = vocabulary.ordinals[word]
+        elif word in vocabulary.sides and _is_direction(words, index):
+            continue  # "running to the left": where it goes, not where it is (a verb to match, left unknown)
         elif word in vocabulary.sides:
             used[index] = True
             side = vocabulary.sides[word]
@@ -175,6 +180,15 @@ def parse_expression(text: str) -> ParsedExpression:
         head_word=" ".join(words[found[0][0]:found[0][0] + found[0][1]]) if found else "",
         colours=tuple(dict.fromkeys(colours)), context=tuple(dict.fromkeys(c for _, _, cs in found[1:] for c in cs)),
         ordinal=ordinal, side=side, size=size, stems=tuple(stem(w) for w in words), unknown=unknown)
+
+
+def _is_direction(words: Sequence[str], index: int) -> bool:
+    """Whether the side at ``index`` follows a verb of motion ("runs to the left", "facing right")."""
+    before = [w for w in words[max(0, index - 6):index] if w not in _DIRECTION_LINKS]
+    return bool(before) and stem(before[-1]) in _vocabulary().motion_words
+
+
+_DIRECTION_LINKS = frozenset({"to", "towards", "toward", "the", "its", "his", "her", "their", "from", "left", "right"})
 
 
 def _is_colour_before_a_class(words: Sequence[str], index: int, length: int, vocabulary: _Vocabulary) -> bool:
