@@ -2,11 +2,13 @@
 
     .venv/bin/python bench/index_speed.py [--base COMMIT] [VIDEO ...]
     .venv/bin/python bench/index_speed.py --perception all [VIDEO ...]   # extra perception off vs on
+    .venv/bin/python bench/index_speed.py --masks [VIDEO ...]            # objects' masks off vs on
 
 For each video, every stage in one build into a scratch library, warm models (load time not
 counted), by the code at ``--base`` (default: fd675dc, before issue 12; taken with ``git archive``)
 and by this checkout (with ``--perception SOURCES``: this checkout without and with those extra
-perception sources, ``VIDAGENT_PERCEPTION``), each in its own process: video seconds per wall second, CPU utilisation
+perception sources, ``VIDAGENT_PERCEPTION``; with ``--masks``: this checkout without masks,
+``VIDAGENT_SEGMENTER=none``, and with the default segmenter), each in its own process: video seconds per wall second, CPU utilisation
 of the process tree (Python + Node detector workers; 200 % = both cores busy) and its peak
 resident memory. Then, in this checkout, each model's isolated time on the same inputs (one at a
 time, warm): the detector on one Node worker over every frame the stages sample, OCR on the
@@ -52,12 +54,18 @@ def measure(videos: list[str]) -> None:
 
     settings = Settings.from_env()
     perception = Perception.offline(settings)
+    if hasattr(perception, "segmenter"):  # the offline models, with the masks VIDAGENT_SEGMENTER asks for
+        from vidagent.perception.segmenter import build_segmenter
+
+        perception = replace(perception, segmenter=build_segmenter(settings.backends.segmenter, settings.models_dir))
     try:
         warm = next(Video(VIDEOS / "github_sam2/01_dog.mp4").frames_at([1.0], max_side=768)).image
         perception.describer.describe([warm, warm[::2, ::2].copy()])
         perception.detector.detect([warm[::3, ::3].copy(), warm[::4, ::4].copy()])  # every detector worker
         perception.embedder.embed_passages(["warm up"])
         perception.speech.transcribe(np.zeros(16000, np.float32))
+        if getattr(perception, "segmenter", None) is not None:  # the person model's worker starts here
+            perception.segmenter.segment(warm, [(10.0, 10.0, 120.0, 200.0), (150.0, 20.0, 260.0, 90.0)], ["person", "dog"])
         for name in videos:
             video = Video(VIDEOS / name)
             clear = getattr(perception.detector, "clear", None)
@@ -163,6 +171,7 @@ def main() -> int:
     parser.add_argument("--no-floor", action="store_true", help="skip the isolated model times")
     parser.add_argument("--perception", help="compare this checkout without and with these perception sources "
                                              "(e.g. all, or imagenet,pose) instead of --base and this checkout")
+    parser.add_argument("--masks", action="store_true", help="compare this checkout without and with objects' masks")
     args = parser.parse_args()
     if args.measure:
         measure(args.videos)
@@ -170,7 +179,11 @@ def main() -> int:
     if args.floor:
         floor(args.videos)
         return 0
-    if args.perception:
+    if args.masks:
+        label = "masks off"
+        before = run_side(ROOT / "src", "measure", args.videos, {"VIDAGENT_SEGMENTER": "none"})
+        after = run_side(ROOT / "src", "measure", args.videos)
+    elif args.perception:
         label = "perception none"
         before = run_side(ROOT / "src", "measure", args.videos, {"VIDAGENT_PERCEPTION": "none"})
         after = run_side(ROOT / "src", "measure", args.videos, {"VIDAGENT_PERCEPTION": args.perception})
@@ -180,7 +193,7 @@ def main() -> int:
             before = run_side(base_source(args.base, Path(scratch)), "measure", args.videos)
         after = run_side(ROOT / "src", "measure", args.videos)
     floors = {} if args.no_floor else {row["video"]: row for row in run_side(ROOT / "src", "floor", args.videos)}
-    after_label = f"perception {args.perception}" if args.perception else "after"
+    after_label = "masks on" if args.masks else f"perception {args.perception}" if args.perception else "after"
     print(f"| video | length | before ({label}): video s per wall s, CPU, peak | {after_label}: video s per wall s, CPU, "
           "peak | speed-up | floor: video s per s (models alone) | after over floor |")
     print("|---|---|---|---|---|---|---|")

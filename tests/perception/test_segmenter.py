@@ -89,16 +89,17 @@ class _PersonModel:
 
 
 def test_people_go_to_the_person_model_and_what_it_misses_to_grabcut() -> None:
-    image, truth = shapes.frame(2.0), shapes.truth(2.0)
-    boxes = [item.box for item in truth]
+    image = shapes.frame(2.0)
+    # two "people" the person model is asked about (the second it misses), a frisbee, and a person too small
+    boxes = [(100, 20, 180, 100), (230, 60, 310, 150), (60, 150, 160, 210), (20, 20, 40, 60)]
     person = _PersonModel(miss={1})
     segmenter = OfflineSegmenter(GrabCutSegmenter(), person)
-    assert segmenter.name == "disc-person+grabcut?max_side=128&iterations=3"
-    masks = segmenter.segment(image, boxes, ["person", "person", "frisbee"])
-    assert len(person.calls) == 2  # the two "people", not the frisbee
-    grabcut = GrabCutSegmenter().segment(image, boxes, ["x"] * 3)
+    assert segmenter.name == "disc-person&min_side=48+grabcut?max_side=128&iterations=3"
+    masks = segmenter.segment(image, boxes, ["person", "person", "frisbee", "person"])
+    assert len(person.calls) == 2  # the two people big enough, not the frisbee or the 40-pixel person
+    grabcut = GrabCutSegmenter().segment(image, boxes, ["x"] * 4)
     assert not np.array_equal(masks[0], grabcut[0])  # the person model's disc
-    assert np.array_equal(masks[1], grabcut[1]) and np.array_equal(masks[2], grabcut[2])
+    assert all(np.array_equal(masks[i], grabcut[i]) for i in (1, 2, 3))
     assert OfflineSegmenter(GrabCutSegmenter()).name == "grabcut?max_side=128&iterations=3"
     with pytest.raises(ValueError):
         segmenter.segment(image, boxes, ["person"])

@@ -44,6 +44,10 @@ MIN_MODEL_SIDE = 6  # boxes thinner than this (in GrabCut's shrunk pixels) keep 
 # A mask covering less of its box than this is taken for a failed cut (a thin bat on a busy background).
 MIN_FILL = 0.05
 PERSON_LABELS = frozenset({"person"})
+# People whose box is shorter than this on its longer side go to GrabCut too: the person model costs 40 ms a
+# person whatever the size (its input is 256x256), and in boats.mp4 171 of 256 detections are people a few
+# dozen pixels high on the decks. How well either masks people that small was not measured.
+MIN_PERSON_SIDE = 48
 NO_MASKS, GRABCUT = "none", "grabcut"  # the settings that turn masks off, and that use GrabCut for people too
 
 
@@ -116,6 +120,10 @@ class GrabCutSegmenter:
         return kept
 
 
+def _longer_side(box: Sequence[float]) -> float:
+    return max(float(box[2]) - float(box[0]), float(box[3]) - float(box[1]))
+
+
 def _rect_in(shape: tuple[int, ...], box: tuple[float, float, float, float]) -> tuple[int, int, int, int] | None:
     """GrabCut's (x, y, w, h) rectangle for ``box`` inside an image of ``shape``; None when too small."""
     height, width = shape[:2]
@@ -132,19 +140,21 @@ class OfflineSegmenter:
     """People to ``person`` (when given), the rest to ``things``; implements ``Segmenter``.
 
     A person mask that covers less than ``MIN_FILL`` of its box (the person model saw no one there:
-    a back turned in the dark, a figure a few pixels high) is made by ``things`` instead.
+    a back turned in the dark) is made by ``things`` instead, and so is a person whose box is under
+    ``MIN_PERSON_SIDE`` pixels on its longer side.
     """
 
     def __init__(self, things: Segmenter, person: Segmenter | None = None) -> None:
         self.things = things
         self.person = person
-        self.name = f"{person.name}+{things.name}" if person is not None else things.name
+        self.name = f"{person.name}&min_side={MIN_PERSON_SIDE}+{things.name}" if person is not None else things.name
 
     def segment(self, image: np.ndarray, boxes: Sequence[Sequence[float]], labels: Sequence[str]) -> list[np.ndarray]:
         if len(boxes) != len(labels):
             raise ValueError(f"{len(boxes)} boxes but {len(labels)} labels")
         masks: list[np.ndarray | None] = [None] * len(boxes)
-        people = [i for i, label in enumerate(labels) if label in PERSON_LABELS] if self.person is not None else []
+        people = [i for i, label in enumerate(labels)
+                  if label in PERSON_LABELS and _longer_side(boxes[i]) >= MIN_PERSON_SIDE] if self.person is not None else []
         if people and self.person is not None:
             found = self.person.segment(image, [boxes[i] for i in people], [labels[i] for i in people])
             height, width = image.shape[:2]

@@ -1,0 +1,151 @@
+"""Object masks: quality on the generated shapes clip, and their cost on real clips, eager against lazy.
+
+    .venv/bin/python bench/mask_quality.py [VIDEO ...]
+
+1. The generated clip (``tests/shapes_clip.py``: three shapes moving over a textured background, masks known):
+   J, F and J&F (``vidagent.eval.jf``, each shape a sequence) of the offline segmenter (GrabCut; the person
+   model has no people to see there) and of the boxes themselves, from boxes loosened as a detector's are,
+   and the time per box.
+2. Real clips (the shared test videos; default three): frames sampled as the objects stage samples them
+   (2 fps, longer side 768), CenterNet's detections, then
+   * eager (what the objects stage does): every detection segmented as its frame is measured, the cost per
+     sampled frame and per detection, people (selfie model) and things (GrabCut) apart;
+   * lazy (the alternative: segment one object when a tool first asks for it): decoding again the frames
+     the object was sampled in, plus segmenting its boxes, per tracked object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+VIDEOS = Path(os.environ.get("VIDAGENT_TEST_DATA", ROOT.parent / "shared" / "data")) / "videos"
+DEFAULT_VIDEOS = ["github_sam2/01_dog.mp4", "github_Ask-Anything/hitting_baseball.mp4", "github_VideoAgent/boats.mp4"]
+
+
+def loosened(box: tuple[float, float, float, float], rng: np.random.Generator) -> tuple[float, ...]:
+    """A detector's box: the tight box grown by 5 % a side, each edge then moved by up to 10 %."""
+    x1, y1, x2, y2 = box
+    w, h = x2 - x1, y2 - y1
+    jitter = rng.uniform(-0.1, 0.1, 4) * [w, h, w, h]
+    return x1 - 0.05 * w + jitter[0], y1 - 0.05 * h + jitter[1], x2 + 0.05 * w + jitter[2], y2 + 0.05 * h + jitter[3]
+
+
+def generated_clip() -> None:
+    import shapes_clip as shapes
+
+    from vidagent.eval.jf import mean_scores, score_sequence
+    from vidagent.perception.masks import box_mask
+    from vidagent.perception.segmenter import GrabCutSegmenter
+
+    segmenter = GrabCutSegmenter()
+    rng = np.random.default_rng(0)
+    made: dict[str, list[np.ndarray]] = defaultdict(list)
+    boxes: dict[str, list[np.ndarray]] = defaultdict(list)
+    truths: dict[str, list[np.ndarray]] = defaultdict(list)
+    seconds, count = 0.0, 0
+    for t in np.arange(0.0, shapes.SECONDS, 0.1):
+        image, truth = shapes.frame(float(t)), shapes.truth(float(t))
+        given = [loosened(item.box, rng) for item in truth]
+        started = time.perf_counter()
+        masks = segmenter.segment(image, given, [item.shape.label for item in truth])
+        seconds += time.perf_counter() - started
+        count += len(given)
+        for item, box, mask in zip(truth, given, masks):
+            made[item.shape.name].append(mask)
+            boxes[item.shape.name].append(box_mask(box, shapes.WIDTH, shapes.HEIGHT))
+            truths[item.shape.name].append(item.mask)
+    print(f"## Generated clip ({len(truths)} shapes x {len(next(iter(truths.values())))} frames, loosened boxes)\n")
+    print("| masks | J | F | J&F |\n|---|---|---|---|")
+    for label, predicted in ((segmenter.name, made), ("the boxes", boxes)):
+        scores = mean_scores(score_sequence(predicted[name], truths[name]) for name in truths)
+        print(f"| {label} | {scores['j']:.3f} | {scores['f']:.3f} | {scores['jf']:.3f} |")
+    print(f"\nGrabCut: {1000 * seconds / count:.1f} ms a box ({count} boxes).\n")
+
+
+def real_clips(names: list[str]) -> None:
+    from vidagent.config import Settings
+    from vidagent.perception.detections import class_names
+    from vidagent.perception.detector import CenterNetDetector
+    from vidagent.perception.segmenter import PERSON_LABELS, build_segmenter
+    from vidagent.perception.tracking import ByteTracker, track_frames
+    from vidagent.video.video import Video
+
+    settings = Settings.from_env()
+    detector = CenterNetDetector(settings.models_dir)
+    segmenter = build_segmenter(None, settings.models_dir)
+    assert segmenter is not None
+    print(f"## Real clips: {segmenter.name}\n")
+    print("| video | sampled frames | detections (people) | decode all s | eager: mask ms per frame | per person | "
+          "per thing | lazy: objects | lazy ms per object (decode + masks) | lazy all objects s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    try:
+        for name in names:
+            video = Video(VIDEOS / name)
+            fps = 2.0
+            times = [round(i / fps, 3) for i in range(max(1, int(video.duration_s * fps)))]
+            started = time.perf_counter()
+            frames = list(video.frames_at(times, max_side=768))
+            decode_s = time.perf_counter() - started
+            detections = detector.detect([frame.image for frame in frames])
+            segmenter.segment(frames[0].image, [(0, 0, 50, 80)], ["person"])  # warm the person model's worker
+            per_class: dict[str, list[float]] = defaultdict(list)
+            frame_s = []
+            for frame, found in zip(frames, detections):
+                labels = class_names(found)
+                started = time.perf_counter()
+                for box, label in zip(found.xyxy, labels):  # one at a time, to time people and things apart
+                    one = time.perf_counter()
+                    segmenter.segment(frame.image, [box], [label])
+                    per_class["person" if label in PERSON_LABELS else "thing"].append(time.perf_counter() - one)
+                frame_s.append(time.perf_counter() - started)
+            tracked = track_frames(ByteTracker(fps), detections, times)
+            by_object: dict[int, list[tuple[int, np.ndarray, str]]] = defaultdict(list)
+            for index, found in enumerate(tracked):
+                for box, label, track in zip(found.xyxy, class_names(found), found.tracker_id):
+                    if track >= 0:
+                        by_object[int(track)].append((index, box, label))
+            lazy = []
+            for sightings in by_object.values():
+                started = time.perf_counter()
+                wanted = [times[index] for index, _, _ in sightings]
+                images = {round(f.time_s, 3): f.image for f in video.frames_at(sorted(set(wanted)), max_side=768)}
+                for index, box, label in sightings:
+                    segmenter.segment(images[round(times[index], 3)], [box], [label])
+                lazy.append(time.perf_counter() - started)
+            people = len(per_class["person"])
+            print(f"| {name} | {len(frames)} | {sum(len(d) for d in detections)} ({people}) | {decode_s:.2f} | "
+                  f"{1000 * np.mean(frame_s):.0f} | {_ms(per_class['person'])} | {_ms(per_class['thing'])} | "
+                  f"{len(lazy)} | {_ms(lazy)} | {sum(lazy):.1f} |")
+    finally:
+        detector.close()
+        close = getattr(segmenter, "close", None)
+        if callable(close):
+            close()
+
+
+def _ms(values: list[float]) -> str:
+    return f"{1000 * np.mean(values):.0f}" if values else "-"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("videos", nargs="*", default=DEFAULT_VIDEOS)
+    parser.add_argument("--no-real", action="store_true", help="the generated clip only")
+    args = parser.parse_args()
+    generated_clip()
+    if not args.no_real:
+        real_clips(args.videos)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
