@@ -21,7 +21,6 @@ with a dog, a batter, a boy at the frame's edge); 40-90 ms a person on one core.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -30,26 +29,13 @@ import numpy as np
 
 from vidagent.perception.masks import box_mask
 from vidagent.perception.node_assets import SELFIE_MODEL_DIR_NAME, SELFIE_MODEL_SHA256
-from vidagent.perception.node_worker import NodeModel, WorkerTimings, rgb_image
-from vidagent.perception.pose import SquareCrop, cut_square, square_around
+from vidagent.perception.node_worker import NodeModel, rgb_image
+from vidagent.perception.pose import PoseTimings, SquareCrop, cut_square, square_around
 
 MODEL_JSON = "selfie.json"
 DEFAULT_MARGIN = 0.25  # room around the box, as for the pose model: limbs a tight box cuts off stay in view
 DEFAULT_THRESHOLD = 0.5  # a pixel is the person's at this probability or more
 BOX_GROWTH = 0.05  # the mask may reach this share of the box's longer side beyond it (a box cuts off a hand)
-
-
-@dataclass
-class SelfieTimings(WorkerTimings):
-    """Cumulative time per stage (prepare: cutting the crops, mapping the probabilities back)."""
-
-    persons: int = 0
-
-    def count(self, n: int) -> None:
-        self.persons += n
-
-    def per_person_ms(self) -> dict[str, float]:
-        return self._per_item_ms(self.persons)
 
 
 def probabilities_to_mask(probability: np.ndarray, square: SquareCrop, box: Sequence[float], width: int,
@@ -98,7 +84,7 @@ class SelfieSegmenter(NodeModel):
         self.margin = float(margin)
         self.threshold = float(threshold)
         self.crop_timeout_s = crop_timeout_s
-        self.timings = SelfieTimings()
+        self.timings = PoseTimings()  # counted per person, as the pose model's
         self.name = f"selfie?threshold={self.threshold:g}"
         super().__init__(models_dir, node=node, start_timeout_s=start_timeout_s)
 
