@@ -157,6 +157,7 @@ def test_the_worker_answers_a_referring_question_with_the_objects_masks(benchmar
     # measured: J&F 0.969-0.979 (masks sampled at 2 fps, moved with their boxes to the 6 fps annotations)
     assert min(scores.values()) > 0.8, scores
     assert (settings.home / "eval-videos" / "ref_youtube_vos" / "shapes.mp4").is_file()
-    predicted = predict_referred_masks(session, load_dataset(benchmark).items[0],
-                                       settings.home / "eval-videos" / "ref_youtube_vos" / "shapes.mp4")
-    assert set(predicted.masks) == set(RefFrames.from_extra(load_dataset(benchmark).items[0].extra["ref"]).frames)
+    book = load_dataset(benchmark).items[0]
+    masks, found = predict_referred_masks(session, book, settings.home / "eval-videos" / "ref_youtube_vos" / "shapes.mp4")
+    assert list(masks) == list(RefFrames.from_extra(book.extra["ref"]).frames)
+    assert found.referent.fact.category == "book" and set(found.sources) == {"mask"}

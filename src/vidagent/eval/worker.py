@@ -95,12 +95,14 @@ class QuestionWorker:
             path = frames_video(RefFrames.from_extra(item.extra["ref"]),
                                 self.config.settings.home / "eval-videos" / (item.type or "frames") / f"{item.video}.mp4")
         try:
-            referred = predict_referred_masks(self.session, item, path)
+            masks, found = predict_referred_masks(self.session, item, path)
         except ToolInputError as error:  # no object fits: nothing is segmented, which J&F counts
             return {"error": str(error), **score_referring_segmentation(item, {})}
-        return {"prediction": f"object {referred.object_id}: {referred.description}",
-                "artifacts": {"object_id": referred.object_id, "how": referred.how},
-                **score_referring_segmentation(item, referred.masks)}
+        fact = found.referent.fact
+        return {"prediction": f"object {fact.object_id}: {fact.line}",
+                "artifacts": {"object_id": fact.object_id, "how": found.referent.how,
+                              "mask_sources": sorted({s for s in found.sources if s})},
+                **score_referring_segmentation(item, masks)}
 
     def close(self) -> None:
         self.session.close()
