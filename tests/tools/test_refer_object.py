@@ -270,3 +270,11 @@ def test_several_colours_take_the_objects_with_the_most_of_them(shapes_home, exp
     with session(home, clip) as s:
         found = s.refer_object(path, expression, use_model=False)
     assert found.referent.object_id == object_id and "partly" in found.referent.reason and not found.referent.ambiguous
+
+
+def test_a_class_named_after_a_relation_to_unknown_words_is_context_not_the_head():
+    vessel = parse_expression("the drinking vessel nearest the person")
+    assert vessel.head == () and vessel.context == ("person",) and not vessel.understood  # the model reads it
+    assert parse_expression("the man holding a cup").head == ("person",)  # the class comes first: the head
+    assert parse_expression("the big dog near the tree").head == ("dog",)
+    assert parse_expression("the left one of the two dogs").describe() == "head=dog ordinal=1 side=left"

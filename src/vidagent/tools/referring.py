@@ -3,7 +3,8 @@
 
 ``parse_expression`` finds, in the words of ``data/referring_words.json`` and the detector's COCO class
 names: the **head** (the first class named, by its name, another name for it such as "man" for person,
-or a group such as "animal"; later classes are the **context**, as in "the man holding a cup"), the
+or a group such as "animal"; later classes are the **context**, as in "the man holding a cup"; none when the
+first class follows a relation after words the parser does not know, "the drinking vessel next to the man"), the
 head's **colours** (a colour right before a class belongs to that class, any other to the head),
 an **ordinal** with a **side** ("second from the left", "the rightmost", "the one in the middle"; a side
 after a verb of motion, "running to the left", is where it goes, not where it is, and is left to the verbs), a
@@ -69,6 +70,7 @@ class _Vocabulary:
     verb_forms: dict[str, str]
     no_meaning: frozenset[str]
     motion_words: frozenset[str]
+    relations: frozenset[str]
 
 
 @cache
@@ -93,7 +95,7 @@ def _vocabulary() -> _Vocabulary:
     colours = {word: colour for colour, words in data["colours"].items() for word in words}
     return _Vocabulary(names, max(len(k) for k in names), colours, dict(data["ordinals"]), dict(data["sides"]),
                        dict(data["sizes"]), dict(data["verb_forms"]), frozenset(data["no_meaning"]),
-                       frozenset(data["motion_words"]))
+                       frozenset(data["motion_words"]), frozenset(data["relations"]))
 
 
 def stem(word: str) -> str:
@@ -142,6 +144,10 @@ def parse_expression(text: str) -> ParsedExpression:
                 break
         else:
             i += 1
+    if len(found) > 1 and not found[0][2] and "of" in words[found[0][0] + found[0][1]:found[1][0]]:
+        found.pop(0)  # "the left one of the dogs": the dogs are the head
+    if found and _named_after_a_relation(words, found[0][0], vocabulary):
+        found.insert(0, (-1, 0, ()))  # "the vessel next to the man": the head is no class named; the man is context
     head_at = found[0][0] if found else None
     head = found[0][2] if found else ()
     colours: list[str] = []
@@ -177,9 +183,23 @@ def parse_expression(text: str) -> ParsedExpression:
     unknown = tuple(word for word, known in zip(words, used) if not known)
     return ParsedExpression(
         text=text.strip(), head=tuple(head) if head else (),
-        head_word=" ".join(words[found[0][0]:found[0][0] + found[0][1]]) if found else "",
+        head_word=" ".join(words[found[0][0]:found[0][0] + found[0][1]]) if found and found[0][1] else "",
         colours=tuple(dict.fromkeys(colours)), context=tuple(dict.fromkeys(c for _, _, cs in found[1:] for c in cs)),
         ordinal=ordinal, side=side, size=size, stems=tuple(stem(w) for w in words), unknown=unknown)
+
+
+def _named_after_a_relation(words: Sequence[str], start: int, vocabulary: _Vocabulary) -> bool:
+    """Whether the first class, at ``start``, follows a relation word ("next to", "holding") that follows words
+    the parser does not know: "the drinking vessel next to the person" names something else first."""
+    relation = next((i for i in range(start - 1, -1, -1) if words[i] in vocabulary.relations), None)
+    if relation is None:
+        return False
+    return any(_unknown(word, vocabulary) for word in words[:relation])
+
+
+def _unknown(word: str, vocabulary: _Vocabulary) -> bool:
+    return not (word in vocabulary.no_meaning or word in vocabulary.colours or word in vocabulary.sides
+                or word in vocabulary.sizes or word in vocabulary.ordinals or (word,) in vocabulary.names)
 
 
 def _is_direction(words: Sequence[str], index: int) -> bool:
