@@ -67,7 +67,7 @@ def test_the_coarse_pass_describes_a_frame_every_interval_and_is_never_taken_for
     home = tmp_path / "glance"
     with Library(home / "library.sqlite") as library:
         builder = _builder(library, clip, home)
-        glance = Glance(builder, video, 10.0)
+        glance = Glance(builder, video, 10.0, speech=True)
         assert glance.needed()
         memory = glance.open()
         frames = [row[1] for row in _rows(library, video.content_hash, "frames")]
@@ -90,7 +90,7 @@ def test_the_coarse_pass_describes_a_frame_every_interval_and_is_never_taken_for
 def test_a_refined_window_equals_the_full_index_there(clip, video, tmp_path, full):
     home = tmp_path / "glance"
     with Library(home / "library.sqlite") as library:
-        memory = Glance(_builder(library, clip, home), video, 10.0).open()
+        memory = Glance(_builder(library, clip, home), video, 10.0, speech=True).open()
         assert memory.refine(25.0, 30.0) == []  # described by the coarse pass already: nothing to do
         refined = memory.refine(36.5, 39.0)
         # segments 18-19; 41 s takes the result of 37 s (a near-duplicate), so segment 20 comes with them
@@ -136,10 +136,10 @@ def test_react_answers_from_the_glance_refines_what_it_reads_and_says_its_covera
         assert "Segment 20 (40.0-42.0 s): scene 6: a bowl" in observations[1].text
         assert "Segment 24 (48.0-50.0 s): scene 8: a teddy bear" in observations[1].text
         coverage = answer.artifacts["coverage"][video.content_hash]
-        assert coverage["every_s"] == 10.0 and coverage["speech"]
+        assert coverage["every_s"] == 10.0 and not coverage["speech"]  # the glance leaves speech to the index
         assert coverage["refined"] == [[6.0, 12.0], [18.0, 24.0], [36.0, 42.0], [48.0, 54.0]]
         assert coverage["text"] == "answered from 0:00-1:00 sampled every 10 s; 0:00-1:00 in full; " \
-            "speech transcribed"
+            "no speech yet"
         session.index(video, TEMPORAL_STAGES, progress=False)
         assert session.library.stage_config(video.content_hash, "segments").get("glance") is None
 
