@@ -32,8 +32,12 @@ MAX_QUESTION_CHARS = 4000
 MAX_CHOICES = 26
 MAX_SOURCES = 8
 MAX_KNOWLEDGE = 8  # knowledge sources per question
+MAX_GLANCE_S = 600.0  # the sparsest glance a question may ask for
 
 AskFunction = Callable[..., Answer]  # Session.ask
+# Called with an answer and its sources before the answer is published: starts the completion of the partial
+# memories it was read from, and returns each one's job id by video id (said with the answer's coverage).
+AfterAnswer = Callable[[Answer, Sequence[Video | StoredVideo]], Mapping[str, str]]
 CANCELLED = {"error": "Cancelled", "message": "the question was stopped: its client went away", "status": 499}
 
 
@@ -50,6 +54,7 @@ class AskSpec:
     knowledge: tuple[str | KnowledgeSpec, ...] = ()  # files inside the server's folders (resolved), or ``web``
     budget: str | None = None  # ``calls=N,tokens=T,seconds=S,frames=F``: bounds the question's model work
     check_answer: bool | None = None  # check the answer against its evidence (None: the server's setting)
+    glance: float | None = None  # seconds: a video not indexed yet is answered from a glance (memory.glance)
 
     @property
     def planner_name(self) -> str:
@@ -79,6 +84,8 @@ class AskSpec:
                 Budget.parse(self.budget)
             except ValueError as error:
                 raise RequestError(str(error)) from None
+        if self.glance is not None and not 0 < self.glance <= MAX_GLANCE_S:
+            raise RequestError(f"glance is the seconds between glanced frames: more than 0, at most {MAX_GLANCE_S:g}")
         planner = build_planner(self.planner_name, dict(self.options))
         if self.knowledge and not planner.needs.knowledge:
             raise RequestError(f"the {planner.name} planner offers its model no tools, so it cannot use knowledge; "
@@ -105,9 +112,11 @@ class AskRun:
 class AskRunner:
     """Runs questions in the lane; past ``max_queued`` pending jobs a new question is refused (``BusyError``)."""
 
-    def __init__(self, lane: ModelLane, ask: AskFunction, max_queued: int | None = None) -> None:
+    def __init__(self, lane: ModelLane, ask: AskFunction, max_queued: int | None = None,
+                 after: AfterAnswer | None = None) -> None:
         self._lane = lane
         self._ask = ask
+        self._after = after
         self._max_queued = max_queued
         self._ids = itertools.count(1)
         self._live: dict[str, AskRun] = {}
@@ -164,7 +173,10 @@ class AskRunner:
             started = time.perf_counter()
             answer = self._ask(list(videos), spec.question, list(spec.choices) if spec.choices else None,
                                planner=planner, on_step=on_step, knowledge=spec.knowledge, budget=spec.budget,
-                               check=spec.check_answer)
+                               check=spec.check_answer, glance=spec.glance)
+            if self._after is not None and answer.artifacts.get("coverage"):
+                for video_id, job_id in self._after(answer, videos).items():
+                    answer.artifacts["coverage"][video_id]["completion_job"] = job_id
         except AskCancelledError:
             log.info("%s cancelled: its client disconnected", run.id)
             run.events.publish("error", CANCELLED)

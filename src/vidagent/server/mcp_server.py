@@ -64,7 +64,8 @@ def build_mcp(service: VideoService) -> MCPServer:
     async def ask_video(video: str, question: str, ctx: Context, choices: list[str] | None = None,
                         planner: str | None = None, options: dict[str, str | int | float | bool] | None = None,
                         more_videos: list[str] | None = None, knowledge: list[str] | None = None,
-                        budget: str | None = None, check: bool | None = None) -> dict[str, Any]:
+                        budget: str | None = None, check: bool | None = None,
+                        glance: float | None = None) -> dict[str, Any]:
         """Answer a question about a video (a path inside the server's folders, a video id, or the id of a memory
         imported from captions such as egoschema:<id>), building its memory first if needed. choices: answer
         options to pick from (named A, B, C... in the result).
@@ -73,7 +74,9 @@ def build_mcp(service: VideoService) -> MCPServer:
         html, txt) inside the server's folders, or "web", that the planner may consult (PATH#description
         describes one). budget: "calls=N,tokens=T,seconds=S,frames=F" bounds the question's model work (the planner
         then answers with what it has; the result's budget says what was spent). check: true checks the answer against
-        the evidence it cites (off by default); an answer none of it supports abstains. Each reasoning step is reported as progress while it is made. Returns
+        the evidence it cites (off by default); an answer none of it supports abstains. glance: seconds; a video
+        not indexed yet is answered at once from a frame described every this many seconds (what the planner reads
+        described in full), its memory completed in the background; the result's coverage says what it saw. Each reasoning step is reported as progress while it is made. Returns
         the answer, the chosen option (its letter and text), its confidence (null when the planner has none)
         and whether it abstained, evidence time spans, candidates, cost and
         every step on one line."""
@@ -81,7 +84,7 @@ def build_mcp(service: VideoService) -> MCPServer:
             ids = [(await asyncio.to_thread(service.find, reference)).video_id
                    for reference in [video, *(more_videos or [])]]
             spec = AskSpec(tuple(ids), question, tuple(choices) if choices else None, planner, dict(options or {}),
-                           tuple(knowledge or ()), budget or None, check)
+                           tuple(knowledge or ()), budget or None, check, glance)
             run = await asyncio.to_thread(service.start_ask, spec)
             steps: list[str] = []
             async for event in run.events.follow():
@@ -92,7 +95,8 @@ def build_mcp(service: VideoService) -> MCPServer:
                     raise ToolError(str(event.data.get("message", "the question failed")))
                 elif event.name == "answer":
                     data = event.data
-                    spent = {"budget": data["artifacts"]["budget"]} if "budget" in data.get("artifacts", {}) else {}
+                    spent = {key: data["artifacts"][key] for key in ("budget", "coverage")
+                             if key in data.get("artifacts", {})}
                     return {key: data[key] for key in ("answer", "option", "choice_index", "choice", "planner",
                                                         "confidence", "abstained", "abstain_reason", "evidence",
                                                         "candidates", "usage", "video_id")} \

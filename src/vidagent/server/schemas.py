@@ -37,11 +37,15 @@ class AskBody(_Body):
                                                                   "'calls=4,tokens=6000,seconds=60,frames=16' (frames: those shown to the vision model)")
     check: bool | None = Field(None, description="check the answer against the evidence it cites and abstain "
                                                  "when none supports it (default: the server's setting, off)")
+    glance: float | None = Field(None, description="seconds: a video not indexed yet is answered at once from a "
+                                                   "frame described every this many seconds, what the planner reads "
+                                                   "described in full first; the answer's coverage says what it saw "
+                                                   "and the index job that completes the memory in the background")
 
     def spec(self) -> AskSpec:
         return AskSpec(tuple(self.videos), self.question, tuple(self.choices) if self.choices is not None else None,
                        self.planner or None, dict(self.options), tuple(self.knowledge), self.budget or None,
-                       self.check)
+                       self.check, self.glance)
 
 
 class SqlBody(_Body):

@@ -15,10 +15,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+from vidagent.agent.answer import Answer
 from vidagent.errors import MemoryStoreError, ModelUnavailableError, VideoError
 from vidagent.knowledge.spec import KnowledgeSpec
 from vidagent.llm.base import ChatModel
-from vidagent.memory.builder import ALL_STAGES
+from vidagent.memory.builder import ALL_STAGES, TEMPORAL_STAGES
 from vidagent.memory.caption_import import ImportOptions, prepare_import
 from vidagent.memory.sql import QueryResult, ReadOnlyQueries
 from vidagent.memory.store import Library
@@ -57,7 +58,7 @@ class VideoService:
                                  config.max_queued, max_seconds=config.max_edit_seconds, max_running=config.max_edits,
                                  chat=self.chat_model)
         self.jobs = IndexJobs(self.lane, self.session.builder)
-        self.asks = AskRunner(self.lane, self.session.ask, config.max_queued)
+        self.asks = AskRunner(self.lane, self.session.ask, config.max_queued, after=self._complete_glanced)
         self.imports = ImportJobs(self.lane, self._library, lambda: self.session.perception.embedder, config.max_queued)
         self._handles: dict[str, tuple[tuple[int, int], Video]] = {}
         self._handles_lock = threading.Lock()
@@ -204,6 +205,13 @@ class VideoService:
         handles = [self._source(self.find(reference)) for reference in spec.videos]
         return self.asks.start(replace(spec, knowledge=tuple(self._knowledge(item) for item in spec.knowledge)),
                                handles)
+
+    def _complete_glanced(self, answer: Answer, sources: Sequence[Video | StoredVideo]) -> dict[str, str]:
+        """The rest of each memory an answer was read from in part, built by an index job (queued in the lane
+        behind the question): its job id by video id."""
+        partial = answer.artifacts.get("coverage", {})
+        return {source.content_hash: self.jobs.start(source, TEMPORAL_STAGES).id
+                for source in sources if isinstance(source, Video) and source.content_hash in partial}
 
     def _knowledge(self, given: str | KnowledgeSpec) -> KnowledgeSpec:
         """A knowledge source a client named: ``web``, or a file inside the server's folders (its real path;
