@@ -89,11 +89,22 @@ def test_the_mcp_tool_segments_an_object(shapes_home):
     assert Path(found["overlay"]).is_file() and json.loads(Path(found["manifest"]).read_text())["object_id"] == BLACK_DOG
 
 
+def page_model(messages) -> str:
+    """The chat model of the page test: it names no object when refer_object asks it, and a question is
+    answered by calling refer_object."""
+    text = "\n".join(message.content for message in messages)
+    if "Which one object does" in text:
+        return "none"
+    if "Action: refer_object" not in text:
+        return "Thought: find the dog\nAction: refer_object\nAction Input: the black dog"
+    return "Thought: found\nFinal Answer: the black dog is object 3"
+
+
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (install.sh does)")
 def test_the_page_draws_the_referred_objects_mask_over_the_player(shapes_home, tmp_path):
     pytest.importorskip("playwright.sync_api")
     home, path, clip = shapes_home
-    with serve(shapes_home, ["none"]) as (server, _):  # the model's one reply: no object fits
+    with serve(shapes_home, [page_model] * 8) as (server, _):
         with httpx.Client(base_url=server.url) as client:
             video_id = client.post("/api/videos", json={"path": str(path)}).json()["video_id"]
         with chromium_page(server.url + "/") as (page, problems):
@@ -136,4 +147,13 @@ def test_the_page_draws_the_referred_objects_mask_over_the_player(shapes_home, t
             page.click("#refer-button")
             page.wait_for_selector("#notice:not([hidden])")
             assert "no object of this video's object memory fits" in page.inner_text("#notice")
-            assert page.is_hidden("#mask-overlay") and not problems, problems
+            assert page.is_hidden("#mask-overlay")
+
+            page.fill("#question", "Cut out the black dog for me")  # a planner that names the tool: the file is linked
+            page.fill("#planner-options", "tools=refer_object overview_segments=0")
+            page.click("#ask-button")
+            page.wait_for_selector("#files:not([hidden]) a.file-link", timeout=60_000)
+            link = page.locator("#files a.file-link").first
+            assert link.get_attribute("download").startswith("segment-") and link.get_attribute("download").endswith(".zip")
+            assert f"object {BLACK_DOG}'s masks in {SCENES} frames" in page.inner_text("#files")
+            assert not problems, problems

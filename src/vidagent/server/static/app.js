@@ -587,9 +587,12 @@ function madeFile(step) {
   const file = step.artifacts?.file;
   if (!file) return null;
   const name = file.split(/[\\/]/).pop();
-  const what = step.artifacts.kind === "frames" ? `${step.artifacts.count} frames (zip)`
-    : `${step.artifacts.kind}, ${seconds(step.artifacts.start_s)} – ${seconds(step.artifacts.end_s)}`;
-  return { name, path: file, what, saved: step.artifacts.kind === "frames" ? `${name}.zip` : name };  // frames: a zip
+  const kind = step.artifacts.kind;
+  const what = kind === "frames" ? `${step.artifacts.count} frames (zip)`
+    : kind === "segment" ? `object ${step.artifacts.object_id}'s masks in ${step.artifacts.count} frames and the overlay video (zip)`
+    : `${kind}, ${seconds(step.artifacts.start_s)} – ${seconds(step.artifacts.end_s)}`;
+  const folder = kind === "frames" || kind === "segment";  // a folder: served as a zip
+  return { name, path: file, what, saved: folder ? `${name}.zip` : name };
 }
 
 function fileLink(file) {
