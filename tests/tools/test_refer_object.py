@@ -22,7 +22,7 @@ from vidagent.perception.masks import encode_mask, mask_from_json, mask_iou, png
 from vidagent.perception.suite import Perception
 from vidagent.session import Session
 from vidagent.tools.refer import REFER_TOOL, ReferTools
-from vidagent.tools.referent import ReferenceError
+from vidagent.tools.referent import ObjectFact, ObjectFacts, ReferenceError, resolve
 from vidagent.tools.referring import parse_expression, verb_matches
 from vidagent.video import editing
 from vidagent.video.video import Video
@@ -278,3 +278,16 @@ def test_a_class_named_after_a_relation_to_unknown_words_is_context_not_the_head
     assert parse_expression("the man holding a cup").head == ("person",)  # the class comes first: the head
     assert parse_expression("the big dog near the tree").head == ("dog",)
     assert parse_expression("the left one of the two dogs").describe() == "head=dog ordinal=1 side=left"
+
+
+def test_without_an_actions_stage_the_verbs_are_the_objects_motion_words():
+    def car(object_id: int, motion: str) -> ObjectFact:
+        return ObjectFact(object_id, "car", 0.0, 4.0, 8, ("red",), f"red car; {motion}", (), motion,
+                          ((0.0, 0.5, 0.5, 0.1),))
+
+    still, moving = car(0, "in view from start to end; stays at the centre"), \
+        car(1, "in view from start to end; moves from the left to the right")
+    assert resolve("the car that moves", ObjectFacts((still, moving), has_actions=False)).object_id == 1
+    assert resolve("the red car that stays", ObjectFacts((still, moving), has_actions=False)).object_id == 0
+    with pytest.raises(ReferenceError, match="no chat model was given"):  # an actions stage without that verb
+        resolve("the car that moves", ObjectFacts((still, moving), has_actions=True))

@@ -135,7 +135,7 @@ def resolve(expression: str | ParsedExpression, facts: ObjectFacts, llm: ChatMod
     parsed = expression if isinstance(expression, ParsedExpression) else parse_expression(expression)
     if not facts.objects:
         raise ReferenceError("the object memory holds no objects (nothing was detected in this video)")
-    if not parsed.understood and not _verbs_said(parsed, facts.objects):
+    if not parsed.understood and not _verbs_said(parsed, facts.objects, facts.has_actions):
         return _ask_model(parsed, list(facts.objects), facts, llm, "the expression names no class, colour or place")
     state = _Narrowing(parsed, list(facts.objects))
     if parsed.head:
@@ -178,7 +178,7 @@ def _colour_filter(state: _Narrowing, facts: ObjectFacts) -> str:
 
 
 def _verb_filter(state: _Narrowing, facts: ObjectFacts) -> str:
-    said = _verbs_said(state.expression, state.candidates)
+    said = _verbs_said(state.expression, state.candidates, facts.has_actions)
     if not said:
         return ""
     for verb in said:
@@ -200,9 +200,10 @@ def _verbs(fact: ObjectFact, from_table: bool) -> set[str]:
     return {m.group(1) for m in re.finditer(r"\b(appears|leaves|moves|stays|approaches)\b", fact.motion)}
 
 
-def _verbs_said(parsed: ParsedExpression, objects: Sequence[ObjectFact]) -> set[str]:
-    """The verbs of ``objects`` (actions, else motion words) that the expression says."""
-    known = {verb for f in objects for verb in (*(a[0] for a in f.actions), *_verbs(f, False))}
+def _verbs_said(parsed: ParsedExpression, objects: Sequence[ObjectFact], from_table: bool) -> set[str]:
+    """The verbs of ``objects`` (their actions, or their motion words where no actions stage is built) that the
+    expression says."""
+    known = {verb for f in objects for verb in _verbs(f, from_table)}
     return {verb for verb in known if verb_matches(verb, parsed)}
 
 
