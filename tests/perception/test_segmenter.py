@@ -146,3 +146,11 @@ def test_the_setting_names_the_segmenter(tmp_path) -> None:
     assert build_segmenter(None, tmp_path).name == "grabcut?max_side=128&iterations=3"  # no person model there
     sam = build_segmenter("hf:facebook/sam-vit-base?batch_size=8", tmp_path)  # nothing is loaded yet
     assert isinstance(sam, HFSegmenter) and sam.batch_size == 8
+
+
+def test_the_segmenter_setting_comes_from_the_environment_and_names_a_run_only_when_set() -> None:
+    assert Settings.from_env({}).backends.segmenter is None
+    assert "segmenter" not in Settings.from_env({}).answer_settings()["backends"]  # earlier runs keep their identity
+    chosen = Settings.from_env({"VIDAGENT_SEGMENTER": "hf:facebook/sam-vit-base"})
+    assert chosen.backends.segmenter == "hf:facebook/sam-vit-base"
+    assert chosen.answer_settings()["backends"]["segmenter"] == "hf:facebook/sam-vit-base"
