@@ -175,3 +175,21 @@ def test_the_ask_command_glances_says_its_coverage_and_completes(clip, video, tm
     with Library(tmp_path / "cli" / "library.sqlite") as library:
         for table in TABLES:
             assert _rows(library, video.content_hash, table) == full[table], table
+
+
+def test_visual_question_answering_refines_the_window_it_looks_at(clip, video, tmp_path):
+    from vidagent.tools.temporal import TemporalTools
+    from vidagent.tools.vqa import DescribedFramesVQA
+
+    perception = scripted_perception(clip)
+    llm = ScriptedLLM(["a clock", "still a clock"])
+    with Library(tmp_path / "library.sqlite") as library:
+        builder = MemoryBuilder(library, perception, fake_settings(tmp_path))
+        memory = Glance(builder, video, 10.0).open()
+        tools = TemporalTools(memory, perception.embedder, DescribedFramesVQA(perception.describer, llm), llm)
+        looked = tools.visual_question_answering("What is on the table?", 9)  # segments 8-10: 16-22 s
+        assert not looked.is_error and looked.artifacts["refined"] == [[18.0, 24.0]]  # 19 s is the key of 21 s
+        assert memory.coverage.refined == ((18.0, 24.0),)
+        assert all(s.description for s in memory.segments_between(16.0, 22.0))
+        again = tools.visual_question_answering("And now?", 9)
+        assert "refined" not in again.artifacts
