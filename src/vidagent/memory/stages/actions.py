@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import supervision as sv
 
-from vidagent.memory.actions import Action, ObjectSightings, Sighting, in_order, object_actions
+from vidagent.memory.actions import ObjectSightings, Sighting, in_order, object_actions
 from vidagent.memory.camera_motion import follow_camera
 from vidagent.memory.classified_actions import classified_actions
 from vidagent.memory.pose_actions import pose_keys
@@ -128,5 +128,3 @@ def _matching_person(people: Sequence[ObjectSightings], time_s: float, box: tupl
             best, best_iou = person.object_id, overlap
     return best
 
-
-__all__ = ["ACTIONS_VERSION", "Action", "ActionsStage", "object_tracks", "person_poses"]
