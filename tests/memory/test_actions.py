@@ -198,3 +198,14 @@ def test_a_pan_does_not_move_still_things_and_a_walker_is_measured_against_it():
     assert {(a.object_id, a.verb) for a in object_actions([post, walker], {}, duration_s=3.8)} == {(0, "walks")}
     lost = CameraPath(times, tuple(replace(panning(STEP_S), tracked=False) for _ in times[1:]), 400, 300)
     assert lost(0.0, 0.5, (1.0, 2.0, 3.0, 4.0)) == (1.0, 2.0, 3.0, 4.0)  # not followed: as a still camera
+
+
+def test_a_line_names_the_surest_actions_of_many():
+    from vidagent.memory.object_lines import MAX_LINE_ACTIONS, object_line
+
+    many = [Action(2, "walks" if i % 2 else "stops", float(i), float(i), "trajectory", 0.9 if i % 3 == 0 else 0.5)
+            for i in range(20)]
+    line = object_line("blue person, large", "", "", many)
+    # the 7 surest (every third), then the first of the rest, in time order
+    assert line.startswith("blue person, large; stops at 0.0 s, walks at 1.0 s, walks at 3.0 s, stops at 6.0 s")
+    assert line.endswith(f"(and {20 - MAX_LINE_ACTIONS} more)") and line.count(" at ") == MAX_LINE_ACTIONS

@@ -25,6 +25,9 @@ TALL, WIDE = 1.6, 0.625
 # much less. "compact" at 0.7 or more, "irregular" under 0.45, else "rounded".
 COMPACT, IRREGULAR = 0.7, 0.45
 MAX_MASKS = 8  # masks decoded per object, spread over its sightings
+# Actions named in a line at most: the line is shown to the SQL writer for each candidate object and embedded
+# (E5 reads 512 tokens), so it stays a line.
+MAX_LINE_ACTIONS = 8
 EDGE_PIXELS = 2.0  # a box this close to the frame's edge is cut by it
 
 
@@ -62,8 +65,15 @@ def mask_shape(sightings: Sequence[MaskedSighting], width: int, height: int) -> 
 
 
 def object_line(appearance: str, motion: str, shape: str, actions: Sequence[Action]) -> str:
-    """The object's line: its appearance, mask shape, motion and actions, the empty parts left out."""
-    return "; ".join(part for part in (appearance, shape, motion, actions_text(actions)) if part)
+    """The object's line: its appearance, mask shape, motion and actions, the empty parts left out. Of
+    many actions (a person in an hour of video) the ``MAX_LINE_ACTIONS`` surest are named, in time order,
+    and how many more there are (the actions table holds them all)."""
+    shown = list(actions)
+    if len(shown) > MAX_LINE_ACTIONS:
+        surest = sorted(range(len(shown)), key=lambda i: (-shown[i].confidence, i))[:MAX_LINE_ACTIONS]
+        shown = [shown[i] for i in sorted(surest)]
+    said = actions_text(shown) + (f" (and {len(actions) - len(shown)} more)" if len(shown) < len(actions) else "")
+    return "; ".join(part for part in (appearance, shape, motion, said) if part)
 
 
 def best_sighting(sightings: Sequence[MaskedSighting], width: int, height: int) -> MaskedSighting:
