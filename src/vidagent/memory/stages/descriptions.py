@@ -25,7 +25,8 @@ from vidagent.video.video import Video
 log = logging.getLogger(__name__)
 
 # Raise when the line's wording changes, so stored lines are rebuilt.
-LINES_VERSION = 1
+# 2: at most MAX_LINE_ACTIONS actions named
+LINES_VERSION = 2
 
 
 class DescriptionsStage:
