@@ -23,13 +23,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from vidagent.errors import OutputError, ToolInputError, VideoError
 from vidagent.memory.video_memory import VideoMemory
-from vidagent.tools.object_masks import object_masks, write_segmentation
+from vidagent.tools.object_masks import FrameMask, write_segmentation
 from vidagent.video import editing
 from vidagent.video.editing import Progress
 from vidagent.video.track import Track, TrackBox
@@ -157,11 +157,11 @@ class VideoEdits:
         return self._video_edit("remove", window, settings, target,
                                 lambda path: editing.remove_track(self.video, found.track, path, progress=progress))
 
-    def segment(self, found: ObjectTrack, about: dict[str, Any], *, target: Path | None = None,
-                progress: Progress | None = None) -> Edit:
-        """The object's mask in each frame the objects stage sampled it in (PNG images), the manifest (``about``
-        it and every mask) and the stretch it is seen in with its mask drawn over it, in one folder
-        (``vidagent.tools.object_masks``); ``target``, when given, is a new or empty folder."""
+    def segment(self, found: ObjectTrack, masks: Sequence[FrameMask], about: dict[str, Any], *,
+                target: Path | None = None, progress: Progress | None = None) -> Edit:
+        """The object's ``masks`` (``object_masks``: one per frame the objects stage sampled it in) as PNG images,
+        the manifest (``about`` it, and every mask) and the stretch it is seen in with its mask drawn over it, in
+        one folder (``vidagent.tools.object_masks``); ``target``, when given, is a new or empty folder."""
         if not len(found.track):
             raise ToolInputError(f"object {found.object_id} has no boxes in the object memory")
         if target is not None and target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -170,8 +170,6 @@ class VideoEdits:
         self._check_length("segment", window)
         path = target or self.artifacts_dir / self._name("segment", {"window": list(window), "object": found.object_id,
                                                                     "boxes": found.digest(), "about": about}, "")
-        info = self.video.info
-        masks = object_masks(found.track, info.width, info.height, info.fps)
         started = time.perf_counter()
         reused = self._made_once(path, target is None, Path.is_dir, lambda: write_segmentation(
             self.video, found.track, masks, about, path, window=window, progress=progress))

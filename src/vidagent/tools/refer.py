@@ -177,7 +177,7 @@ class ReferTools:
         found = object_track(self.memory, referent.object_id)
         info = edits.video.info
         masks = object_masks(found.track, info.width, info.height, info.fps)
-        edit = edits.segment(found, about(self.memory.video_id, referent) | {"mask_source": mask_sources(masks)},
+        edit = edits.segment(found, masks, about(self.memory.video_id, referent) | {"mask_source": mask_sources(masks)},
                              target=target, progress=progress)
         _log.info("refer_object %r: object %d by the %s (%s)", referent.expression.text, referent.object_id,
                   referent.how, referent.reason)
