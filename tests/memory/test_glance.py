@@ -75,6 +75,7 @@ def test_the_coarse_pass_describes_a_frame_every_interval_and_is_never_taken_for
         # of a scene take its first frame's result (5 s takes 1 s's), so the scene's others come with it
         assert {5.0, 15.0, 25.0, 35.0, 45.0, 55.0} <= set(frames) and 9.0 not in frames and len(frames) < 30
         assert "frames" in builder.missing_stages(video) and "segments" in builder.missing_stages(video)
+        assert library.stage_names(video.content_hash) == ["speech"]  # a partial memory's stages are not built
         assert not builder.missing_stages(video, ["speech"])  # speech is built whole, beside the frames
         assert memory.segment_count == 30  # the full memory's segment ids from the first answer on
         empty = [s for s in memory.segments if not (s.description or s.speech or s.on_screen_text)]

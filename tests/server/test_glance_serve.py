@@ -32,6 +32,8 @@ def test_a_glanced_answer_names_the_job_that_completes_its_memory(tmp_path):
         coverage = answer.json()["artifacts"]["coverage"][video_id]
         assert coverage["text"].startswith("answered from 0:00-1:00 sampled every 10 s")
         job_id = coverage["completion_job"]
+        listed = {v["video_id"]: v for v in client.get("/api/videos").json()["videos"]}
+        assert "segments" not in listed[video_id]["stages"] or client.get(f"/api/jobs/{job_id}").json()["state"] == "done"
         for _ in range(600):
             job = client.get(f"/api/jobs/{job_id}").json()
             if job["state"] in ("done", "failed"):

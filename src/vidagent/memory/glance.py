@@ -61,7 +61,8 @@ from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
 from vidagent.memory.coverage import DEFAULT_EVERY_S, Coverage, Window, merge_windows
 from vidagent.memory.stages.frames import FramesStage
 from vidagent.memory.stages.segments import SegmentsStage
-from vidagent.memory.video_memory import GLANCE_KEY, VideoMemory
+from vidagent.memory.store import GLANCE_KEY
+from vidagent.memory.video_memory import VideoMemory
 from vidagent.video.change import same_view, thumbnail
 from vidagent.video.video import SampledFrame, Video
 

@@ -44,6 +44,10 @@ STAGE_TABLES: dict[str, tuple[str, ...]] = {
     "descriptions": ("object_descriptions",),
 }
 ALL_TABLES: tuple[str, ...] = tuple(t for tables in STAGE_TABLES.values() for t in tables)
+# A partial memory's stages (vidagent.memory.glance) keep their coverage under this key of their config;
+# BUILT_STAGE is the SQL condition on a `stages` row that leaves them out (they are not built).
+GLANCE_KEY = "glance"
+BUILT_STAGE = f"json_extract(config, '$.{GLANCE_KEY}') IS NULL"
 
 
 def config_key(config: Mapping[str, Any]) -> str:
@@ -276,9 +280,10 @@ class Library:
         return json.loads(row[0]) if row else None
 
     def stage_names(self, video_id: str) -> list[str]:
-        """The stages built for a video (with whatever configuration)."""
+        """The stages built for a video (with whatever configuration; not a partial memory's stages)."""
         with self._lock:
-            rows = self._conn.execute("SELECT stage FROM stages WHERE video_id=? ORDER BY stage", (video_id,)).fetchall()
+            rows = self._conn.execute(f"SELECT stage FROM stages WHERE video_id=? AND {BUILT_STAGE} ORDER BY stage",
+                                      (video_id,)).fetchall()
         return [row[0] for row in rows]
 
     # -- checkpoints of unfinished stages ----------------------------------------------------

@@ -8,12 +8,9 @@ from functools import cached_property
 import numpy as np
 
 from vidagent.memory.coverage import Coverage, Window
-from vidagent.memory.store import FrameRecord, Library, ObjectRecord, SegmentRecord
+from vidagent.memory.store import GLANCE_KEY, FrameRecord, Library, ObjectRecord, SegmentRecord
 from vidagent.memory.stored_video import StoredVideo
 from vidagent.video.video import Video
-
-
-GLANCE_KEY = "glance"  # the key of a partial stage's config that holds its coverage
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from vidagent.memory.store import Library
+from vidagent.memory.store import BUILT_STAGE, Library
 from vidagent.memory.stored_video import is_memory_id
 from vidagent.server.display import shown_segment
 from vidagent.server.errors import NotFoundError
@@ -22,11 +22,11 @@ from vidagent.sqlite import open_sqlite
 
 _LIST_SQL = """
 SELECT v.video_id, v.path, v.duration_s, v.fps, v.width, v.height, v.has_audio, v.added_at,
-       (SELECT group_concat(stage, ',') FROM stages s WHERE s.video_id = v.video_id),
+       (SELECT group_concat(stage, ',') FROM stages s WHERE s.video_id = v.video_id AND {built}),
        c.captioner, c.format,
        CASE WHEN c.video_id IS NULL THEN 0 ELSE (SELECT COUNT(*) FROM segments g WHERE g.video_id = v.video_id) END
 FROM videos v LEFT JOIN caption_sources c ON c.video_id = v.video_id ORDER BY v.added_at DESC, v.path
-"""
+""".format(built=BUILT_STAGE)  # a partial memory's stages are not built
 STAGE_ORDER = ("frames", "speech", "segments", "objects")
 
 
