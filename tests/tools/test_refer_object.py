@@ -291,3 +291,13 @@ def test_without_an_actions_stage_the_verbs_are_the_objects_motion_words():
     assert resolve("the red car that stays", ObjectFacts((still, moving), has_actions=False)).object_id == 0
     unknown = resolve("the car that moves", ObjectFacts((still, moving), has_actions=True))  # no such action
     assert unknown.ambiguous and unknown.candidates == (0, 1)  # a verb no object has is a word left unread
+
+
+@pytest.mark.parametrize("expression, object_id", [("the top left object", RED_CUP), ("the bottom left thing", BLACK_DOG),
+                                                   ("the one at the top right", GREEN_CUP),
+                                                   ("the dog in the middle", WHITE_DOG)])
+def test_two_sides_named_together_count_both(shapes_home, expression, object_id):
+    home, path, clip = shapes_home
+    assert parse_expression("the top left cup").side == "top left"
+    with session(home, clip) as s:
+        assert s.refer_masks(path, expression, [0.0], use_model=False).referent.object_id == object_id

@@ -228,12 +228,19 @@ def _ordered(state: _Narrowing) -> ObjectFact | None:
         return chosen
     chosen = _by_votes(candidates, parsed.side, rank) or _by_medians(candidates, parsed.side, rank)
     state.steps.append(f"the {_nth(rank)} from the {parsed.side} of {len(candidates)}"
-                       if parsed.side != "middle" else f"the one nearest the middle of {len(candidates)}")
+                       if "middle" not in parsed.side else f"the one nearest the {parsed.side} of {len(candidates)}")
     return chosen
 
 
 def _side_key(side: str, cx: float, cy: float) -> float:
-    return {"left": cx, "right": -cx, "top": cy, "bottom": -cy}.get(side, abs(cx - 0.5) + abs(cy - 0.5))
+    """How far a centre lies from ``side`` ("left", "top left", "middle", "top middle": the parts added; "middle"
+    is the middle of the axis no other part names, of both alone)."""
+    parts = side.split()
+    key = sum({"left": cx, "right": 1 - cx, "top": cy, "bottom": 1 - cy}.get(part, 0.0) for part in parts)
+    if "middle" in parts:
+        horizontal, vertical = {"left", "right"} & set(parts), {"top", "bottom"} & set(parts)
+        key += (0.0 if horizontal else abs(cx - 0.5)) + (0.0 if vertical else abs(cy - 0.5))
+    return key
 
 
 def _by_votes(candidates: Sequence[ObjectFact], side: str, rank: int) -> ObjectFact | None:

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 from vidagent.perception.detector import COCO_LABELS
 
 _WORD = re.compile(r"[a-z0-9]+")
+SIDE_ORDER = ("top", "bottom", "middle", "left", "right")  # how two sides named together are written: "top left"
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class ParsedExpression:
     colours: tuple[str, ...] = ()
     context: tuple[str, ...] = ()  # other classes named ("the man holding a cup": cup)
     ordinal: int | None = None  # 1 first, 2 second, ... -1 last
-    side: str | None = None  # left, right, top, bottom or middle: the order the ordinal counts in
+    side: str | None = None  # left, right, top, bottom, middle or two ("top left"): the order the ordinal counts in
     size: str | None = None  # large or small: the biggest or the smallest
     stems: tuple[str, ...] = ()  # every word's stem, in order (for matching verbs)
     unknown: tuple[str, ...] = ()  # content words nothing above explains
@@ -108,8 +109,8 @@ def stem(word: str) -> str:
             base = word[: -len(ending)]
             if ending == "ies":
                 return base + "y"
-            if ending in ("ing", "ed") and len(base) > 2 and base[-1] == base[-2]:
-                return base[:-1]  # "stopped" -> "stop"
+            if ending in ("ing", "ed") and len(base) > 2 and base[-1] == base[-2] and base[-1] in "bdgmnprt":
+                return base[:-1]  # "stopped" -> "stop" ("rolling" stays "roll")
             return base
     return word
 
@@ -152,7 +153,7 @@ def parse_expression(text: str) -> ParsedExpression:
     head = found[0][2] if found else ()
     colours: list[str] = []
     ordinal: int | None = None
-    side: str | None = None
+    sides: list[str] = []
     size: str | None = None
     class_starts = {start for start, _, _ in found}
     for index, word in enumerate(words):
@@ -170,7 +171,7 @@ def parse_expression(text: str) -> ParsedExpression:
             continue  # "running to the left": where it goes, not where it is (a verb to match, left unknown)
         elif word in vocabulary.sides:
             used[index] = True
-            side = vocabulary.sides[word]
+            sides.append(vocabulary.sides[word])
             if word.endswith("most") or word == "lowest":
                 ordinal = ordinal or 1
         elif word in vocabulary.sizes:
@@ -178,6 +179,7 @@ def parse_expression(text: str) -> ParsedExpression:
             size = vocabulary.sizes[word]
         elif word in vocabulary.no_meaning:
             used[index] = True
+    side = " ".join(s for s in SIDE_ORDER if s in sides) or None  # "top left": both count
     if side is not None and ordinal is None:
         ordinal = 1  # "the dog on the left": the first from the left
     unknown = tuple(word for word, known in zip(words, used) if not known)
