@@ -15,7 +15,6 @@ reads through it; the OCR tools read every image they are given).
 
 from __future__ import annotations
 
-import logging
 import threading
 from dataclasses import dataclass
 
@@ -24,8 +23,6 @@ import numpy as np
 
 from vidagent.perception.base import TextBox, TextReader
 from vidagent.video.pixels import fit_side
-
-log = logging.getLogger(__name__)
 
 SCREEN_VERSION = 1  # raise when the test changes, so the stages that read through it rebuild
 
