@@ -209,7 +209,8 @@ class Session:
         return answer
 
     def refer_object(self, video: str | Path | Video, expression: str, *, target: str | Path | None = None,
-                     use_model: bool = True, progress: bool = False) -> Segmentation:
+                     use_model: bool = True, progress: bool = False,
+                     on_overlay: Callable[[float, float], None] | None = None) -> Segmentation:
         """Referring video object segmentation: the one object of ``video``'s object memory that ``expression``
         ("the black dog", "the second cup from the left", "the person who sits down") refers to, with its
         mask in every frame the objects stage sampled it in, saved as PNG images, a manifest and a video with
@@ -217,9 +218,11 @@ class Session:
         artifacts folder, named by content). The object memory is built first when missing. The expression
         is read without a model where it can be; the chat model reads what it cannot (``use_model=False``:
         never; such an expression is refused). An expression no object fits raises a ``ToolInputError``
-        naming the objects there are."""
+        naming the objects there are. ``progress`` shows the memory's build; ``on_overlay(done_s, total_s)``
+        follows the overlay video's writing."""
         tools = self._refer_tools(video, use_model, progress)
-        return tools.segment(expression, target=Path(target).expanduser() if target is not None else None)
+        return tools.segment(expression, target=Path(target).expanduser() if target is not None else None,
+                             progress=on_overlay)
 
     def refer_masks(self, video: str | Path | Video, expression: str, times: Sequence[float], *,
                     use_model: bool = True, progress: bool = False) -> ReferredMasks:

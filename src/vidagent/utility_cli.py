@@ -96,9 +96,9 @@ def _segment(args: argparse.Namespace, settings: Settings) -> int:
     from vidagent.session import Session
 
     video = open_video(args.video, settings)
-    with Session(settings) as session:
+    with Session(settings) as session, _ProgressBar(args, "drawing the masks") as progress:
         found = session.refer_object(video, args.expression, target=args.output, use_model=not args.no_model,
-                                     progress=not args.quiet)
+                                     progress=not args.quiet, on_overlay=progress)
     if args.json:
         print(json.dumps(found.to_dict()))
         return 0

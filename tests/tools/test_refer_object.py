@@ -89,9 +89,11 @@ def test_expressions_resolve_without_a_model(shapes_home, expression, object_id)
 def test_the_masks_are_saved_as_pngs_a_manifest_and_an_overlay_video_and_match_the_shapes(shapes_home):
     home, path, clip = shapes_home
     with session(home, clip) as s:
-        found = s.refer_object(path, "the middle cup")  # asked here first
-        again = s.refer_object(path, "the middle cup")
+        written: list[tuple[float, float]] = []
+        found = s.refer_object(path, "the middle cup", on_overlay=lambda done, total: written.append((done, total)))
+        again = s.refer_object(path, "the middle cup")  # asked here first, then again
     assert again.folder == found.folder and again.edit.reused and not found.edit.reused
+    assert written and written[-1] == pytest.approx((4.0, 4.0))  # the overlay's writing followed to its end
     assert found.folder.parent == fake_settings(home).artifacts_dir and found.folder.name.startswith("segment-")
     assert sorted(p.name for p in found.folder.iterdir()) == ["masks", "masks.json", "overlay.mp4"]
     manifest = json.loads((found.folder / "masks.json").read_text())
