@@ -92,4 +92,5 @@ def test_calibration_error_and_accuracy_at_coverage():
     # bins: 0.9 x2 (acc 1: gap 0.1), 0.8 (acc 0: 0.8), 0.3 (0.3), 0.0 (0.0) -> (0.2 + 0.8 + 0.3 + 0) / 5
     assert rated["n"] == 5 and abs(rated["ece"] - 0.26) < 1e-9 and rated["abstained"] == 1
     assert rated["accuracy_at_50"] == 2 / 2 and rated["accuracy_at_80"] == 2 / 4 and rated["accuracy_at_100"] == 2 / 5
+    assert rated["accuracy_answered"] == 3 / 5  # of the five scored answers that did not abstain
     assert calibration([{"confidence": None, "correct": True}]) is None

@@ -205,10 +205,11 @@ CALIBRATION_BINS = 10
 COVERAGES = (0.5, 0.8, 1.0)
 
 
-def calibration(rows: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+def calibration(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None] | None:
     """How well the answers' confidence tells right from wrong, over the scored rows that have one:
     the expected calibration error (10 equal-width bins: the mean gap between confidence and accuracy,
-    weighted by the bin's share), and accuracy on the 50, 80 and 100 % most confident answers. None when
+    weighted by the bin's share), accuracy on the 50, 80 and 100 % most confident answers, how many abstained
+    and accuracy on the scored answers that did not (``accuracy_answered``; None when every one abstained). None when
     no row has a confidence (a planner that chooses by text in a single chain has none)."""
     rated = [(float(r["confidence"]), bool(r["correct"])) for r in rows
              if r.get("confidence") is not None and r.get("correct") is not None]
@@ -222,9 +223,11 @@ def calibration(rows: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
             gap = abs(sum(c for c, _ in members) / len(members) - sum(ok for _, ok in members) / len(members))
             error += gap * len(members) / len(rated)
     ranked = sorted(rated, key=lambda item: -item[0])
-    result = {"n": float(len(rated)), "ece": error}
+    result: dict[str, float | None] = {"n": float(len(rated)), "ece": error}
     for coverage in COVERAGES:
         kept = ranked[: max(1, round(coverage * len(ranked)))]
         result[f"accuracy_at_{int(coverage * 100)}"] = sum(ok for _, ok in kept) / len(kept)
     result["abstained"] = float(sum(1 for r in rows if r.get("abstained")))
+    kept = [bool(r["correct"]) for r in rows if not r.get("abstained") and r.get("correct") is not None]
+    result["accuracy_answered"] = sum(kept) / len(kept) if kept else None
     return result

@@ -128,10 +128,14 @@ def markdown_report(run: RunRecord) -> str:
             lines += ["", *_metric_table(title, [(run.label, metrics)])]
     rated = calibration(rows)
     if rated:
+        answered = rated["accuracy_answered"]
+        kept = "" if not rated["abstained"] else (
+            f"; accuracy on the answers that did not abstain {_percent(answered)} %" if answered is not None
+            else "; every answer abstained")
         lines += ["", f"**Confidence** ({int(rated['n'])} answers with one, {int(rated['abstained'])} abstained): "
                       f"expected calibration error {rated['ece']:.3f}; accuracy on the 50 / 80 / 100 % most confident "
                       f"{_percent(rated['accuracy_at_50'])} / {_percent(rated['accuracy_at_80'])} / "
-                      f"{_percent(rated['accuracy_at_100'])} %."]
+                      f"{_percent(rated['accuracy_at_100'])} %{kept}."]
     lines += published_anchors(meta)
     lines += ["", "Accuracy over questions with a key; errors count as wrong. Cost per question: the planner's and "
               "judge's LLM calls (cached calls cost no tokens), seconds in the LLM, wall seconds including "
