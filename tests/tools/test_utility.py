@@ -50,12 +50,13 @@ def stream_facts(path: Path) -> dict:
 
 
 def grown_union(track: Track, times: list[float], width: int, height: int, pixels: int) -> np.ndarray:
-    """Where the object was at any of ``times``, every box grown by ``pixels``."""
+    """Where the object was at any of ``times``, every box grown by ``pixels`` (its box, not its mask: what is
+    drawn around it)."""
     out = np.zeros((height, width), bool)
     for t in times:
         placed = track.place(t, width, height)
         if placed is not None:
-            out |= region(placed, width, height, fraction=0.0, pixels=pixels)
+            out |= region(Placement(placed.box), width, height, fraction=0.0, pixels=pixels)
     return out
 
 
