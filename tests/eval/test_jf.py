@@ -94,5 +94,5 @@ def test_a_runs_segmentation_rows_are_averaged_over_expressions() -> None:
     from vidagent.eval.jf import segmentation_metrics
 
     rows = [{"jf": {"j": 1.0, "f": 0.5}}, {"jf": {"j": 0.5, "f": 0.5}}, {"jf": None, "correct": True}]
-    assert segmentation_metrics(rows) == {"J": 0.75, "F": 0.5, "J&F": 0.625}
+    assert segmentation_metrics(rows) == {"J": 0.75, "F": 0.5, "J&F": 0.625, "n": 2}
     assert segmentation_metrics([{"correct": True}]) is None

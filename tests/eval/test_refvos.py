@@ -161,3 +161,21 @@ def test_the_worker_answers_a_referring_question_with_the_objects_masks(benchmar
     masks, found = predict_referred_masks(session, book, settings.home / "eval-videos" / "ref_youtube_vos" / "shapes.mp4")
     assert list(masks) == list(RefFrames.from_extra(book.extra["ref"]).frames)
     assert found.referent.fact.category == "book" and set(found.sources) == {"mask"}
+
+
+def test_vidagent_eval_runs_the_benchmark_and_reports_j_and_f(benchmark: Path, tmp_path: Path, monkeypatch) -> None:
+    from vidagent.eval import worker as worker_module
+    from vidagent.eval.runner import RunConfig, run_eval
+
+    settings = fake_settings(tmp_path)
+    perception = replace(scripted_perception(), detector=shapes.ColourDetector(),
+                         segmenter=OfflineSegmenter(GrabCutSegmenter()))
+    session = Session(settings, llm=ScriptedLLM([]), perception=perception)
+    monkeypatch.setattr(worker_module, "Session", lambda _settings: session)
+    result = run_eval(RunConfig(dataset=benchmark, planner="react", out=tmp_path / "run", progress=False), settings,
+                      log=lambda message: None)
+    summary = json.loads((result.out / "summary.json").read_text())
+    assert summary["meta"]["missing"] == 0  # the frames stand for the video
+    assert summary["segmentation"]["J&F"] > 0.9
+    report = (result.out / "summary.md").read_text()
+    assert "Referring segmentation" in report and "not by accuracy" in report

@@ -126,10 +126,10 @@ def _pair(prediction: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def segmentation_metrics(rows: Iterable[Mapping[str, Any]]) -> dict[str, float] | None:
     """J, F and J&F of an evaluation run's referring segmentation rows (those with a ``jf`` score), the
-    means over their expressions; None when it has none."""
+    means over their expressions, and ``n`` of them (the report's metric tables' shape); None when it has none."""
     scored = [row["jf"] for row in rows if isinstance(row.get("jf"), Mapping)]
     if not scored:
         return None
     j = float(np.mean([s["j"] for s in scored]))
     f = float(np.mean([s["f"] for s in scored]))
-    return {"J": j, "F": f, "J&F": (j + f) / 2}
+    return {"J": j, "F": f, "J&F": (j + f) / 2, "n": len(scored)}
