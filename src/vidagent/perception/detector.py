@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 import supervision as sv
 
+from vidagent.perception.coco import COCO_LABELS
 from vidagent.perception.detections import best_first_nms, make_detections, no_detections
 from vidagent.perception.letterbox import Letterbox, letterbox
 from vidagent.perception.node_assets import MODEL_DIR_NAME, MODEL_JSON, MODEL_SHA256
@@ -35,19 +36,6 @@ INPUT_SIZE = 512  # the model's square input side (the worker reports it too)
 #: already-detected box (cat/sheep on a dog) or clutter (phones, remotes, bowls that are not there).
 DEFAULT_SCORE_THRESHOLD = 0.3
 DEFAULT_IOU_THRESHOLD = 0.5
-
-COCO_LABELS: tuple[str, ...] = (
-    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
-    "traffic light", "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog",
-    "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella",
-    "handbag", "tie", "suitcase", "frisbee", "skis", "snowboard", "sports ball", "kite",
-    "baseball bat", "baseball glove", "skateboard", "surfboard", "tennis racket", "bottle",
-    "wine glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple", "sandwich", "orange",
-    "broccoli", "carrot", "hot dog", "pizza", "donut", "cake", "chair", "couch", "potted plant",
-    "bed", "dining table", "toilet", "tv", "laptop", "mouse", "remote", "keyboard", "cell phone",
-    "microwave", "oven", "toaster", "sink", "refrigerator", "book", "clock", "vase", "scissors",
-    "teddy bear", "hair drier", "toothbrush",
-)
 
 
 def postprocess(rows: np.ndarray, box: Letterbox, width: int, height: int, *,

@@ -23,7 +23,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Sequence
 
-from vidagent.perception.detector import COCO_LABELS
+from vidagent.perception.coco import COCO_LABELS
 
 _WORD = re.compile(r"[a-z0-9]+")
 SIDE_ORDER = ("top", "bottom", "middle", "left", "right")  # how two sides named together are written: "top left"
