@@ -134,6 +134,7 @@ def test_react_answers_from_the_glance_refines_what_it_reads_and_says_its_covera
         assert "scene 1: a book" in observations[0].text and "scene 3: a vase" in observations[0].text
         # the model's read (40-50 s): 41 s and 49 s were not seen; their key frames (37 s, 49 s) are described
         assert observations[1].artifacts["refined"] == [[36.0, 42.0], [48.0, 54.0]]
+        assert observations[1].summary().startswith("[refined for this read: 36-42 s, 48-54 s] Observation: Segment 20")
         assert "Segment 20 (40.0-42.0 s): scene 6: a bowl" in observations[1].text
         assert "Segment 24 (48.0-50.0 s): scene 8: a teddy bear" in observations[1].text
         coverage = answer.artifacts["coverage"][video.content_hash]

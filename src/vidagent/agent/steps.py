@@ -95,7 +95,10 @@ class ObservationStep(Step):
     is_error: bool = False
 
     def summary(self) -> str:
-        return f"{'Error' if self.is_error else 'Observation'}: {self.text}"
+        refined = self.artifacts.get("refined")  # what a partial memory described in full for this read
+        said = f"{'Error' if self.is_error else 'Observation'}: {self.text}"
+        return said if not refined else \
+            f"[refined for this read: {', '.join(f'{a:g}-{b:g} s' for a, b in refined)}] {said}"
 
     def messages(self, trace: "Trace") -> list[Message]:
         """The call's reply and what the tool returned (an observation of a call the model made)."""

@@ -68,6 +68,7 @@ from vidagent.video.video import SampledFrame, Video
 
 log = logging.getLogger(__name__)
 
+
 class Glance:
     """The partial memory of one video: its coarse pass, its refinement, its completion."""
 
