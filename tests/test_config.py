@@ -54,3 +54,12 @@ def test_tool_shapes_are_settings_that_reach_the_tools_and_a_runs_identity():
     assert "(3 at most)" in caption_retrieval.description
     frame_description = FrameTools(None, None, None, None, narrow.tools).tools()[0]  # type: ignore[arg-type]
     assert "1 frames a second, 8 at most" in frame_description.description
+
+
+def test_less_model_work_is_on_by_default_and_each_part_can_be_turned_off():
+    settings = Settings.from_env({})
+    assert settings.screen_text and settings.detector_follows_change
+    off = Settings.from_env({"VIDAGENT_SCREEN_TEXT": "0", "VIDAGENT_FOLLOW_CHANGE": "0"})
+    assert not off.screen_text and not off.detector_follows_change
+    assert "screen_text" not in off.answer_settings()  # runs made before the settings existed keep their digest
+    assert settings.answer_settings()["screen_text"] and settings.answer_settings()["detector_follows_change"]

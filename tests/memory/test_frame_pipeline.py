@@ -77,3 +77,20 @@ def test_the_detector_runs_once_a_second_where_the_picture_is_still_and_at_full_
     following, results = _run(tmp_path, ChangeLimits(sparse=SparseRate()))
     assert following.ran == [0.0, 1.0, 2.0, 3.0, 3.5, 4.0, 4.5]  # still: once a second; moving: each frame
     assert [results[t] for t in (0.5, 1.5, 2.5)] == [0.0, 1.0, 2.0]  # the frames between reuse the last result
+
+
+def test_the_change_following_setting_reaches_the_objects_stage_config(tmp_path):
+    from dataclasses import replace
+
+    from fakes.perception import scripted_perception
+    from vidagent.config import Settings
+    from vidagent.memory.builder import MemoryBuilder
+
+    def objects_config(**changes: bool) -> dict:
+        settings = replace(Settings(home=tmp_path), **changes)
+        with Library(tmp_path / "configs.sqlite") as library:
+            return MemoryBuilder(library, scripted_perception(), settings).stage("objects").config()
+
+    assert "sparse" in objects_config()["reuse_near_duplicates"]
+    assert "sparse" not in objects_config(detector_follows_change=False)["reuse_near_duplicates"]
+    assert "reuse_near_duplicates" not in objects_config(reuse_near_duplicates=False)

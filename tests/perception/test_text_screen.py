@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+import pytest
 
+from conftest import frame_at
 from vidagent.perception.base import TextBox
 from vidagent.perception.text_screen import LineTest, ScreenedTextReader, TextScreen
 
@@ -89,3 +91,13 @@ def test_the_screened_reader_reads_only_frames_that_may_hold_text():
     assert inner.calls == 1 and (reader.read_calls, reader.skipped) == (1, 1)
     assert reader.name.startswith("counting-reader+text-screen-v1(")
     assert reader.name != ScreenedTextReader(inner, TextScreen((LineTest(gradient=80),))).name  # its thresholds name it
+
+
+@pytest.mark.clips
+def test_real_frames_with_text_pass_and_a_frame_without_is_skipped():
+    screen = TextScreen()
+    # what OCR reads in them (tests/perception/test_ocr.py): a watermark, a caption, a small sail number
+    for clip, t in [("github_Video-LLaVA/sample_demo_1.mp4", 2.0), ("github_LLaMA-Factory/3.mp4", 1.0),
+                    ("github_VideoAgent/boats.mp4", 0.0), ("github_VideoAgent/boats.mp4", 6.0)]:
+        assert screen.may_hold_text(frame_at(clip, t)), (clip, t)
+    assert not screen.may_hold_text(frame_at("github_Ask-Anything/playing_guitar.mp4", 3.0))  # a bass's neck
