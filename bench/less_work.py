@@ -5,8 +5,8 @@ screen and the change-following detector, side by side in one run.
 
 For each clip, the given stages (default: the two frame stages, ``frames`` and ``objects``, the
 only ones these change) are built twice into scratch libraries by one process with warm models:
-"before" with ``screen_text`` and ``detector_follows_change`` off, "after" with both on (the
-defaults). Printed per clip: indexing speed (video seconds per wall second), OCR calls, the frames the
+"before" with ``screen_text`` and ``detector_follows_change`` off, "after" with both on (the text
+screen is on by default, the change-following detector is not). Printed per clip: indexing speed (video seconds per wall second), OCR calls, the frames the
 detector ran on (the cache in front of it counts them: the describer's and the objects stage's frames
 together), and the tables: the texts of ``text_in_frame`` (which were lost or gained), detections,
 and tracks and objects per category. Without arguments: a few shared clips (those with on-screen

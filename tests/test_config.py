@@ -56,10 +56,11 @@ def test_tool_shapes_are_settings_that_reach_the_tools_and_a_runs_identity():
     assert "1 frames a second, 8 at most" in frame_description.description
 
 
-def test_less_model_work_is_on_by_default_and_each_part_can_be_turned_off():
+def test_the_text_screen_is_on_by_default_the_change_following_detector_off_and_both_can_be_set():
     settings = Settings.from_env({})
-    assert settings.screen_text and settings.detector_follows_change
-    off = Settings.from_env({"VIDAGENT_SCREEN_TEXT": "0", "VIDAGENT_FOLLOW_CHANGE": "0"})
-    assert not off.screen_text and not off.detector_follows_change
-    assert "screen_text" not in off.answer_settings()  # runs made before the settings existed keep their digest
-    assert settings.answer_settings()["screen_text"] and settings.answer_settings()["detector_follows_change"]
+    assert settings.screen_text and not settings.detector_follows_change
+    changed = Settings.from_env({"VIDAGENT_SCREEN_TEXT": "0", "VIDAGENT_FOLLOW_CHANGE": "1"})
+    assert not changed.screen_text and changed.detector_follows_change
+    # named in a run's identity only when on, so runs made before the settings existed keep their digest
+    assert "screen_text" not in changed.answer_settings() and changed.answer_settings()["detector_follows_change"]
+    assert settings.answer_settings()["screen_text"] and "detector_follows_change" not in settings.answer_settings()

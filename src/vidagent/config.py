@@ -122,11 +122,13 @@ class Settings:
     # frame's results (see vidagent.video.change); False runs the models on every sampled frame.
     reuse_near_duplicates: bool = True
     # Less model work per indexed second (issue 28): OCR reads only the frames a pixel test finds text-like
-    # lines in (vidagent.perception.text_screen), and the objects stage's detector follows change: where the
-    # picture stays still it runs once a second instead of at object_fps, the frames between reusing its
-    # result (vidagent.video.change.SparseRate; only with reuse_near_duplicates). False runs them everywhere.
+    # lines in (vidagent.perception.text_screen; False: every described frame). With detector_follows_change
+    # the objects stage's detector runs once a second instead of at object_fps where the picture stays still,
+    # the frames between reusing its result (vidagent.video.change.SparseRate; only with
+    # reuse_near_duplicates). Off by default: it saved 3 % of the detector's frames on the shared clips and
+    # lost a briefly seen object on a reserved one (bench/less_work.py).
     screen_text: bool = True
-    detector_follows_change: bool = True
+    detector_follows_change: bool = False
     # Extra offline perception feeding the frame and segment descriptions (PERCEPTION_SOURCES):
     # "imagenet" (ImageNet-1k labels of frames and object crops), "pose" (body pose words for people),
     # "motion" (camera motion, scene cuts). Off by default until measured; see README.
@@ -231,8 +233,8 @@ class Settings:
         ``VIDAGENT_LLM_THREADS`` (CPU threads of the embedded model; default all CPUs).
         ``VIDAGENT_DETECTOR_WORKERS``: Node workers of the offline detector (0: one per core);
         ``VIDAGENT_REUSE_FRAMES=0`` runs the frame models on near-duplicate frames too;
-        ``VIDAGENT_SCREEN_TEXT=0`` runs OCR on every described frame, ``VIDAGENT_FOLLOW_CHANGE=0`` the
-        detector at ``object_fps`` where nothing moves too.
+        ``VIDAGENT_SCREEN_TEXT=0`` runs OCR on every described frame; ``VIDAGENT_FOLLOW_CHANGE=1`` runs the
+        detector once a second where nothing moves.
         ``VIDAGENT_PERCEPTION``: extra offline perception, comma-separated ``imagenet,pose,motion``
         (``all`` or ``none`` too).
         ``VIDAGENT_EXPERIENCE``: memory across questions (``none``, ``semantic``, ``procedural``, ``all``).

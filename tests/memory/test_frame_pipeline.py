@@ -91,6 +91,6 @@ def test_the_change_following_setting_reaches_the_objects_stage_config(tmp_path)
         with Library(tmp_path / "configs.sqlite") as library:
             return MemoryBuilder(library, scripted_perception(), settings).stage("objects").config()
 
-    assert "sparse" in objects_config()["reuse_near_duplicates"]
-    assert "sparse" not in objects_config(detector_follows_change=False)["reuse_near_duplicates"]
-    assert "reuse_near_duplicates" not in objects_config(reuse_near_duplicates=False)
+    assert "sparse" not in objects_config()["reuse_near_duplicates"]  # off by default: the config is as it was
+    assert "sparse" in objects_config(detector_follows_change=True)["reuse_near_duplicates"]
+    assert "reuse_near_duplicates" not in objects_config(reuse_near_duplicates=False, detector_follows_change=True)
