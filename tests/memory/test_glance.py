@@ -168,12 +168,12 @@ def test_the_ask_command_glances_says_its_coverage_and_completes(clip, video, tm
     monkeypatch.setattr(vidagent.llm.client, "build_llm", lambda settings: ScriptedLLM(list(replies)))
     assert cli_main(["ask", str(video.path), "What is first on the table?", "--glance", "-q"]) == 0
     printed = capsys.readouterr().out
-    assert "Answer: a cup" in printed and "Coverage: answered from 0:00-1:00 sampled every 10 s; " in printed
-    assert cli_main(["ask", str(video.path), "What is first on the table?", "--glance", "20", "--json", "-q",
+    assert "Answer: a cup" in printed and "Coverage: answered from 0:00-1:00 sampled every 20 s; " in printed
+    assert cli_main(["ask", str(video.path), "What is first on the table?", "--glance", "10", "--json", "-q",
                      "--complete"]) == 0
     payload = json.loads(capsys.readouterr().out)
     # the stored glance is taken up (its frames kept), sampled at the interval asked now
-    assert payload["artifacts"]["coverage"][video.content_hash]["every_s"] == 20.0
+    assert payload["artifacts"]["coverage"][video.content_hash]["every_s"] == 10.0
     with Library(tmp_path / "cli" / "library.sqlite") as library:
         for table in TABLES:
             assert _rows(library, video.content_hash, table) == full[table], table
