@@ -7,9 +7,10 @@ gives log-probabilities), and which numbered lines show that the answer is right
 same numbered evidence, so a local model reads it once (its KV cache keeps the prefix).
 
 The verdict, for multiple choice with the options' probabilities: ``supported`` when the chosen option is
-the likeliest on the cited evidence, whatever lines are named (measured with the embedded 1.5B model on 100
-NExT-QA react answers, it named a supporting line for every answer, right or wrong, while its option
-comparison separated them: see bench/check_replay.py); otherwise (an open answer, a backend without
+the likeliest on the cited evidence, whatever lines are named (replayed with the embedded 1.5B model on 100
+NExT-QA react answers, bench/check_replay.py: it named a supporting line for every answer, right or wrong,
+so lines alone never abstain; its option comparison agreed with half the answers, 44 % of them right against
+36 % of the other half); otherwise (an open answer, a backend without
 log-probabilities, one call left), ``supported`` when at least one line is named. An unsupported answer
 abstains with the reason, its guess kept (a multiple-choice benchmark still scores it). Each evidence item gets ``supports``: True (named),
 False (re-read, not named), None (not re-read). The check's option probability is the answer's confidence
