@@ -143,7 +143,8 @@ class Settings:
     experience_scope: str = ""
     # The check (issue 23): after the planner answers, the model re-reads the evidence the answer cites and
     # says which of it supports the answer; an answer none of it supports abstains (its guess kept).
-    # Off by default until measured on the development splits (it costs one or two calls a question).
+    # Off by default, as measured (README, "The check"): with the embedded 1.5B model it separates right from
+    # wrong answers only a little (kept 44 % right, abstained 36 %, 100 NExT-QA react answers) for two more calls.
     check: bool = False
     # Whose PEIL's example bank (AssistGPT's Learner) is: None, the same as experience_scope; a taught
     # evaluation run ("" here) keeps its examples in the user's bank while its other memories stay its own.
