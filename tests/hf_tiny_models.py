@@ -130,13 +130,19 @@ def save_grounding_dino(folder: Path) -> Path:
     return _save(folder, tf.GroundingDinoForObjectDetection(config), processor)
 
 
-def save_clip(folder: Path) -> Path:
-    """CLIP with a character-level BPE tokenizer (no merges)."""
+def char_clip_tokenizer() -> tf.CLIPTokenizer:
+    """CLIP's tokenizer over a character-level vocabulary (no merges): lower-case words, no download."""
     vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
     for char in "abcdefghijklmnopqrstuvwxyz":
         vocab[char] = len(vocab)
         vocab[char + "</w>"] = len(vocab)
-    tokenizer = tf.CLIPTokenizer(vocab=vocab, merges=[])
+    return tf.CLIPTokenizer(vocab=vocab, merges=[])
+
+
+def save_clip(folder: Path) -> Path:
+    """CLIP with a character-level BPE tokenizer (no merges)."""
+    tokenizer = char_clip_tokenizer()
+    vocab = tokenizer.get_vocab()
     image_processor = tf.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
     config = tf.CLIPConfig(
         text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=37, num_hidden_layers=2,

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 tf = pytest.importorskip("transformers")
 
 from fakes import fake_settings, library_from_rows, scripted_perception  # noqa: E402
-from hf_tiny_models import _save  # noqa: E402
+from hf_tiny_models import _save, char_clip_tokenizer  # noqa: E402
 from test_actions import _shapes_clip  # noqa: E402
 from vidagent.config import Settings  # noqa: E402
 from vidagent.errors import ModelUnavailableError  # noqa: E402
@@ -38,11 +38,8 @@ def save_videomae(folder: Path) -> Path:
 
 
 def save_xclip(folder: Path) -> Path:
-    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
-    for char in "abcdefghijklmnopqrstuvwxyz":
-        vocab[char] = len(vocab)
-        vocab[char + "</w>"] = len(vocab)
-    tokenizer = tf.CLIPTokenizer(vocab=vocab, merges=[])
+    tokenizer = char_clip_tokenizer()
+    vocab = tokenizer.get_vocab()
     image_processor = tf.VideoMAEImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
     config = tf.XCLIPConfig(
         text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
