@@ -45,16 +45,23 @@ class Material:
 
     @classmethod
     def read(cls, trace: Trace, memories: Iterable[VideoMemory]) -> "Material":
-        segments = [segment for memory in memories for segment in memory.segments]
+        """The orders every memory's segments hold, and as the rest: those segments' text and what every
+        tool returned, but for what a tool returned about a stretch of video that gives orders (a model
+        answering about frames with the banner in them repeats what the banner orders; the segments' own
+        ordinary text stands for that stretch instead)."""
+        segments = [(getattr(memory, "video_id", ""), segment) for memory in memories for segment in memory.segments]
         orders: list[str] = []
-        for segment in segments:  # the video's own text only: a model's answer is never orders
-            for said in (segment.on_screen_text, segment.speech):
-                if said.strip():
-                    orders += split_orders(quote(said))[0]
+        ordered_at: list[tuple[str, float, float]] = []  # (video id, start, end) of segments holding orders
+        for video_id, segment in segments:  # the video's own text only: a model's answer is never orders
+            found = [piece for said in (segment.on_screen_text, segment.speech) if said.strip()
+                     for piece in split_orders(quote(said))[0]]
+            if found:
+                orders += found
+                ordered_at.append((video_id, segment.start_s, segment.end_s))
         if not orders:
             return cls((), "")
-        texts = [segment_text(segment) for segment in segments]
-        texts += [step.text for step in trace.of_type(ObservationStep)]
+        texts = [segment_text(segment) for _, segment in segments]
+        texts += [step.text for step in trace.of_type(ObservationStep) if not _about_orders(step, ordered_at)]
         rest = [split_orders(text)[1] for text in texts]  # marked quotations' steering parts are no support
         return cls(tuple(orders), "\n".join(r for r in rest if r.strip()))
 
@@ -64,6 +71,17 @@ class Material:
             return False
         pattern = re.compile(rf"(?<!\w){re.escape(fold(answer.strip(' .')))}(?!\w)")
         return any(pattern.search(fold(piece)) for piece in self.orders) and not pattern.search(fold(self.rest))
+
+
+def _about_orders(step: ObservationStep, ordered_at: Sequence[tuple[str, float, float]]) -> bool:
+    """Whether an observation's evidence covers a stretch of video that gives orders (of the same video:
+    a clip's or crop's source is its video's id with ``@...`` or ``[...]`` after it)."""
+    for item in step.evidence:
+        video = re.split(r"[@\[]", item.source, maxsplit=1)[0] if item.source else ""
+        for video_id, start_s, end_s in ordered_at:
+            if (not video or not video_id or video == video_id) and item.start_s < end_s and start_s < item.end_s:
+                return True
+    return False
 
 
 @dataclass(frozen=True)
