@@ -13,7 +13,7 @@ objects the question's words describe and hands them to the SQL writer, each wit
 looks like and does, stage ``descriptions``): ranked by text-embedding similarity to those lines and,
 as VideoAgent does, by CLIP text-to-feature similarity against the objects' stored CLIP features when
 the memory was built with a CLIP appearance model (``VIDAGENT_APPEARANCE=hf``) and the session has
-the same one (the mean of the two ranks). The object memory is the stages ``OBJECT_STAGES``
+the same one (the mean of the two ranks; a tie goes to CLIP's). The object memory is the stages ``OBJECT_STAGES``
 (objects, their actions and lines), built together.
 """
 
@@ -236,10 +236,12 @@ class SQLTools:
         query = np.asarray(self.embedder.embed_queries([words])[0], np.float32)
         rank = _ranks(np.stack([vector for _, vector in texts]) @ query)
         clip = self._feature_scores(words, [o.object_id for o in objects])
+        seen = _ranks(clip) if clip is not None else np.zeros(len(objects))
         if clip is not None:
-            rank = (rank + _ranks(clip)) / 2
+            rank = (rank + seen) / 2
         named = {o.object_id for o in objects if re.search(rf"\b{re.escape(o.category)}s?\b", question, re.I)}
-        ranked = sorted(range(len(objects)), key=lambda i: (objects[i].object_id not in named, rank[i]))
+        # a tie of the mean ranks goes to what the pixels say (CLIP) rather than to the lines' hashed words
+        ranked = sorted(range(len(objects)), key=lambda i: (objects[i].object_id not in named, rank[i], seen[i]))
         lines = [f"object {objects[i].object_id}: {texts[i][0]} ({objects[i].first_s:.1f}-{objects[i].last_s:.1f} s)"
                  for i in ranked[:self.shapes.candidate_objects]]
         return "Objects most related to the question:\n" + "\n".join(lines) + "\n"
