@@ -221,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="bound the question's model work (every call counted); once spent, the planner answers "
                           "with what it has")
     ask.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
-                     help="check the answer against the evidence it cites and abstain when none supports it "
+                     help="re-read the evidence the answer cites and abstain when it does not support the answer (for "
+                          "options: when another option is likelier on it) "
                           "(default: off, or on with VIDAGENT_CHECK=1)")
     ask.add_argument("--knowledge", action="append", metavar="FILE|URL|web",
                      help="knowledge the planner may consult (repeat for each): a table (csv, tsv, xlsx, parquet, "

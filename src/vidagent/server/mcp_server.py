@@ -74,7 +74,7 @@ def build_mcp(service: VideoService) -> MCPServer:
         html, txt) inside the server's folders, or "web", that the planner may consult (PATH#description
         describes one). budget: "calls=N,tokens=T,seconds=S,frames=F" bounds the question's model work (the planner
         then answers with what it has; the result's budget says what was spent). check: true checks the answer against
-        the evidence it cites (off by default); an answer none of it supports abstains. glance: seconds; a video
+        the evidence it cites (off by default); an answer it does not support (for options: another option is likelier on it) abstains. glance: seconds; a video
         not indexed yet is answered at once from a frame described every this many seconds (what the planner reads
         described in full), its memory completed in the background; the result's coverage says what it saw. Each reasoning step is reported as progress while it is made. Returns
         the answer, the chosen option (its letter and text), its confidence (null when the planner has none)

@@ -36,7 +36,8 @@ class AskBody(_Body):
     budget: str | None = Field(None, max_length=200, description="bounds the question's model work, e.g. "
                                                                   "'calls=4,tokens=6000,seconds=60,frames=16' (frames: those shown to the vision model)")
     check: bool | None = Field(None, description="check the answer against the evidence it cites and abstain "
-                                                 "when none supports it (default: the server's setting, off)")
+                                                 "when it does not support it, for options when another is likelier on it "
+                                                 "(default: the server's setting, off)")
     glance: float | None = Field(None, description="seconds: a video not indexed yet is answered at once from a "
                                                    "frame described every this many seconds, what the planner reads "
                                                    "described in full first; the answer's coverage says what it saw "
