@@ -30,6 +30,7 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.prompts import prompt
 from vidagent.text import fold
 from vidagent.tools.observed import quote, segment_text, split_orders
+from vidagent.video.source import Source
 
 PROMPTS = "vidagent.agent"
 MATERIAL_CHARS = 3000  # the ordinary text the model is shown when it chooses again
@@ -75,9 +76,9 @@ class Material:
 
 def _about_orders(step: ObservationStep, ordered_at: Sequence[tuple[str, float, float]]) -> bool:
     """Whether an observation's evidence covers a stretch of video that gives orders (of the same video:
-    a clip's or crop's source is its video's id with ``@...`` or ``[...]`` after it)."""
+    a clip's or crop's source is rooted in its video's id)."""
     for item in step.evidence:
-        video = re.split(r"[@\[]", item.source, maxsplit=1)[0] if item.source else ""
+        video = Source(item.source).root if item.source else ""
         for video_id, start_s, end_s in ordered_at:
             if (not video or not video_id or video == video_id) and item.start_s < end_s and start_s < item.end_s:
                 return True
