@@ -139,16 +139,19 @@ def char_clip_tokenizer() -> tf.CLIPTokenizer:
     return tf.CLIPTokenizer(vocab=vocab, merges=[])
 
 
+def char_clip_text_config(vocab_size: int) -> dict[str, object]:
+    """The text tower of a tiny CLIP-like model over ``char_clip_tokenizer``'s vocabulary."""
+    return dict(vocab_size=vocab_size, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                num_attention_heads=4, max_position_embeddings=32, bos_token_id=0, eos_token_id=1, pad_token_id=1)
+
+
 def save_clip(folder: Path) -> Path:
     """CLIP with a character-level BPE tokenizer (no merges)."""
     tokenizer = char_clip_tokenizer()
     vocab = tokenizer.get_vocab()
     image_processor = tf.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
     config = tf.CLIPConfig(
-        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                         num_attention_heads=4, max_position_embeddings=32, bos_token_id=0, eos_token_id=1,
-                         pad_token_id=1),
-        vision_config=_small_vision(), projection_dim=24,
+        text_config=char_clip_text_config(len(vocab)), vision_config=_small_vision(), projection_dim=24,
     )
     torch.manual_seed(6)
     return _save(folder, tf.CLIPModel(config), tf.CLIPProcessor(image_processor=image_processor, tokenizer=tokenizer))

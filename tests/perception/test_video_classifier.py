@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 tf = pytest.importorskip("transformers")
 
 from fakes import fake_settings, library_from_rows, scripted_perception  # noqa: E402
-from hf_tiny_models import _save, char_clip_tokenizer  # noqa: E402
+from hf_tiny_models import _save, char_clip_text_config, char_clip_tokenizer  # noqa: E402
 from test_actions import _shapes_clip  # noqa: E402
 from vidagent.config import Settings  # noqa: E402
 from vidagent.errors import ModelUnavailableError  # noqa: E402
@@ -42,9 +42,7 @@ def save_xclip(folder: Path) -> Path:
     vocab = tokenizer.get_vocab()
     image_processor = tf.VideoMAEImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
     config = tf.XCLIPConfig(
-        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                         num_attention_heads=4, max_position_embeddings=32, bos_token_id=0, eos_token_id=1,
-                         pad_token_id=1),
+        text_config=char_clip_text_config(len(vocab)),
         vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
                            image_size=32, patch_size=8, num_frames=4, mit_hidden_size=32, mit_intermediate_size=37,
                            mit_num_hidden_layers=1, mit_num_attention_heads=4),
