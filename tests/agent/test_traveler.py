@@ -130,18 +130,41 @@ def test_window_centres_stay_a_windows_span_apart_as_the_retriever_is_told():
     assert answer.artifacts["windows"] == [12.0, 2.5, 14.0]  # 13.5 is 1.5 s from 12: replaced; 14 is 2 s away
 
 
-def test_the_summarizer_condenses_a_bank_past_its_budget():
-    short = json.dumps({"0.0": {"seen": "dog"}, "12.0": {"seen": "dog, ball", "qa": {"What?": "ball"}}})
-    llm = ScriptedLLM([PLAN, "12", QUESTIONS, short, BALL])
+def test_the_summarizer_rewrites_each_entry_as_one_line_past_its_budget():
+    lines = "0.0: dog\n5.0: dog\n10.0: dog, ball\n\"15.0\": dog\n- 19.9: dog\n12.0 = dog with a red ball"
+    llm = ScriptedLLM([PLAN, "12", QUESTIONS, lines, BALL])
     answer, _ = run(llm, memory_chars=300)
     summary = next(s for s in answer.trace if isinstance(s, MemoryStep) and s.action == "summarise")
     assert "memory bank summarised" in summary.text
-    assert answer.artifacts["memory_bank"] == json.loads(short)
-    assert "Keep the same keys and the same format" in llm.requests[3][0].content
+    assert answer.artifacts["memory_bank"]["12.0"] == {"seen": "dog with a red ball"}
+    assert list(answer.artifacts["memory_bank"]) == ["0.0", "5.0", "10.0", "12.0", "15.0", "19.9"]  # time order
+    request = llm.requests[3][0].content
+    assert "one line per entry" in request and "12.0: one short sentence" not in request.split("like", 1)[0]
+    assert llm.sampling[3]["max_tokens"] == 6 * 40  # the Summarizer's budget follows the number of entries
+    missing = ScriptedLLM([PLAN, "12", QUESTIONS, "0.0: dog\n12.0: dog with a ball", BALL])
+    answer, _ = run(missing, memory_chars=300)  # an entry left out: nothing is dropped, the texts are cut
+    cut = next(s for s in answer.trace if isinstance(s, MemoryStep) and s.action == "summarise")
+    assert cut.text.startswith("summary unusable") and len(answer.artifacts["memory_bank"]) == 6
     unusable = ScriptedLLM([PLAN, "12", QUESTIONS, "I cannot do that.", BALL])
     answer, _ = run(unusable, memory_chars=300)
     cut = next(s for s in answer.trace if isinstance(s, MemoryStep) and s.action == "summarise")
     assert cut.text.startswith("summary unusable") and set(answer.artifacts["memory_bank"]) >= {"0.0", "12.0"}
+
+
+def test_each_prompt_extends_the_one_before_so_only_its_end_is_read_anew():
+    """The fixed part (length, question) first, the bank in the order it was collected, the stage last:
+    a prompt shares with the one before it everything up to the end of the bank it saw."""
+    llm = ScriptedLLM([PLAN, "3", QUESTIONS, NOT_YET, "PLAN: 1. Look later in the video.", "14", QUESTIONS, BALL])
+    answer, _ = run(llm)
+    prompts = [request[0].content for request in llm.requests]
+    assert prompts[0].index("QUESTION:") < prompts[0].index("INFORMATION:")
+    for before, after in zip(prompts, prompts[1:]):
+        bank_end = before.index("INFORMATION: ") + len(before.split("INFORMATION: ", 1)[1].splitlines()[0]) - 1
+        assert after[:bank_end] == before[:bank_end]  # all but the bank's closing brace and the stage's text
+    bank = json.loads(prompts[-1].split("INFORMATION: ", 1)[1].splitlines()[0])
+    assert list(bank) == ["0.0", "5.0", "10.0", "15.0", "19.9", "3.0", "14.0"]  # windows appended as viewed
+    assert list(answer.artifacts["memory_bank"]) == ["0.0", "3.0", "5.0", "10.0", "14.0", "15.0", "19.9"]
+    assert "CHOICES" not in prompts[1] and "CHOICES" not in prompts[2]  # retriever and extractor see no options
 
 
 def test_the_answer_is_forced_at_the_iteration_limit():

@@ -25,7 +25,8 @@ class ScriptedLLM:
     def chat(self, messages, *, stop=(), max_tokens=512, temperature=None, seed=None, n=1,
              top_logprobs=0) -> Completion:
         self.requests.append(list(messages))
-        self.sampling.append({"temperature": temperature, "seed": seed, "n": n, "top_logprobs": top_logprobs})
+        self.sampling.append({"temperature": temperature, "seed": seed, "n": n, "top_logprobs": top_logprobs,
+                              "max_tokens": max_tokens})
         if not self.replies:
             raise AssertionError("the scripted LLM ran out of replies")
         reply = self.replies.pop(0)

@@ -1,9 +1,9 @@
 """TraveLER (traverse, locate, evaluate, replan) as a planner.
 
 A memory bank keyed by timestamp holds, for each place looked at, a short description of its
-frames and the questions asked about them with their answers; prompts see it as JSON. It starts
-with single frames at 0, 1/4, 1/2, 3/4 and the end of the video. Then, up to ``max_iterations``
-times:
+frames and the questions asked about them with their answers; prompts see it as JSON, its entries in
+the order they were collected (the paper appends to it). It starts with single frames at 0, 1/4, 1/2,
+3/4 and the end of the video. Then, up to ``max_iterations`` times:
 
 - **Planner**: a step-by-step plan from the question, the options, the bank and (after the first
   round) the Evaluator's explanation of what is missing.
@@ -13,12 +13,18 @@ times:
   stretch of the video not yet looked at (between the opening frames and the windows viewed).
 - **Extractor**: the model writes up to ``questions`` questions about the window; the visual-QA
   backend answers each from the window's frames; the bank stores them under the window's time.
-- **Summarizer**: when the bank's JSON grows past ``memory_chars``, the model condenses it.
+- **Summarizer**: when the bank's JSON grows past ``memory_chars``, the model rewrites each entry as
+  one sentence (one line per entry: a small model keeps that format where it breaks a JSON rewrite);
+  a reply that does not give every entry is replaced by cutting the longest texts.
 - **Evaluator**: answers only when the information is sufficient and the plan was followed;
   otherwise its explanation drives the next plan.
 
 At the limit the answer is forced. Evidence spans are the windows viewed; the answer's artifacts
-list every frame time looked at and the final memory bank.
+list every frame time looked at and the final memory bank (in time order).
+
+Every prompt but the Summarizer's starts with what stays fixed (the video's length, the question)
+and then the bank, and ends with the stage's own instructions: as the bank only grows at its end,
+consecutive prompts share all but their last part, which is all a local model reads anew (issue 28).
 """
 
 from __future__ import annotations
@@ -47,7 +53,9 @@ DESCRIBE = "frame_description"
 ASK = "frame_question_answering"
 TRAVELER_TOOLS = (DESCRIBE, ASK)
 INITIAL_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
-ANSWER_CHARS = 600  # about 150 tokens: the cap on one stored answer
+ANSWER_CHARS = 600  # about 150 tokens (the paper's best LMM reply length): the cap on one stored text
+CUT_CHARS = 160  # a stored text's length once an unusable summary is replaced by cutting
+SUMMARY_TOKENS_PER_ENTRY = 40
 END_MARGIN_S = 0.05
 
 
@@ -60,7 +68,7 @@ class TravelerPlanner:
     max_iterations: int = 5
     window_frames: int = 5
     questions: int = 3
-    memory_chars: int = 3000
+    memory_chars: int = 5000
     tools: tuple[str, ...] | None = TRAVELER_TOOLS
     name: ClassVar[str] = "traveler"
 
@@ -137,29 +145,38 @@ class _Traversal:
     def _store(self, second: float, *, description: str | None = None, qa: tuple[str, str] | None = None) -> None:
         entry = self.bank.setdefault(_key(second), {})
         if description is not None:
-            entry["seen"] = description
+            entry["seen"] = description[:ANSWER_CHARS]
         if qa is not None:
             entry.setdefault("qa", {})[qa[0]] = qa[1][:ANSWER_CHARS]
 
     def _memory(self) -> str:
-        ordered = dict(sorted(self.bank.items(), key=lambda item: float(item[0])))
-        return json.dumps(ordered, ensure_ascii=False)
+        """The bank as the prompts see it: JSON, its entries in the order they were collected."""
+        return json.dumps(self.bank, ensure_ascii=False)
+
+    def _memory_in_time_order(self) -> dict[str, dict[str, Any]]:
+        return dict(sorted(self.bank.items(), key=lambda item: float(item[0])))
 
     def _summarise_if_needed(self) -> None:
         before = self._memory()
         if len(before) <= self.planner.memory_chars:
             return
         started = time.perf_counter()
-        completion = self._chat("traveler_summarize", memory=before, question=self.task.question)
-        condensed = _json_object(completion.text)
-        if condensed and all(_is_time(k) for k in condensed) and len(json.dumps(condensed)) < len(before):
-            self.bank = {_key(float(k)): v if isinstance(v, dict) else {"seen": str(v)} for k, v in condensed.items()}
+        keys = list(self.bank)
+        example = "\n".join(f"{key}: one short sentence about what was found at {key} s" for key in keys[:2])
+        completion = self._chat("traveler_summarize", memory=before, question=self.task.question, example=example,
+                                max_tokens=SUMMARY_TOKENS_PER_ENTRY * len(keys))
+        sentences = _summary_lines(completion.text)
+        condensed = {key: {"seen": sentences[key]} for key in keys if key in sentences}
+        if len(condensed) == len(keys) and len(json.dumps(condensed, ensure_ascii=False)) < len(before):
+            self.bank = condensed
             text = f"memory bank summarised: {len(before)} -> {len(self._memory())} characters"
-        else:  # an unusable summary: keep every key, shorten the longest texts instead
+        else:  # an unusable summary (an entry missing, or no shorter): keep every key, cut the texts instead
             for entry in self.bank.values():
                 if isinstance(entry.get("seen"), str):
-                    entry["seen"] = entry["seen"][:160]
-            text = f"summary unusable; descriptions cut: {len(before)} -> {len(self._memory())} characters"
+                    entry["seen"] = entry["seen"][:CUT_CHARS]
+                for question, reply in (entry.get("qa") or {}).items():
+                    entry["qa"][question] = reply[:CUT_CHARS]
+            text = f"summary unusable; texts cut: {len(before)} -> {len(self._memory())} characters"
         self._add(MemoryStep(action="summarise", text=text, model_output=completion.text,
                              **model_cost(completion, started)))
 
@@ -191,9 +208,7 @@ class _Traversal:
         if self.planner.questions == 0:
             return
         started = time.perf_counter()
-        entry = self.bank.get(_key(second), {})
-        completion = self._chat("traveler_questions", current=f"{second:.1f}",
-                                description=entry.get("seen", "(nothing recognised)"), count=self.planner.questions)
+        completion = self._chat("traveler_questions", current=f"{second:.1f}", count=self.planner.questions)
         questions = _questions(completion.text)[: self.planner.questions]
         self._add(PlanStep(text="questions: " + ("; ".join(questions) or "(none usable)"),
                            model_output=completion.text, **model_cost(completion, started)))
@@ -246,7 +261,7 @@ class _Traversal:
             text = self.task.choices[choice_index]
         final = self._add(FinalAnswerStep(answer=text, how=how))
         artifacts = {"frames_viewed": sorted(self.frame_times), "windows": [round(w, 3) for w in self.windows],
-                     "memory_bank": json.loads(self._memory())}
+                     "memory_bank": self._memory_in_time_order()}
         return self.work.answer(text, choice_index, step_id=final.id, evidence=self.evidence, artifacts=artifacts)
 
     # -- helpers -----------------------------------------------------------------------------
@@ -282,17 +297,19 @@ class _Traversal:
         self.last = self.trace.add(step)
         return self.last
 
-    def _chat(self, name: str, **values: Any) -> Completion:
-        """Ask one stage's prompt, under its budget. Every stage but the Summarizer starts with the same
-        context (the video's length, the memory bank, the question), so a local model reads it once per bank."""
+    def _chat(self, name: str, *, max_tokens: int | None = None, **values: Any) -> Completion:
+        """Ask one stage's prompt, under its budget (or ``max_tokens`` where smaller). Every stage but the
+        Summarizer starts with the same context (the video's length, the question, then the memory bank),
+        so a local model reads only what the bank gained since the last call, and the stage's own text."""
         stage = prompt(PROMPTS, name)
         text = stage.render(**values).strip()
         if name != "traveler_summarize":
             text = f"{self.experience}{self._context()}\n{text}"
-        return self.llm.chat([Message("user", text)], max_tokens=stage.budget, stop=stage.stop, temperature=0.0)
+        budget = stage.budget if max_tokens is None else min(stage.budget, max_tokens)
+        return self.llm.chat([Message("user", text)], max_tokens=budget, stop=stage.stop, temperature=0.0)
 
     def _context(self) -> str:
-        """What every stage but the Summarizer reads first: the video's length, the memory bank, the question."""
+        """What every stage but the Summarizer reads first: the video's length, the question, the memory bank."""
         return prompt(PROMPTS, "traveler_context").render(duration=f"{self.duration:.1f}", memory_note=self.memory_note,
                                                           memory=self._memory(), question=self.task.question).strip()
 
@@ -316,12 +333,15 @@ def _key(second: float) -> str:
     return f"{second:.1f}"
 
 
-def _is_time(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+def _summary_lines(text: str) -> dict[str, str]:
+    """The Summarizer's reply as {time key: sentence}: its lines "12.0: sentence" (a quoted or bulleted
+    time, a colon, dash or equals sign); a time said twice keeps its first sentence."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        match = re.match(r'^\s*(?:[-*]\s*)?["\']?(\d+(?:\.\d+)?)["\']?\s*(?:s\b)?\s*[:=\-]\s*(.+?)\s*$', line)
+        if match and match.group(2).strip(' ",'):
+            found.setdefault(_key(float(match.group(1))), match.group(2).strip(' ",'))
+    return found
 
 
 def _description(text: str) -> str:
@@ -356,17 +376,6 @@ def _questions(text: str) -> list[str]:
 
 def _python_list(text: str) -> Any:
     return ast.literal_eval(text)
-
-
-def _json_object(text: str) -> dict[str, Any] | None:
-    match = re.search(r"\{.*\}", text, re.DOTALL)
-    if not match:
-        return None
-    try:
-        value = json.loads(match.group())
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _final_answer(text: str) -> tuple[str, str | None]:
