@@ -115,6 +115,9 @@ def test_each_video_is_narrated_and_each_image_captioned_before_the_model_speaks
     assert [(c.tool, c.automatic, c.raw_arguments) for c in calls] == [
         ("video_narration", True, "None, visual[0]"), ("caption", True, "None, visual[1]")]
     assert narration.text.startswith("video_narration of visual[0]:\n0.0-2.0 s: ")
+    lines = [line for line in narration.text.splitlines()[1:] if " s: " in line]
+    # each stretch shown is its own evidence: what the answer can cite, and what an evaluation counts as read
+    assert [f"{e.start_s:.1f}-{e.end_s:.1f} s: {e.text}" for e in narration.evidence] == lines
     assert caption.text.startswith("caption of visual[1]:\nDescription: ")
     conversation = llm.requests[0]
     assert conversation[2].role == "assistant" and 'video_narration(None, visual[0])' in conversation[2].content

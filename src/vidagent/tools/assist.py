@@ -156,13 +156,14 @@ class AssistModules:
         return self._narration(_moving(media), self.shapes.module_lines)
 
     def _narration(self, video: VideoMedia, max_lines: int | None = None, max_chars: int | None = None) -> Observation:
-        narration = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {with_text(s.description, s.on_screen_text)}"
-                     for s in video.segments()]
+        segments = video.segments()
+        said = [with_text(s.description, s.on_screen_text) for s in segments]
+        narration = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {text}" for s, text in zip(segments, said)]
         if not narration:
             return Observation("The memory holds no narration for this source.", is_error=True)
-        start, end = video.window
-        return Observation(_shown(narration, "stretches", max_lines, max_chars),
-                           evidence=(Evidence(start, end, "narration", video.source.id),))
+        text, kept = _shown(narration, "stretches", max_lines, max_chars)
+        return Observation(text, evidence=tuple(Evidence(segments[i].start_s, segments[i].end_s, said[i],
+                                                         video.source.id) for i in kept))
 
     def object_detect(self, query: str, media: Media | None) -> Observation:
         image = _still(media)
@@ -209,12 +210,13 @@ class AssistModules:
     def _speech(self, video: VideoMedia, max_lines: int | None = None, max_chars: int | None = None) -> Observation:
         if not video.memory.video.info.has_audio:
             return Observation("This video has no audio track.")
-        heard = [f"{a:.1f}-{b:.1f} s: {quote(text)}" for a, b, text in video.speech()]
+        spoken = video.speech()
+        heard = [f"{a:.1f}-{b:.1f} s: {quote(text)}" for a, b, text in spoken]
         if not heard:
             return Observation("No speech was recognised in this source.")
-        start, end = video.window
-        return Observation(_shown(heard, "lines", max_lines, max_chars),
-                           evidence=(Evidence(start, end, "speech", video.source.id),))
+        text, kept = _shown(heard, "lines", max_lines, max_chars)
+        return Observation(text, evidence=tuple(Evidence(spoken[i][0], spoken[i][1], spoken[i][2], video.source.id)
+                                                for i in kept))
 
     # -- locators ------------------------------------------------------------------------------
     def region_ground(self, query: str, media: Media | None) -> Observation:
@@ -382,9 +384,10 @@ class AssistModules:
         return [float(v) for v in self.embedder.embed_passages(list(texts)) @ query_vector]
 
 
-def _shown(lines: list[str], what: str, max_lines: int | None, max_chars: int | None) -> str:
+def _shown(lines: list[str], what: str, max_lines: int | None, max_chars: int | None) -> tuple[str, list[int]]:
     """``lines`` joined, evenly thinned to at most ``max_lines`` lines or ``max_chars`` characters, with
-    a note saying how many of them are shown when some are left out."""
+    a note saying how many of them are shown when some are left out; and the indices of those shown
+    (each is its own piece of evidence: what was read, and what the evaluation counts as read)."""
     count = len(lines)
     if max_lines is not None:
         count = min(count, max_lines)
@@ -392,9 +395,9 @@ def _shown(lines: list[str], what: str, max_lines: int | None, max_chars: int | 
         total = sum(len(line) + 1 for line in lines)
         if total > max_chars:
             count = min(count, max(2, len(lines) * max_chars // total))
-    shown = spread_evenly(lines, count)
-    note = f"({len(shown)} of {len(lines)} {what}, evenly spread)\n" if len(shown) < len(lines) else ""
-    return note + "\n".join(shown)
+    kept = spread_evenly(list(range(len(lines))), count)
+    note = f"({len(kept)} of {len(lines)} {what}, evenly spread)\n" if len(kept) < len(lines) else ""
+    return note + "\n".join(lines[i] for i in kept), kept
 
 
 def _inside(inner: Sequence[float], outer: Sequence[float]) -> float:
