@@ -84,6 +84,19 @@ def test_local_model_reuses_the_kv_cache_for_a_shared_prefix(qwen: LocalGGUFBack
 
 
 @pytest.mark.models
+def test_an_unrelated_prompt_between_two_does_not_cost_the_shared_prefix(qwen: LocalGGUFBackend) -> None:
+    """A planner's own prompts interleave with a tool's (TraveLER's questions to the visual-QA model,
+    PEIL's self-check): llama.cpp keeps the prefix it read in its RAM prompt cache and restores it."""
+    facts = "\n".join(f"At {i} s a cook in a {c} apron cuts an onion." for i, c in
+                      enumerate(["red", "blue", "green", "white"] * 8))
+    planner = f"Information:\n{facts}\nQuestion: what colour is the first apron? One word.\n"
+    qwen.complete([Message("user", planner)], max_tokens=2)
+    qwen.complete([Message("user", "A different request: name a fruit. One word.")], max_tokens=2)
+    again = qwen.complete([Message("user", planner + "Look at second 0 first.\n")], max_tokens=2)
+    assert again.reused_prompt_tokens >= again.prompt_tokens - 20
+
+
+@pytest.mark.models
 def test_local_model_reports_context_overflow_as_llm_error(smol: LocalGGUFBackend) -> None:
     with pytest.raises(LLMError, match="context"):
         smol.complete([Message("user", "word " * 1500)], max_tokens=4)
