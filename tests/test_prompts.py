@@ -30,7 +30,7 @@ PLACEHOLDERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("agent", "memory_selection"): ("question",),
     ("agent", "peil_system"): ("examples", "memory_note", "modules"), ("agent", "peil_examples"): ("examples",),
     ("agent", "peil_opening_step"): ("module", "source"),
-    ("agent", "peil_question"): ("answer_format", "options", "question", "sources"),
+    ("agent", "peil_question"): ("answer_format", "feedback", "options", "question", "sources"),
     ("agent", "peil_retry"): ("answer", "reason"),
     ("agent", "react_step"): (), ("agent", "react_system"): ("memory_note", "rules", "tool_names", "tools"),
     ("agent", "question"): ("answer_format", "duration", "last_segment", "options", "question", "segment_count",

@@ -125,20 +125,6 @@ def test_each_video_is_narrated_and_each_image_captioned_before_the_model_speaks
     assert answer.evidence and answer.choice_index == 0
 
 
-def test_a_retry_repeats_the_first_attempts_opening_then_hears_why_it_failed(scripted, settings):
-    """The retry's conversation begins with the first attempt's (system, question, the automatic
-    narration and its observation), so a local model reads only the feedback and what follows anew."""
-    llm = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a car",
-                       "Thought: I now know the final answer\nFinal Answer: a guitar"])
-    with Session(settings, perception=scripted_perception(), llm=llm) as session:
-        asked = Question("What is being drawn on the tablet?", tuple(CHOICES), reference=Reference("a guitar", 0))
-        answer = session.ask([scripted.toy], asked, planner="peil", planner_options={"examples": 0})
-    first, retry = llm.requests
-    assert [m.role for m in first] == ["system", "user", "assistant", "user"]  # the narration is its own step
-    assert retry[:4] == first and retry[4].role == "user" and 'answered "a car"' in retry[4].content
-    assert answer.choice_index == 0 and answer.artifacts["attempts"] == 2
-
-
 def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(scripted, settings):
     first = ScriptedLLM([
         'Thought: narrate\nAction: video_narration(None, visual[0])',
@@ -154,10 +140,7 @@ def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(scrip
     assert answer.choice_index == 0 and answer.artifacts["attempts"] == 2
     assert [c["passed"] for c in answer.artifacts["checks"]] == [False, True]
     assert first.sampling[0]["temperature"] is None and first.sampling[2]["temperature"] == 0.7
-    retry = first.requests[2]  # the first attempt's opening, unchanged, then the check's feedback after it
-    assert retry[:2] == first.requests[0][:2] and retry[-1].role == "user"
-    assert retry[-1].content.startswith('An earlier attempt answered "a car"')
-    assert any(step.kind == "feedback" and "a car" in step.text for step in answer.trace)
+    assert 'An earlier attempt answered "a car"' in first.requests[2][-1].content
     verdicts = [step for step in answer.trace if isinstance(step, EvaluationStep)]
     assert [v.score for v in verdicts] == [0.0, 1.0, 1.0]  # the Learner's two, then the experience's validation
     assert verdicts[-1].text == "validation: the planner's check passed this answer (reused)"  # no third model call

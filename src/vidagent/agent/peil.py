@@ -25,7 +25,7 @@ from vidagent.agent.learning.learner import Learner, Verdict
 from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.planning import Needs, Run
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
-from vidagent.agent.steps import FeedbackStep, FinalAnswerStep, InspectionStep, MemoryStep, Trace
+from vidagent.agent.steps import FinalAnswerStep, InspectionStep, MemoryStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
@@ -130,11 +130,8 @@ class PEILPlanner:
         inspector = Inspector(given.describer, list(given.entries))
         executor = Executor(modules, inspector, task.question)
         steps = ReActSteps(model, Toolbox.of(executor.tools()), trace)
-        opening = self._opening(task, toolbox, steps, inspector, examples)
+        opening = self._opening(task, toolbox, steps, inspector, examples, previous)
         parent, seen, opened = self._look_first(steps, inspector, parent)
-        if previous is not None and previous.verdict is not None:  # after the steps every attempt repeats
-            parent = trace.add(FeedbackStep(parent_id=parent, text=prompt(PROMPTS, "peil_retry").render(
-                answer=previous.text, reason=previous.verdict.reason).strip())).id
         temperature = None if number == 1 else self.retry_temperature
         seed = None if number == 1 else task.seed % (1 << 31) + number
 
@@ -175,17 +172,19 @@ class PEILPlanner:
         return parent, seen, tuple(evidence)
 
     def _opening(self, task: Task, toolbox: Toolbox, steps: ReActSteps, inspector: Inspector,
-                 examples: list[Entry]) -> list[Message]:
-        """The system prompt and the question: the same for every attempt (a retry's feedback comes after
-        the opening steps, so a local model reads only it and what follows anew)."""
+                 examples: list[Entry], previous: Attempt | None) -> list[Message]:
         shown = "\n\n".join(f"Question: {e.question}\n{e.text}\nFinal Answer: {e.answer}" for e in examples)
         system = prompt(PROMPTS, "peil_system").render(
             memory_note=toolbox.memory_note,
             modules="\n".join(f"- {tool.description}" for tool in steps.toolbox.tools.values()),
             examples=prompt(PROMPTS, "peil_examples").render(examples=shown) if examples else "")
+        feedback = ""
+        if previous is not None and previous.verdict is not None:
+            feedback = "\n" + prompt(PROMPTS, "peil_retry").render(answer=previous.text,
+                                                                  reason=previous.verdict.reason).strip() + "\n"
         question = prompt(PROMPTS, "peil_question").render(
             sources=inspector.summaries() or "(none)", question=task.question, options=task.options_text(),
-            answer_format=answer_format(task))
+            feedback=feedback, answer_format=answer_format(task))
         return [Message("system", system.strip()), Message("user", toolbox.experience() + question.strip())]
 
     # -- learning ----------------------------------------------------------------------------------

@@ -164,22 +164,6 @@ class MemoryStep(Step):
 
 
 @dataclass(kw_only=True)
-class FeedbackStep(Step):
-    """What the planner tells the model before it goes on, as a message of its own: e.g. why an earlier
-    attempt failed its check (PEIL's retry). Kept after the steps an attempt repeats, so the conversation
-    up to it is the one the model has already read."""
-
-    kind: ClassVar[str] = "feedback"
-    text: str
-
-    def summary(self) -> str:
-        return f"Feedback: {self.text}"
-
-    def messages(self, trace: "Trace") -> list[Message]:
-        return [Message("user", self.text)]
-
-
-@dataclass(kw_only=True)
 class InspectionStep(Step):
     """The Inspector recorded a source: one the user gave, or a clip or crop a tool cut."""
 
@@ -228,8 +212,8 @@ def model_cost(completion: Completion, started: float) -> dict[str, Any]:
 
 S = TypeVar("S", bound=Step)
 STEP_TYPES: Mapping[str, type[Step]] = {cls.kind: cls for cls in (
-    TaskStep, ToolCallStep, ObservationStep, FormatErrorStep, PlanStep, EvaluationStep, MemoryStep, FeedbackStep,
-    InspectionStep, FinalAnswerStep)}
+    TaskStep, ToolCallStep, ObservationStep, FormatErrorStep, PlanStep, EvaluationStep, MemoryStep, InspectionStep,
+    FinalAnswerStep)}
 
 
 class Trace:
