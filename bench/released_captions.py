@@ -35,10 +35,11 @@ SETS = {  # caption set -> its development split's question file
 }
 
 
-def _videos_of(questions: Path) -> set[str]:
+def _videos_of(questions: Path, limit: int | None = None) -> set[str]:
+    """The videos the questions ask about (the first ``limit`` questions only, when given)."""
     from vidagent.eval.loaders import load_dataset
 
-    return {item.video for item in load_dataset(questions).items}
+    return {item.video for item in load_dataset(questions).items[:limit]}
 
 
 def _library_bytes(path: Path) -> int:
@@ -65,10 +66,11 @@ def bench_import(captions: list[Path], all_videos: bool) -> None:
 
 
 def bench_threads(questions: Path, planner: str, limit: int, out: Path) -> None:
-    settings = replace(Settings.from_env(), home=out / "home")
+    base = Settings.from_env()  # a fresh library and home in ``out``; the models stay where they are installed
+    settings = replace(base, home=out / "home", models=base.models_dir, library=None)
     captions = next(c for c, q in SETS.items() if q.resolve() == questions.resolve())
     with Library(settings.library_path) as library:
-        import_captions(library, text_embedder(settings), captions, ImportOptions(only=_videos_of(questions)))
+        import_captions(library, text_embedder(settings), captions, ImportOptions(only=_videos_of(questions, limit)))
     seconds = {}
     for threads in (1, 2):
         run = run_eval(RunConfig(dataset=questions, planner=planner, limit=limit, out=out / f"threads{threads}",

@@ -4,16 +4,20 @@ and the fall-back to the generated answer when a backend gives none."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from vidagent.agent.option_scoring import option_probabilities
-from vidagent.agent.steps import FinalAnswerStep
+from vidagent.agent.option_scoring import cyclic_orders, option_probabilities, score_options
+from vidagent.agent.steps import FinalAnswerStep, TaskStep, Trace
+from vidagent.agent.task import Task
 from vidagent.config import Settings
 from vidagent.errors import PlannerError
-from vidagent.llm.base import Completion, first_token_logprobs
+from vidagent.llm.base import Completion, Message, first_token_logprobs
+from vidagent.llm.budget import Budget, BudgetSpentError
+from vidagent.llm.metered import MeteredChat
 from vidagent.session import Session
 
 from fakes import ScriptedLLM, scripted_perception
@@ -81,3 +85,82 @@ def test_a_react_chain_chooses_its_option_by_likelihood_after_its_answer(scripte
     assert scoring[-2].role == "assistant" and "something with strings" in scoring[-2].content
     with Session(settings, perception=scripted_perception(), llm=ScriptedLLM([])) as session, pytest.raises(PlannerError, match="choose_by"):
         session.ask(scripted.toy, "What?", CHOICES, planner_options={"choose_by": "vote"})
+
+
+def by_position(*probabilities: float) -> Completion:
+    """A scoring reply whose first token is an option number with these probabilities, by position."""
+    return scored(*sorted(((str(i), math.log(p)) for i, p in enumerate(probabilities)), key=lambda pair: -pair[1]))
+
+
+def test_cyclic_orders_shift_the_options_one_place_each():
+    assert cyclic_orders(3, 3) == [(0, 1, 2), (1, 2, 0), (2, 0, 1)]
+    assert cyclic_orders(4, 2) == [(0, 1, 2, 3), (1, 2, 3, 0)]
+    assert cyclic_orders(2, 5) == [(0, 1), (1, 0)]  # never more orders than options
+
+
+def test_permuted_choice_averages_the_orders_so_a_favourite_position_cancels(scripted, settings):
+    # the model leans to the last position in every order; by content it prefers "a car"
+    llm = ScriptedLLM([by_position(0.1, 0.4, 0.5),    # as given: a house (last) would win alone
+                       by_position(0.45, 0.1, 0.45),  # a car, a house, a guitar
+                       by_position(0.1, 0.1, 0.8)])   # a house, a guitar, a car
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="caption_only",
+                             planner_options={"choose_by": "permuted"})
+    assert answer.choice_index == 1 and answer.text == "a car"
+    assert len(llm.requests) == 3 and all(s["top_logprobs"] == 20 for s in llm.sampling)
+    body = llm.requests[0][1].content
+    assert "Question: What is drawn?" in body and "Options:" not in body  # options only where they are scored
+    assert [request[1].content for request in llm.requests] == [body] * 3  # one shared prefix
+    shown = [request[-1].content for request in llm.requests]
+    assert "0. a guitar\n1. a car\n2. a house" in shown[0]
+    assert "0. a car\n1. a house\n2. a guitar" in shown[1]
+    assert "0. a house\n1. a guitar\n2. a car" in shown[2]
+    per_order = answer.artifacts["option_probabilities"]
+    assert per_order[0] == pytest.approx([0.1, 0.4, 0.5]) and per_order[1] == pytest.approx([0.45, 0.45, 0.1])
+    assert per_order[2] == pytest.approx([0.1, 0.8, 0.1])
+    assert answer.candidates[0].likelihood == pytest.approx(0.55, abs=1e-3)
+    steps = [step for step in answer.trace if isinstance(step, FinalAnswerStep)]
+    assert len(steps) == 3 and "options shifted 2" in steps[2].thought
+
+
+def test_permuted_choice_stops_at_the_budget_with_the_orders_it_read():
+    task = Task("What is drawn?", choices=tuple(CHOICES))
+    llm = MeteredChat(ScriptedLLM([by_position(0.1, 0.3, 0.6), by_position(0.7, 0.2, 0.1)]), budget=Budget(calls=2))
+    trace = Trace()
+    root = trace.add(TaskStep(question=task.question))
+    scores = score_options(llm, [Message("user", "descriptions")], task, trace, parent_id=root.id, orders=3)
+    assert scores is not None and len(scores.per_order) == 2
+    assert scores.index == 1 and scores.probabilities[1] == pytest.approx((0.3 + 0.7) / 2)
+    with pytest.raises(BudgetSpentError):  # nothing read at all: the budget's error stands
+        score_options(llm, [Message("user", "descriptions")], task, trace, parent_id=root.id, orders=3)
+
+
+def test_permuted_choice_without_log_probabilities_reads_the_generated_answer_with_its_options(scripted, settings):
+    llm = ScriptedLLM([Completion("The", 50, 1, 0.01)] * 3 + ["Answer: 1"])
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="caption_only",
+                             planner_options={"choose_by": "permuted"})
+    assert answer.choice_index == 1 and len(llm.requests) == 4
+    assert "Options:\n0. a guitar" in llm.requests[3][-1].content
+
+
+@pytest.mark.models
+def test_the_embedded_model_scores_every_order_reading_only_the_options_anew():
+    from vidagent.llm.client import LLM
+    from vidagent.llm.local import LocalGGUFBackend
+    from vidagent.models.install import model_path
+
+    backend = LocalGGUFBackend(model_path("qwen2.5-1.5b", Settings.from_env().models_dir), context_tokens=2048)
+    llm = MeteredChat(LLM(backend))
+    task = Task("What colour is the sky on a clear day at noon?", choices=("green", "blue", "red"))
+    trace = Trace()
+    root = trace.add(TaskStep(question=task.question))
+    context = [Message("user", "Descriptions of a video:\n[0.0-2.0 s] A wide view of an empty beach under a "
+                               "cloudless sky.\n\nQuestion: " + task.question)]
+    scores = score_options(llm, context, task, trace, parent_id=root.id, orders=3)
+    assert scores is not None and task.choices[scores.index] == "blue" and len(scores.per_order) == 3
+    assert all(max(range(3), key=order.__getitem__) == 1 for order in scores.per_order)  # blue wherever it stands
+    assert all(sum(order) == pytest.approx(1.0) for order in scores.per_order)
+    later = [step for step in trace if isinstance(step, FinalAnswerStep)][1:]
+    assert len(later) == 2 and llm.usage.llm_calls == 3
+    assert backend.last_timings.get("cache_n", 0) > 0  # the last order re-read only what follows the shared prefix

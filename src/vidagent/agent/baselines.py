@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Sequence, TypeVar
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.option_scoring import check_choose_by, score_options
+from vidagent.agent.option_scoring import check_choose_by, orders_for, score_options
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.planning import Needs, Run
 from vidagent.agent.steps import FinalAnswerStep, Trace
@@ -39,7 +39,8 @@ class CaptionOnlyPlanner:
     are thinned evenly to fit it), ``answer_tokens`` (default: the ``answer_line`` prompt's budget, in
     ``prompts/caption_only.toml``; an option overrides it), ``choose_by`` (``text``: the option the
     generated answer names; ``likelihood``: the option whose number the model finds likeliest,
-    one generated token), ``line_seconds`` (0: one line per segment; else consecutive segments
+    one generated token; ``permuted``: the same asked once per cyclic order of the options, averaged,
+    so that a preference for a position cancels out), ``line_seconds`` (0: one line per segment; else consecutive segments
     share a line of that many seconds, so that short captions, e.g. one a second, are not
     outweighed by their time labels: a small model's tokenizer reads each digit as a token)."""
 
@@ -74,17 +75,23 @@ class CaptionOnlyPlanner:
         read_note = {"segments_read": sum(len(groups[i][1]) for i in chosen)}
         note = "" if len(kept) == len(lines) else f"{len(kept)} of {len(lines)} segment descriptions fit the context"
         system = prompt(PROMPTS, "caption_only_system").render(memory_note=toolbox.memory_note).strip()
-        body = prompt(PROMPTS, "caption_only").render(captions="\n".join(kept), question=task.question,
-                                                      options=task.options_text()).strip()
-        body = toolbox.experience() + body
-        if self.choose_by == "likelihood" and task.choices:
-            scores = score_options(model, [Message("system", system), Message("user", body)], task, trace, root.id)
+
+        def body(options: str) -> str:
+            return toolbox.experience() + prompt(PROMPTS, "caption_only").render(
+                captions="\n".join(kept), question=task.question, options=options).strip()
+
+        orders = orders_for(self.choose_by, len(task.choices or ()))
+        if orders and task.choices:  # in several orders the options are shown only where each order is scored
+            scoring = body("" if orders > 1 else task.options_text())
+            scores = score_options(model, [Message("system", system), Message("user", scoring)], task, trace, root.id,
+                                   orders=orders)
             if scores is not None:
+                scored = {"option_probabilities": [[round(p, 4) for p in order] for order in scores.per_order]}
                 return run.answer(task.choices[scores.index], scores.index, step_id=len(trace) - 1,
                                   likelihood=round(scores.probabilities[scores.index], 4), evidence=evidence,
-                                  artifacts=read_note)
+                                  artifacts={**read_note, **(scored if scores.per_order else {})})
         answer_format = prompt(PROMPTS, f"answer_format_{task.answer_type}").text.strip()
-        request = body + "\n" + answer_prompt.render(answer_format=answer_format).strip()
+        request = body(task.options_text()) + "\n" + answer_prompt.render(answer_format=answer_format).strip()
         completion = model.chat([Message("system", system), Message("user", request)], max_tokens=answer_tokens,
                                 stop=answer_prompt.stop, temperature=0.0)
         text = answer_line(completion.text)

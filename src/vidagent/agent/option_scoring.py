@@ -3,6 +3,12 @@ token of its reply, instead of parsing an option out of generated text (the way 
 harnesses score choices). One call, one generated token, the prompt's prefix shared with the
 conversation it follows (a local model reuses its KV cache for it).
 
+``permuted`` asks once per cyclic order of the options (each order shifts them one place) and
+averages each option's probability over the orders: a small model's preference for a position
+then weighs on every option alike (on 100 NExT-QA development questions the 1.5B default chose the
+last of five options 39-42 times, where the key has it 24 times). The orders share everything before
+the options, so each costs only the options it reads and one token.
+
 A backend that returns no log-probabilities, or whose likeliest tokens name no option, gives
 ``None``: the caller falls back to reading the generated answer.
 """
@@ -15,14 +21,15 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from vidagent.agent.steps import FinalAnswerStep, Trace, model_cost
-from vidagent.agent.task import Task
+from vidagent.agent.task import Task, options_text
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
+from vidagent.llm.budget import BudgetSpentError
 from vidagent.prompts import prompt
 
 PROMPTS = "vidagent.agent"
 TOP_LOGPROBS = 20
-CHOOSE_BY = ("text", "likelihood")
+CHOOSE_BY = ("text", "likelihood", "permuted")
 
 
 def check_choose_by(value: str) -> None:
@@ -33,10 +40,23 @@ def check_choose_by(value: str) -> None:
 
 @dataclass(frozen=True)
 class OptionScores:
-    """The chosen option and each option's probability (renormalised over the options)."""
+    """The chosen option and each option's probability (renormalised over the options; with several
+    orders, the mean over them), and each order's own probabilities, by option as given."""
 
     index: int
     probabilities: tuple[float, ...]
+    per_order: tuple[tuple[float, ...], ...] = ()
+
+
+def orders_for(choose_by: str, count: int) -> int:
+    """How many orders of ``count`` options a way of choosing asks about (0: it reads generated text)."""
+    return {"likelihood": 1, "permuted": count}.get(choose_by, 0)
+
+
+def cyclic_orders(count: int, orders: int) -> list[tuple[int, ...]]:
+    """``orders`` arrangements of ``count`` options (at most ``count``), each the one before shifted by one
+    place; the first is the options as given. Each lists the original option index at every position."""
+    return [tuple((position + shift) % count for position in range(count)) for shift in range(min(orders, count))]
 
 
 def option_probabilities(logprobs: Sequence[tuple[str, float]], count: int) -> tuple[float, ...] | None:
@@ -56,25 +76,44 @@ def option_probabilities(logprobs: Sequence[tuple[str, float]], count: int) -> t
 
 
 def score_options(llm: ChatModel, messages: Sequence[Message], task: Task, trace: Trace,
-                  parent_id: int) -> OptionScores | None:
+                  parent_id: int, *, orders: int = 1) -> OptionScores | None:
     """Ask which option is correct after ``messages`` and read the option numbers' probabilities;
-    the call is recorded as a ``FinalAnswerStep`` (``how="likelihood"``)."""
+    each call is recorded as a ``FinalAnswerStep`` (``how="likelihood"``). ``orders`` > 1 asks again
+    with the options in the next cyclic order (see ``cyclic_orders``) and averages; a budget spent
+    after the first order ends the asking with the orders read so far."""
     if not task.choices:
         return None
-    started = time.perf_counter()
     which = prompt(PROMPTS, "option_number")
-    request = which.render(options=task.options_text()).strip()
-    completion = llm.chat([*messages, Message("user", request)], max_tokens=which.budget, stop=which.stop,
-                          temperature=0.0, top_logprobs=TOP_LOGPROBS)
-    probabilities = option_probabilities(completion.first_token_logprobs, len(task.choices))
-    if probabilities is None:
-        trace.add(FinalAnswerStep(parent_id=parent_id, thought="(no option number among the likeliest tokens)",
-                                  answer=completion.text.strip(), how="likelihood", model_output=completion.text,
+    count = len(task.choices)
+    per_order: list[tuple[float, ...]] = []
+    for shift, order in enumerate(cyclic_orders(count, orders)):
+        started = time.perf_counter()
+        request = which.render(options=options_text([task.choices[i] for i in order])).strip()
+        try:
+            completion = llm.chat([*messages, Message("user", request)], max_tokens=which.budget, stop=which.stop,
+                                  temperature=0.0, top_logprobs=TOP_LOGPROBS)
+        except BudgetSpentError:
+            if not per_order:
+                raise
+            break
+        at_positions = option_probabilities(completion.first_token_logprobs, count)
+        shifted = f", options shifted {shift}" if shift else ""
+        if at_positions is None:
+            trace.add(FinalAnswerStep(parent_id=parent_id, thought=f"(no option number among the likeliest tokens{shifted})",
+                                      answer=completion.text.strip(), how="likelihood", model_output=completion.text,
+                                      **model_cost(completion, started)))
+            continue
+        by_option = [0.0] * count
+        for position, option in enumerate(order):
+            by_option[option] = at_positions[position]
+        per_order.append(tuple(by_option))
+        best = max(range(count), key=lambda i: by_option[i])
+        shown = ", ".join(f"{i}: {p:.2f}" for i, p in enumerate(by_option))
+        trace.add(FinalAnswerStep(parent_id=parent_id, thought=f"(option probabilities {shown}{shifted})",
+                                  answer=task.choices[best], how="likelihood", model_output=completion.text,
                                   **model_cost(completion, started)))
+    if not per_order:
         return None
-    index = max(range(len(probabilities)), key=lambda i: probabilities[i])
-    shown = ", ".join(f"{i}: {p:.2f}" for i, p in enumerate(probabilities))
-    trace.add(FinalAnswerStep(parent_id=parent_id, thought=f"(option probabilities {shown})",
-                              answer=task.choices[index], how="likelihood", model_output=completion.text,
-                              **model_cost(completion, started)))
-    return OptionScores(index, probabilities)
+    mean = tuple(sum(order[i] for order in per_order) / len(per_order) for i in range(count))
+    index = max(range(count), key=lambda i: mean[i])
+    return OptionScores(index, mean, tuple(per_order) if orders > 1 else ())

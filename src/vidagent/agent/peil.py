@@ -59,7 +59,7 @@ class PEILPlanner:
     The bank is the planner's own, on whatever ``--experience`` says: it costs no model call, only
     an embedding of the question), ``min_similarity`` (how like the question a kept one must be),
     ``retry_temperature``, ``modules`` (the AssistGPT modules offered; all by default), ``choose_by``
-    (``text`` or ``likelihood``, as for react), ``look_first`` (narrate each video, caption each
+    (``text``, ``likelihood`` or ``permuted``, as for react), ``look_first`` (narrate each video, caption each
     image, as automatic first steps)."""
 
     max_steps: int = 8

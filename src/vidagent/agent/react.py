@@ -28,7 +28,8 @@ VIDEOAGENT_TOOLS = ("caption_retrieval", "segment_localization", "visual_questio
 class ReActPlanner:
     """Options: ``max_steps`` (model steps before the answer is forced), ``overview_segments``
     (segments read before the model speaks; 0 for none), ``choose_by`` (``text``: the option the
-    final answer names; ``likelihood``: the option the model gives the highest probability),
+    final answer names; ``likelihood``: the option the model gives the highest probability;
+    ``permuted``: that asked once per cyclic order of the options, averaged),
     ``described_vqa`` (keep visual_question_answering when it cannot see the frames and only reads
     their descriptions; off: measured on dev with the offline stack, keeping it took ~1,000 more prompt
     tokens a question and 21 points of accuracy: it re-reads descriptions the planner already has and

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
-from vidagent.agent.option_scoring import score_options
+from vidagent.agent.option_scoring import orders_for, score_options
 from vidagent.agent.parsing import extract_choice, is_bare_number, lone_option_number, parse_react
 from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace, model_cost
 from vidagent.agent.task import Task, open_answer
@@ -172,7 +172,8 @@ class ReActSteps:
         needed and mapped to an option. ``after_step`` may record more steps after each one and
         returns the id the next step hangs from. The conversation is ``opening`` and the path to each step.
         ``choose_by="likelihood"`` picks the option by the model's probabilities after the whole
-        chain (falling back to reading the answer when the backend gives none)."""
+        chain (falling back to reading the answer when the backend gives none); ``"permuted"`` asks
+        so once per cyclic order of the options and averages."""
         seen = set() if seen is None else seen
         evidence: list[Evidence] = []
         final: FinalAnswerStep | None = None
@@ -199,9 +200,10 @@ class ReActSteps:
         messages = self.conversation(opening, final.parent_id if final is not None else parent)  # type: ignore[arg-type]
         if final is None:
             final = self.force_final(messages, parent, task)
-        if choose_by == "likelihood" and task.choices and self.llm.calls_left() != 0:
+        orders = orders_for(choose_by, len(task.choices or ()))
+        if orders and task.choices and self.llm.calls_left() != 0:
             ended = [*messages, Message("assistant", final.model_output or f"Final Answer: {final.answer}")]
-            scores = score_options(self.llm, ended, task, self.trace, final.id)
+            scores = score_options(self.llm, ended, task, self.trace, final.id, orders=orders)
             if scores is not None:
                 return Chain(final, scores.index, tuple(evidence), scores.probabilities)
         return Chain(final, self.choose_option(messages, final.answer, task, final.id), tuple(evidence))

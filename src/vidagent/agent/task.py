@@ -7,11 +7,11 @@ import hashlib
 import re
 import string
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from vidagent.video.source import Source, SourceKind
 
-__all__ = ["AnswerType", "Reference", "Source", "SourceKind", "Task", "open_answer", "option_label"]
+__all__ = ["AnswerType", "Reference", "Source", "SourceKind", "Task", "open_answer", "option_label", "options_text"]
 
 AnswerType = Literal["choice", "text", "time"]
 
@@ -22,6 +22,13 @@ _WHEN = re.compile(r"^\s*(when\b|at (roughly |about |approximately )?(what|which
                    re.IGNORECASE)
 _COUNT = re.compile(r"\bhow (many|much|old|far|fast|long)\b|\bnumbers?\b|\bcount\b|\byears?\b|\bdigits?\b|"
                     r"\bscore\b|\bprice\b|\bage\b|\bpercent", re.IGNORECASE)
+
+
+def options_text(choices: Sequence[str]) -> str:
+    """Options numbered from 0 as prompts show them (``"\\nOptions:\\n0. ..."``); "" for none."""
+    if not choices:
+        return ""
+    return "\nOptions:\n" + "\n".join(f"{i}. {choice}" for i, choice in enumerate(choices))
 
 
 def open_answer(question: str) -> OpenAnswer:
@@ -105,9 +112,7 @@ class Task:
 
     def options_text(self) -> str:
         """The options as prompts show them (``"\\nOptions:\\n0. ..."``), or "" for an open question."""
-        if not self.choices:
-            return ""
-        return "\nOptions:\n" + "\n".join(f"{i}. {choice}" for i, choice in enumerate(self.choices))
+        return options_text(self.choices or ())
 
     def answer_text(self, text: str, choice_index: int | None) -> str:
         """The option's own text when an option was chosen, else ``text``."""
