@@ -118,6 +118,27 @@ def test_every_planner_answers_an_imported_question_with_a_scripted_model(ego_ro
     assert not any("Traceback" in text or "internal error" in text for text in errors)
 
 
+def test_peil_is_offered_no_module_a_memory_of_captions_cannot_serve(ego_rows):
+    """No frames, no speech: the image modules, get_frame, on-screen text and the speech modules are
+    withheld (each could only answer with an error); a user naming one simply goes without it."""
+    settings, _, questions = ego_rows
+    question = questions[0]
+    for options in ({"attempts": 1, "max_steps": 2}, {"attempts": 1, "max_steps": 2,
+                                                     "modules": "video_narration,get_frame,asr"}):
+        llm = ScriptedLLM([_any_step] * 20)
+        with Session(settings, llm=llm, perception=scripted_perception()) as session:
+            answer = session.ask(f"egoschema:{question['q_uid']}", question["question"], _choices(question),
+                                 planner="peil", planner_options=options)
+        assert answer.choice_index is not None
+        offered = "\n".join(m.content for m in llm.requests[0])
+        assert "video_narration(" in offered
+        for withheld in ("get_frame(", "object_detect(", "caption(", "region_ground(", "text_ground(",
+                         "text_detect(", "asr(", "subtitle_reason(", "subtitle_ground("):
+            assert withheld not in offered, withheld
+        if "modules" not in options:
+            assert "narration_reason(" in offered and "temporal_reason(" in offered
+
+
 @pytest.mark.models
 @pytest.mark.slow
 @pytest.mark.parametrize("planner", sorted(PLANNERS))

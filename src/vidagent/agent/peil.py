@@ -82,10 +82,12 @@ class PEILPlanner:
             raise PlannerError("attempts and max_steps must be at least 1")
         modules = dict(toolbox.assist.modules)
         if self.modules is not None:
-            unknown = [name for name in self.modules if name not in modules]
+            withheld = toolbox.assist.withheld
+            unknown = [name for name in self.modules if name not in modules and name not in withheld]
             if unknown:
                 raise PlannerError(f"no module named {', '.join(unknown)}; the modules are: {', '.join(modules)}")
-            chosen = [*self.modules, *(name for name in toolbox.attached if name not in self.modules)]
+            chosen = [*(name for name in self.modules if name not in withheld),  # the sources cannot serve these
+                      *(name for name in toolbox.attached if name not in self.modules)]
             modules = {name: modules[name] for name in chosen}  # the user's knowledge comes whatever is chosen
         if not modules:
             raise PlannerError("the PEIL planner needs at least one module")

@@ -52,6 +52,7 @@ class AssistKit:
     describer: FrameDescriber | None = None
     examples: ExperienceStore | None = None
     bank_scope: str = ""
+    withheld: tuple[str, ...] = ()  # modules the sources cannot serve (no frames in a memory of captions)
 
 
 @dataclass(frozen=True)
