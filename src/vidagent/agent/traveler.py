@@ -360,7 +360,9 @@ def _first_number(text: str) -> float | None:
 
 
 def _questions(text: str) -> list[str]:
-    """The questions of a reply: a JSON (or Python) list of strings, else its lines that end in '?'."""
+    """The questions of a reply: a JSON (or Python) list of strings; a list its token budget cut off
+    (the small model often writes ten questions where three are asked for): its complete quoted strings;
+    else the reply's lines that end in '?'."""
     match = re.search(r"\[.*\]", text, re.DOTALL)
     if match:
         for loader in (json.loads, _python_list):
@@ -370,6 +372,12 @@ def _questions(text: str) -> list[str]:
                 continue
             if isinstance(value, list):
                 return [str(q).strip() for q in value if str(q).strip()]
+    opened = text.find("[")
+    if opened >= 0 and not match:
+        quoted = re.findall(r'"((?:[^"\\\n]|\\.)+)"|\'((?:[^\'\\\n]|\\.)+)\'', text[opened:])
+        cut_off = [(double or single).strip() for double, single in quoted if (double or single).strip()]
+        if cut_off:
+            return cut_off
     return [re.sub(r"^\s*(?:\d+[.)]|[-*])\s*", "", line).strip() for line in text.splitlines()
             if line.strip().endswith("?")]
 
