@@ -136,12 +136,12 @@ def test_permuted_choice_stops_at_the_budget_with_the_orders_it_read():
 
 
 def test_permuted_choice_without_log_probabilities_reads_the_generated_answer_with_its_options(scripted, settings):
-    llm = ScriptedLLM([Completion("The", 50, 1, 0.01)] * 3 + ["Answer: 1"])
+    llm = ScriptedLLM([Completion("The", 50, 1, 0.01), "Answer: 1"])
     with Session(settings, perception=scripted_perception(), llm=llm) as session:
         answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="caption_only",
                              planner_options={"choose_by": "permuted"})
-    assert answer.choice_index == 1 and len(llm.requests) == 4
-    assert "Options:\n0. a guitar" in llm.requests[3][-1].content
+    assert answer.choice_index == 1 and len(llm.requests) == 2  # no other order asked of a backend without them
+    assert "Options:\n0. a guitar" in llm.requests[1][-1].content
 
 
 @pytest.mark.models
@@ -164,3 +164,13 @@ def test_the_embedded_model_scores_every_order_reading_only_the_options_anew():
     later = [step for step in trace if isinstance(step, FinalAnswerStep)][1:]
     assert len(later) == 2 and llm.usage.llm_calls == 3
     assert backend.last_timings.get("cache_n", 0) > 0  # the last order re-read only what follows the shared prefix
+
+
+def test_an_order_whose_likeliest_tokens_name_no_option_is_left_out_of_the_mean():
+    task = Task("What is drawn?", choices=tuple(CHOICES))
+    llm = ScriptedLLM([scored(("The", -0.1), ("A", -2.0)), by_position(0.2, 0.7, 0.1), by_position(0.6, 0.2, 0.2)])
+    trace = Trace()
+    root = trace.add(TaskStep(question=task.question))
+    scores = score_options(llm, [Message("user", "descriptions")], task, trace, parent_id=root.id, orders=3)
+    assert scores is not None and len(llm.requests) == 3 and len(scores.per_order) == 2
+    assert scores.index == 2 and scores.probabilities[2] == pytest.approx((0.7 + 0.6) / 2)  # a house, by orders 2 and 3

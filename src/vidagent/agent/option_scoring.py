@@ -102,6 +102,8 @@ def score_options(llm: ChatModel, messages: Sequence[Message], task: Task, trace
             trace.add(FinalAnswerStep(parent_id=parent_id, thought=f"(no option number among the likeliest tokens{shifted})",
                                       answer=completion.text.strip(), how="likelihood", model_output=completion.text,
                                       **model_cost(completion, started)))
+            if not completion.first_token_logprobs:
+                break  # the backend gives no log-probabilities: another order would not either
             continue
         by_option = [0.0] * count
         for position, option in enumerate(order):
