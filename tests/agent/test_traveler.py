@@ -5,6 +5,7 @@ answer parsing; then the real frame tools over a real clip."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox, VideoContext
 from vidagent.agent.traveler import TravelerPlanner, _final_answer, _questions
 from vidagent.config import Settings
+from vidagent.llm.base import Completion
 from vidagent.session import Session
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
@@ -180,6 +182,24 @@ def test_the_answer_is_forced_at_the_iteration_limit():
     refused, _ = run(insisted, task=Task("What does the dog carry?"), max_iterations=1)
     assert refused.text == ""  # no answer, not "Final Answer: None" taken for one (seen on dev)
     assert answer.usage.llm_calls == 9
+
+
+def test_a_forced_reply_naming_no_option_takes_the_option_likeliest_in_every_order():
+    def by_position(*probabilities: float) -> Completion:
+        pairs = sorted(((str(i), math.log(p)) for i, p in enumerate(probabilities)), key=lambda pair: -pair[1])
+        return Completion(pairs[0][0], 50, 1, 0.01, first_token_logprobs=tuple(pairs))
+
+    # in each order the model leans to the last place; by content it prefers "a ball" (option 0)
+    orders = [by_position(0.35, 0.05, 0.05, 0.05, 0.5),  # as given: "nothing" (last) would win alone
+              by_position(0.05, 0.05, 0.05, 0.05, 0.8),  # shifted once: "a ball" is last
+              by_position(0.05, 0.05, 0.05, 0.35, 0.5), by_position(0.05, 0.05, 0.35, 0.05, 0.5),
+              by_position(0.05, 0.35, 0.05, 0.05, 0.5)]
+    llm = ScriptedLLM([PLAN, "12", "[]", NOT_YET, "None is not allowed.\n\nFinal Answer: None", *orders])
+    answer, _ = run(llm, max_iterations=1)
+    assert answer.choice_index == 0 and len(llm.requests) == 10
+    scoring = [request[-1].content for request in llm.requests[5:]]
+    assert "0. a ball" in scoring[0] and "0. a frisbee" in scoring[1] and "0. nothing" in scoring[4]
+    assert "CHOICES" not in llm.requests[5][0].content  # the options only where each order is scored
 
 
 def test_open_questions_and_answer_parsing():

@@ -248,10 +248,13 @@ class _Traversal:
 
     def _likeliest_option(self) -> str | None:
         """A forced multiple-choice reply that names no option: the option the model finds likeliest
-        after the same context (by first-token probabilities; None where the backend gives none)."""
+        after the same context (by first-token probabilities; None where the backend gives none),
+        scored in every cyclic order of the options and averaged. In one order the 1.5B model chose the
+        last option 59 times in 100 NExT-QA questions (key: 24), and this fallback gave TraveLER's answer
+        to 6 of 6 NExT-QA questions: the evaluator never found the information enough."""
         text = self._context()
-        scores = score_options(self.llm, [Message("user", f"{self.experience}{text}\n{self._choices()}")],
-                               self.task, self.trace, self.last.id)
+        scores = score_options(self.llm, [Message("user", f"{self.experience}{text}")], self.task, self.trace,
+                               self.last.id, orders=len(self.task.choices or ()))
         return str(scores.index) if scores is not None else None
 
     # -- the answer --------------------------------------------------------------------------
