@@ -5,8 +5,6 @@ and the fall-back to the generated answer when a backend gives none."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-from pathlib import Path
 
 import pytest
 

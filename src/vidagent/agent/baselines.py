@@ -40,9 +40,9 @@ class CaptionOnlyPlanner:
     ``prompts/caption_only.toml``; an option overrides it), ``choose_by`` (``text``: the option the
     generated answer names; ``likelihood``: the option whose number the model finds likeliest,
     one generated token; ``permuted``: the same asked once per cyclic order of the options, averaged,
-    so that a preference for a position cancels out), ``line_seconds`` (0: one line per segment; else consecutive segments
-    share a line of that many seconds, so that short captions, e.g. one a second, are not
-    outweighed by their time labels: a small model's tokenizer reads each digit as a token)."""
+    so that a preference for a position cancels out), ``line_seconds`` (0: one line per segment; else
+    consecutive segments share a line of that many seconds, so that short captions, e.g. one a second,
+    are not outweighed by their time labels: a small model's tokenizer reads each digit as a token)."""
 
     context_tokens: int | None = None
     answer_tokens: int | None = None

@@ -99,7 +99,8 @@ def score_options(llm: ChatModel, messages: Sequence[Message], task: Task, trace
         at_positions = option_probabilities(completion.first_token_logprobs, count)
         shifted = f", options shifted {shift}" if shift else ""
         if at_positions is None:
-            trace.add(FinalAnswerStep(parent_id=parent_id, thought=f"(no option number among the likeliest tokens{shifted})",
+            trace.add(FinalAnswerStep(parent_id=parent_id,
+                                      thought=f"(no option number among the likeliest tokens{shifted})",
                                       answer=completion.text.strip(), how="likelihood", model_output=completion.text,
                                       **model_cost(completion, started)))
             if not completion.first_token_logprobs:
