@@ -46,6 +46,7 @@ PLACEHOLDERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("agent", "traveler_questions"): ("count", "current"),
     ("agent", "traveler_evaluate"): ("answer_format", "choices", "plan"),
     ("agent", "traveler_force"): ("answer_format", "choices"),
+    ("agent", "traveler_undecided"): ("first", "first_p", "second", "second_p"),
     ("eval", "nlq_question"): ("query",), ("eval", "judge_system"): (),
     ("eval", "judge"): ("prediction", "question", "reference"),
     ("experience", "experience_summary"): ("answer", "options", "question"),

@@ -202,6 +202,60 @@ def test_a_forced_reply_naming_no_option_takes_the_option_likeliest_in_every_ord
     assert "CHOICES" not in llm.requests[5][0].content  # the options only where each order is scored
 
 
+def by_position(*probabilities: float) -> Completion:
+    """A one-token reply whose first-token log-probabilities give each position's number these weights."""
+    pairs = sorted(((str(i), math.log(p)) for i, p in enumerate(probabilities)), key=lambda pair: -pair[1])
+    return Completion(pairs[0][0], 50, 1, 0.01, first_token_logprobs=tuple(pairs))
+
+
+def leaning_to(option: int, weight: float = 0.5) -> list[Completion]:
+    """Five orders' replies whose average puts ``weight`` on ``option`` (as given) and the rest evenly."""
+    rest = (1 - weight) / 4
+    return [by_position(*[weight if (position + shift) % 5 == option else rest for position in range(5)])
+            for shift in range(5)]
+
+
+def test_scores_end_the_rounds_once_the_leading_option_keeps_its_lead():
+    # opening frames: "a stick" leads; round 1: "a ball" leads (not enough, the plan is told which two
+    # options to tell apart); round 2: "a ball" again (enough), with no generated verdict at all
+    llm = ScriptedLLM([*leaning_to(2), PLAN, "12", QUESTIONS, *leaning_to(0, 0.6),
+                       PLAN, "4", "[]", *leaning_to(0, 0.7)])
+    answer, video = run(llm, evaluate_by="scores")
+    assert (answer.choice_index, answer.trace.last.how) == (0, "likelihood")
+    assert len(llm.requests) == 5 + 3 + 5 + 3 + 5 and answer.artifacts["windows"] == [12.0, 4.0]
+    second_plan = llm.requests[13][0].content
+    assert 'does not yet tell apart "a ball" (60% likely) and "a frisbee" (10%)' in second_plan
+    verdicts = [s.text for s in answer.trace if isinstance(s, EvaluationStep) and s.text.startswith("round")]
+    assert verdicts[0].startswith("round 1: not enough information: option 0 leads with 60%")
+    assert verdicts[1] == "round 2: enough information: option 0 leads with 70%; it kept its lead"
+    scoring = [request for request in llm.requests if request[-1].content.startswith("Which option")]
+    assert len(scoring) == 15 and all(len(request) == 2 for request in scoring)
+    assert "INFORMATION:" in scoring[0][0].content and "CHOICES" not in scoring[0][0].content
+    assert all(llm.sampling[i]["max_tokens"] == 1 for i in range(5))
+
+
+def test_scores_confident_enough_end_the_first_round_and_the_limit_takes_the_last_lead():
+    llm = ScriptedLLM([*leaning_to(2), PLAN, "12", "[]", *leaning_to(1, 0.9)])
+    answer, _ = run(llm, evaluate_by="scores", confidence=0.85)
+    assert answer.choice_index == 1 and len(llm.requests) == 13
+    assert "it reached 85%" in [s for s in answer.trace if isinstance(s, EvaluationStep)][-1].text
+    # never enough before the limit: the last evaluation's lead is the answer, with no forced reply
+    llm = ScriptedLLM([*leaning_to(2), PLAN, "12", "[]", *leaning_to(3)])
+    answer, _ = run(llm, evaluate_by="scores", max_iterations=1)
+    assert (answer.choice_index, answer.trace.last.how, len(llm.requests)) == (3, "forced", 13)
+
+
+def test_scores_from_a_backend_without_log_probabilities_fall_back_to_the_generated_verdict():
+    llm = ScriptedLLM([Completion("The", 50, 1, 0.01), PLAN, "12", QUESTIONS, BALL])
+    answer, _ = run(llm, evaluate_by="scores")
+    assert answer.choice_index == 0 and answer.trace.last.how == "model" and len(llm.requests) == 5
+    open_question = ScriptedLLM([PLAN, "12", "[]", "Final Answer: a red ball"])
+    answer, _ = run(open_question, task=Task("What does the dog carry?"), evaluate_by="scores")
+    assert answer.text == "a red ball"  # no options to score: the paper's Evaluator
+    with pytest.raises(ValueError, match="evaluate_by"):
+        TravelerPlanner(evaluate_by="votes")
+
+
 def test_open_questions_and_answer_parsing():
     llm = ScriptedLLM([PLAN, "12", QUESTIONS, "The dog holds a red ball.\nFinal Answer: a red ball"])
     answer, _ = run(llm, task=Task("What does the dog carry?"))

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from vidagent.agent.steps import FinalAnswerStep, Trace, model_cost
+from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace, model_cost
 from vidagent.agent.task import Task, options_text
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Message
@@ -76,9 +76,11 @@ def option_probabilities(logprobs: Sequence[tuple[str, float]], count: int) -> t
 
 
 def score_options(llm: ChatModel, messages: Sequence[Message], task: Task, trace: Trace,
-                  parent_id: int, *, orders: int = 1) -> OptionScores | None:
+                  parent_id: int, *, orders: int = 1, judging: bool = False) -> OptionScores | None:
     """Ask which option is correct after ``messages`` and read the option numbers' probabilities;
-    each call is recorded as a ``FinalAnswerStep`` (``how="likelihood"``). ``orders`` > 1 asks again
+    each call is recorded as a ``FinalAnswerStep`` (``how="likelihood"``), or with ``judging`` (the
+    scores judge the evidence so far, as TraveLER's evaluator does) an ``EvaluationStep`` scored with
+    the leading option's probability. ``orders`` > 1 asks again
     with the options in the next cyclic order (see ``cyclic_orders``) and averages; a budget spent
     after the first order ends the asking with the orders read so far."""
     if not task.choices:
@@ -98,11 +100,12 @@ def score_options(llm: ChatModel, messages: Sequence[Message], task: Task, trace
             break
         at_positions = option_probabilities(completion.first_token_logprobs, count)
         shifted = f", options shifted {shift}" if shift else ""
+        cost = model_cost(completion, started)
         if at_positions is None:
-            trace.add(FinalAnswerStep(parent_id=parent_id,
-                                      thought=f"(no option number among the likeliest tokens{shifted})",
-                                      answer=completion.text.strip(), how="likelihood", model_output=completion.text,
-                                      **model_cost(completion, started)))
+            note = f"(no option number among the likeliest tokens{shifted})"
+            trace.add(EvaluationStep(parent_id=parent_id, text=note, model_output=completion.text, **cost) if judging
+                      else FinalAnswerStep(parent_id=parent_id, thought=note, answer=completion.text.strip(),
+                                           how="likelihood", model_output=completion.text, **cost))
             if not completion.first_token_logprobs:
                 break  # the backend gives no log-probabilities: another order would not either
             continue
@@ -112,9 +115,11 @@ def score_options(llm: ChatModel, messages: Sequence[Message], task: Task, trace
         per_order.append(tuple(by_option))
         best = max(range(count), key=lambda i: by_option[i])
         shown = ", ".join(f"{i}: {p:.2f}" for i, p in enumerate(by_option))
-        trace.add(FinalAnswerStep(parent_id=parent_id, thought=f"(option probabilities {shown}{shifted})",
-                                  answer=task.choices[best], how="likelihood", model_output=completion.text,
-                                  **model_cost(completion, started)))
+        note = f"(option probabilities {shown}{shifted})"
+        trace.add(EvaluationStep(parent_id=parent_id, text=note, score=by_option[best], model_output=completion.text,
+                                 **cost) if judging
+                  else FinalAnswerStep(parent_id=parent_id, thought=note, answer=task.choices[best], how="likelihood",
+                                       model_output=completion.text, **cost))
     if not per_order:
         return None
     mean = tuple(sum(order[i] for order in per_order) / len(per_order) for i in range(count))
