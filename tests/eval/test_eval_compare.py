@@ -3,13 +3,14 @@ per budget, and the HTML page opened in a real browser (Debian's chromium driven
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from vidagent.eval.pairing import curve_points, paired
+from vidagent.eval.pairing import curve_points, mcnemar_exact, paired
 from vidagent.eval.report import write_comparison
 from vidagent.eval.runner import RunConfig, run_eval
 
@@ -25,12 +26,19 @@ def _row(qid: str, correct: bool, calls: int) -> dict:
             "usage": {"llm_calls": calls, "prompt_tokens": 100 * calls}, "wall_s": float(calls), "segments_read": 2}
 
 
+def test_mcnemars_exact_test_weighs_only_the_questions_one_run_got_right():
+    assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(3, 3) == 1.0
+    assert mcnemar_exact(0, 6) == pytest.approx(2 / 64) and mcnemar_exact(6, 0) == mcnemar_exact(0, 6)
+    assert mcnemar_exact(9, 4) == pytest.approx(2 * sum(math.comb(13, k) for k in range(5)) / 2 ** 13)
+    assert 0.26 < mcnemar_exact(9, 4) < 0.27  # PEIL against caption_only on 30 EgoSchema questions (session 7)
+
+
 def test_runs_are_paired_on_the_questions_both_answered():
     a = [_row("q1", True, 1), _row("q2", True, 1), _row("q3", False, 1), _row("q4", True, 1)]
     b = [_row("q1", True, 4), _row("q2", False, 4), _row("q3", True, 4)]  # q4 not answered by b
     p = paired(a, b)
     assert (p.n, p.correct_a, p.correct_b, p.both, p.only_a, p.only_b) == (3, 2, 2, 1, 1, 1)
-    assert p.costs_a["llm_calls"] == 1 and p.costs_b["prompt_tokens"] == 400
+    assert p.costs_a["llm_calls"] == 1 and p.costs_b["prompt_tokens"] == 400 and p.p_value == 1.0
     shared, curves = curve_points(["react (x)", "react (y)", "caption_only"],
                                   [{"budget": "calls=4"}, {"budget": "calls=1"}, {}], [b, a, a])
     assert shared == 3 and list(curves) == ["react", "caption_only"]

@@ -155,6 +155,25 @@ def test_every_planner_answers_an_imported_question_with_the_real_embedded_model
 
 
 @pytest.mark.models
+@pytest.mark.slow
+def test_traveler_judged_by_option_scores_with_the_real_embedded_model(ego):
+    """``evaluate_by=scores`` with the 1.5B default (the small test model rarely puts an option's number
+    among its likeliest first tokens): every order scored after the opening frames and after the round."""
+    settings, _, questions = ego
+    question = questions[1]
+    with Session(settings.with_llm(model="qwen2.5-1.5b")) as session:
+        answer = session.ask(f"egoschema:{question['q_uid']}", question["question"], _choices(question),
+                             planner="traveler", planner_options={"max_iterations": 1, "questions": 1,
+                                                                   "evaluate_by": "scores"})
+    assert answer.choice_index is not None and answer.trace.last.how in ("likelihood", "forced")
+    evaluations = [s.text for s in answer.trace.of_type(EvaluationStep)]
+    assert sum(text.startswith("(option probabilities") for text in evaluations) == 10  # 5 orders, twice
+    verdict = [text for text in evaluations if text.startswith("round 1: ")]
+    assert len(verdict) == 1 and f"option {answer.choice_index} leads" in verdict[0]
+    assert not any("Final Answer:" in (getattr(s, "model_output", "") or "") for s in answer.trace)  # no written verdict
+
+
+@pytest.mark.models
 def test_the_check_with_the_real_embedded_model_marks_evidence_and_sets_a_calibrated_confidence(ego, tmp_path):
     settings, questions_file, questions = ego
     question = questions[0]

@@ -9,6 +9,7 @@ all of its rows. A planner measured under several budgets (``--budget``) is one 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -37,6 +38,21 @@ class PairedStats:
     @property
     def only_b(self) -> int:
         return self.correct_b - self.both
+
+    @property
+    def p_value(self) -> float:
+        """McNemar's exact test (two-sided): how likely a split of the discordant questions at least this
+        uneven is when neither run is better. Questions both got right or both got wrong say nothing."""
+        return mcnemar_exact(self.only_a, self.only_b)
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """The two-sided binomial p-value of ``only_a`` against ``only_b`` discordant questions (1.0 for none)."""
+    discordant = only_a + only_b
+    if discordant == 0:
+        return 1.0
+    tail = sum(math.comb(discordant, k) for k in range(min(only_a, only_b) + 1)) / 2 ** discordant
+    return min(1.0, 2 * tail)
 
 
 def scored_ids(rows: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -70,19 +86,21 @@ def paired(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, An
 def paired_markdown(labels: Sequence[str], runs_rows: Sequence[Sequence[Mapping[str, Any]]]) -> list[str]:
     """The first run against each other one, on the questions the two share."""
     lines = ["## Paired, on the questions both runs answered", "",
-             "| run A | run B | n | A right | B right | both | only A | only B | calls/q A / B | "
-             "prompt tok/q A / B | wall s/q A / B | segments read/q A / B |", "|" + "---|" * 12]
+             "| run A | run B | n | A right | B right | both | only A | only B | McNemar p | calls/q A / B | "
+             "prompt tok/q A / B | wall s/q A / B | segments read/q A / B |", "|" + "---|" * 13]
     for label, rows in zip(labels[1:], runs_rows[1:]):
         p = paired(runs_rows[0], rows)
         if not p.n:
-            lines.append(f"| {labels[0]} | {label} | 0 | – | – | – | – | – | – | – | – | – |")
+            lines.append(f"| {labels[0]} | {label} | 0 | – | – | – | – | – | – | – | – | – | – |")
             continue
         a, b = p.costs_a, p.costs_b
         lines.append(f"| {labels[0]} | {label} | {p.n} | {p.correct_a} ({100 * p.correct_a / p.n:.1f} %) | "
                      f"{p.correct_b} ({100 * p.correct_b / p.n:.1f} %) | {p.both} | {p.only_a} | {p.only_b} | "
-                     f"{a['llm_calls']:.2f} / {b['llm_calls']:.2f} | {a['prompt_tokens']:.0f} / "
+                     f"{p.p_value:.2g} | {a['llm_calls']:.2f} / {b['llm_calls']:.2f} | {a['prompt_tokens']:.0f} / "
                      f"{b['prompt_tokens']:.0f} | {a['wall_seconds']:.1f} / {b['wall_seconds']:.1f} | "
                      f"{a['segments_read']:.1f} / {b['segments_read']:.1f} |")
+    lines += ["", "McNemar p: the chance of a split of the questions only one run got right at least this uneven if "
+                  "neither run were better (exact, two-sided); below 0.05 is the usual bar."]
     return lines
 
 
