@@ -245,6 +245,14 @@ def test_scores_confident_enough_end_the_first_round_and_the_limit_takes_the_las
     assert (answer.choice_index, answer.trace.last.how, len(llm.requests)) == (3, "forced", 13)
 
 
+def test_with_stable_zero_only_confidence_or_the_limit_ends_the_rounds_and_two_needs_the_lead_twice():
+    rounds = [PLAN, "12", "[]", *leaning_to(1), PLAN, "4", "[]", *leaning_to(1), PLAN, "16", "[]", *leaning_to(1)]
+    answer, _ = run(ScriptedLLM([*leaning_to(1), *rounds]), evaluate_by="scores", stable=0, max_iterations=3)
+    assert (answer.choice_index, answer.trace.last.how, answer.artifacts["windows"]) == (1, "forced", [12.0, 4.0, 16.0])
+    answer, _ = run(ScriptedLLM([*leaning_to(1), *rounds]), evaluate_by="scores", stable=2, max_iterations=3)
+    assert answer.trace.last.how == "likelihood" and answer.artifacts["windows"] == [12.0, 4.0]
+
+
 def test_scores_from_a_backend_without_log_probabilities_fall_back_to_the_generated_verdict():
     llm = ScriptedLLM([Completion("The", 50, 1, 0.01), PLAN, "12", QUESTIONS, BALL])
     answer, _ = run(llm, evaluate_by="scores")

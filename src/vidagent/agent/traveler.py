@@ -74,7 +74,9 @@ class TravelerPlanner:
     viewed around each chosen second), ``questions`` (asked about each window), ``memory_chars``
     (bank size that triggers the Summarizer), ``evaluate_by`` (``text``: the Evaluator's generated
     verdict; ``scores``: the options' probabilities, see the module's notes), ``confidence`` (with
-    ``scores``: the averaged probability that ends the rounds by itself)."""
+    ``scores``: the averaged probability that ends the rounds by itself), ``stable`` (with ``scores``:
+    the evaluations in a row at which the lead must hold to end the rounds; 0: only ``confidence`` or the
+    limit ends them)."""
 
     max_iterations: int = 5
     window_frames: int = 5
@@ -82,6 +84,7 @@ class TravelerPlanner:
     memory_chars: int = 5000
     evaluate_by: str = "text"
     confidence: float = 0.8
+    stable: int = 1
     tools: tuple[str, ...] | None = TRAVELER_TOOLS
     name: ClassVar[str] = "traveler"
 
@@ -94,6 +97,8 @@ class TravelerPlanner:
             raise ValueError(f"evaluate_by must be one of {', '.join(EVALUATE_BY)}, got {self.evaluate_by!r}")
         if not 0.0 < self.confidence <= 1.0:
             raise ValueError("confidence must be above 0 and at most 1")
+        if self.stable < 0:
+            raise ValueError("stable must be at least 0")
 
     @property
     def needs(self) -> Needs:
@@ -132,6 +137,7 @@ class _Traversal:
         self.opening: list[float] = []  # the single frames the bank started with
         self.frame_times: set[float] = set()
         self.evidence: list[Evidence] = []
+        self.held = 0  # with evaluate_by=scores: the evaluations in a row at which the lead held
 
     def run(self) -> Answer:
         self._initialise()
@@ -261,8 +267,8 @@ class _Traversal:
                              self.trace, self.last.id, orders=len(self.task.choices or ()), judging=True)
 
     def _evaluate_by_scores(self, before: OptionScores, iteration: int) -> tuple[bool, str, OptionScores]:
-        """Enough when the leading option kept its lead from the evaluation before, or its probability
-        reached ``confidence``; otherwise the explanation names the two options not yet told apart.
+        """Enough when the leading option kept its lead over the last ``stable`` evaluations, or its
+        probability reached ``confidence``; otherwise the explanation names the two options not yet told apart.
         A backend that stopped giving log-probabilities leaves the lead as it was, and the rounds go on."""
         choices = self.task.choices or ()
         scores = self._score(iteration) or before
@@ -270,11 +276,13 @@ class _Traversal:
         first, second = ranked[0], ranked[min(1, len(ranked) - 1)]
         lead = scores.probabilities[scores.index]
         kept = scores is not before and scores.index == before.index
-        ready = kept or lead >= self.planner.confidence
+        self.held = self.held + 1 if kept else 0
+        settled = 0 < self.planner.stable <= self.held
+        ready = settled or lead >= self.planner.confidence
         explanation = prompt(PROMPTS, "traveler_undecided").render(
             first=choices[first], first_p=f"{lead:.0%}",
             second=choices[second], second_p=f"{scores.probabilities[second]:.0%}").strip()
-        why = ("it kept its lead" if kept else f"it reached {self.planner.confidence:.0%}") if ready else explanation
+        why = ("it kept its lead" if settled else f"it reached {self.planner.confidence:.0%}") if ready else explanation
         self._add(EvaluationStep(text=f"round {iteration}: {'enough' if ready else 'not enough'} information: "
                                       f"option {scores.index} leads with {lead:.0%}; {why}", score=lead))
         return ready, explanation, scores
