@@ -16,8 +16,10 @@ import argparse
 import json
 import re
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
+RULES = ((1, 1.0), (2, 1.0), (3, 1.0), (0, 0.3), (0, 0.4), (0, 0.5), (1, 0.4), (2, 0.4), (0, 1.0))
 STAGES = ("plan", "retrieve", "questions", "visual QA", "summarise", "evaluate")
 _PROBABILITIES = re.compile(r"^\(option probabilities (.+?)(?:, options shifted \d+)?\)$")
 
@@ -42,29 +44,53 @@ def stage_of(step: dict) -> str | None:
     return None
 
 
-def leads(trace: list[dict], options: int) -> list[int]:
-    """The leading option after each evaluation by scores: every ``options`` consecutive per-order
-    probability steps averaged (an order naming no option is left out, as the planner does)."""
-    blocks: list[list[list[float]]] = []
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation by scores: the leading option, its averaged probability, and the model seconds the
+    question had spent when it was done."""
+
+    lead: int
+    probability: float
+    seconds: float
+
+
+def evaluations(trace: list[dict], options: int) -> list[Evaluation]:
+    """Each evaluation by scores, in order: its per-order probability steps averaged (an order naming no
+    option is left out, as the planner does)."""
+    blocks: list[tuple[list[list[float]], list[float]]] = []
+    spent = 0.0
     for step in trace:
+        spent += step.get("seconds") or 0.0
         text = str(step.get("text", ""))
         if step.get("type") != "evaluation" or not text.startswith("("):
             continue
         if "options shifted" not in text:  # the options as given: an evaluation's first order
-            blocks.append([])
+            blocks.append(([], [0.0]))
+        blocks[-1][1][0] = spent
         match = _PROBABILITIES.match(text)
         if match:
             values = [0.0] * options
             for pair in match.group(1).split(", "):
                 index, value = pair.split(": ")
                 values[int(index)] = float(value)
-            blocks[-1].append(values)
+            blocks[-1][0].append(values)
     found = []
-    for block in blocks:
-        if block:
-            means = [sum(order[i] for order in block) / len(block) for i in range(options)]
-            found.append(max(range(options), key=means.__getitem__))
+    for orders, (seconds,) in blocks:
+        if orders:
+            means = [sum(order[i] for order in orders) / len(orders) for i in range(options)]
+            lead = max(range(options), key=means.__getitem__)
+            found.append(Evaluation(lead, means[lead], seconds))
     return found
+
+
+def stop_at(found: list[Evaluation], stable: int, confidence: float) -> int:
+    """The evaluation at which the planner's rule (``stable``, ``confidence``) would have ended the rounds."""
+    held = 0
+    for j in range(1, len(found)):
+        held = held + 1 if found[j].lead == found[j - 1].lead else 0
+        if (0 < stable <= held) or found[j].probability >= confidence:
+            return j
+    return len(found) - 1
 
 
 def report(folder: Path) -> None:
@@ -94,16 +120,26 @@ def report(folder: Path) -> None:
     print("|---|---|---|")
     for stage in STAGES:
         print(f"| {stage} | {seconds[stage] / n:.1f} | {calls[stage] / n:.1f} |")
-    scored = [(row, leads(row["trace"], len(row["choices"]))) for row in rows if row.get("choices")]
+    scored = [(row, evaluations(row["trace"], len(row["choices"]))) for row in rows if row.get("choices")]
     scored = [(row, found) for row, found in scored if found and row["gold"].get("answer_index") is not None]
     if scored:
         deepest = max(len(found) for _, found in scored)
         print("\n| after evaluation | accuracy % (a question that stopped keeps its last lead) | questions still going |")
         print("|---|---|---|")
         for j in range(deepest):
-            correct = sum(found[min(j, len(found) - 1)] == row["gold"]["answer_index"] for row, found in scored)
+            correct = sum(found[min(j, len(found) - 1)].lead == row["gold"]["answer_index"] for row, found in scored)
             going = sum(len(found) > j for _, found in scored)
             print(f"| {j} | {100 * correct / len(scored):.1f} | {going} |")
+        print("\nStop rules replayed (exact for a run made with `stable=0 confidence=1`: a rule changes nothing "
+              "before it stops):\n")
+        print("| stable | confidence | accuracy % | rounds/q | model s/q to the stop |")
+        print("|---|---|---|---|---|")
+        for stable, confidence in RULES:
+            stops = [(row, found, stop_at(found, stable, confidence)) for row, found in scored]
+            correct = sum(found[j].lead == row["gold"]["answer_index"] for row, found, j in stops)
+            print(f"| {stable} | {confidence:g} | {100 * correct / len(stops):.1f} | "
+                  f"{sum(j for _, _, j in stops) / len(stops):.2f} | "
+                  f"{sum(found[j].seconds for _, found, j in stops) / len(stops):.1f} |")
     print()
 
 
