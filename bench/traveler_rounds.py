@@ -54,9 +54,10 @@ class Evaluation:
     seconds: float
 
 
-def evaluations(trace: list[dict], options: int) -> list[Evaluation]:
+def evaluations(trace: list[dict], options: int, row_artifacts: dict | None = None) -> list[Evaluation]:
     """Each evaluation by scores, in order: its per-order probability steps averaged (an order naming no
-    option is left out, as the planner does)."""
+    option is left out, as the planner does); from the answer's ``evaluations`` artifact where it has one
+    (the trace's steps round each probability to two places, so a near tie may be read the other way)."""
     blocks: list[tuple[list[list[float]], list[float]]] = []
     spent = 0.0
     for step in trace:
@@ -75,7 +76,12 @@ def evaluations(trace: list[dict], options: int) -> list[Evaluation]:
                 values[int(index)] = float(value)
             blocks[-1][0].append(values)
     found = []
-    for orders, (seconds,) in blocks:
+    exact = (row_artifacts or {}).get("evaluations") or []  # full precision, where the run kept them
+    for number, (orders, (seconds,)) in enumerate(blocks):
+        if number < len(exact):
+            lead = max(range(options), key=exact[number].__getitem__)
+            found.append(Evaluation(lead, exact[number][lead], seconds))
+            continue
         if orders:
             means = [sum(order[i] for order in orders) / len(orders) for i in range(options)]
             lead = max(range(options), key=means.__getitem__)
@@ -120,7 +126,7 @@ def report(folder: Path) -> None:
     print("|---|---|---|")
     for stage in STAGES:
         print(f"| {stage} | {seconds[stage] / n:.1f} | {calls[stage] / n:.1f} |")
-    scored = [(row, evaluations(row["trace"], len(row["choices"]))) for row in rows if row.get("choices")]
+    scored = [(row, evaluations(row["trace"], len(row["choices"]), row.get("artifacts"))) for row in rows if row.get("choices")]
     scored = [(row, found) for row, found in scored if found and row["gold"].get("answer_index") is not None]
     if scored:
         deepest = max(len(found) for _, found in scored)

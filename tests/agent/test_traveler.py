@@ -231,6 +231,8 @@ def test_scores_end_the_rounds_once_the_leading_option_keeps_its_lead():
     scoring = [request for request in llm.requests if request[-1].content.startswith("Which option")]
     assert len(scoring) == 15 and all(len(request) == 2 for request in scoring)
     assert "INFORMATION:" in scoring[0][0].content and "CHOICES" not in scoring[0][0].content
+    assert [max(range(5), key=e.__getitem__) for e in answer.artifacts["evaluations"]] == [2, 0, 0]
+    assert answer.artifacts["evaluations"][2][0] == pytest.approx(0.7)
     assert all(llm.sampling[i]["max_tokens"] == 1 for i in range(5))
 
 

@@ -138,6 +138,7 @@ class _Traversal:
         self.frame_times: set[float] = set()
         self.evidence: list[Evidence] = []
         self.held = 0  # with evaluate_by=scores: the evaluations in a row at which the lead held
+        self.evaluations: list[list[float]] = []  # with evaluate_by=scores: each evaluation's option probabilities
 
     def run(self) -> Answer:
         self._initialise()
@@ -263,8 +264,11 @@ class _Traversal:
 
     def _score(self, iteration: int) -> OptionScores | None:
         """The options' probabilities after the bank so far, averaged over every cyclic order."""
-        return score_options(self.llm, [Message("user", f"{self.experience}{self._context()}")], self.task,
-                             self.trace, self.last.id, orders=len(self.task.choices or ()), judging=True)
+        scores = score_options(self.llm, [Message("user", f"{self.experience}{self._context()}")], self.task,
+                               self.trace, self.last.id, orders=len(self.task.choices or ()), judging=True)
+        if scores is not None:
+            self.evaluations.append([round(p, 6) for p in scores.probabilities])
+        return scores
 
     def _evaluate_by_scores(self, before: OptionScores, iteration: int) -> tuple[bool, str, OptionScores]:
         """Enough when the leading option kept its lead over the last ``stable`` evaluations, or its
@@ -321,6 +325,8 @@ class _Traversal:
         final = self._add(FinalAnswerStep(answer=text, how=how))
         artifacts = {"frames_viewed": sorted(self.frame_times), "windows": [round(w, 3) for w in self.windows],
                      "memory_bank": self._memory_in_time_order()}
+        if self.evaluations:  # evaluate_by=scores: every evaluation's averaged probabilities, the opening's first
+            artifacts["evaluations"] = self.evaluations
         return self.work.answer(text, choice_index, step_id=final.id, evidence=self.evidence, artifacts=artifacts)
 
     # -- helpers -----------------------------------------------------------------------------
