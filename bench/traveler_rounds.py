@@ -21,6 +21,7 @@ from pathlib import Path
 
 RULES = ((1, 1.0), (2, 1.0), (3, 1.0), (0, 0.3), (0, 0.4), (0, 0.5), (1, 0.4), (2, 0.4), (0, 1.0))
 STAGES = ("plan", "retrieve", "questions", "visual QA", "summarise", "evaluate")
+_VERDICT = re.compile(r"^round (\d+): .*?option (\d+) leads with (\d+)%")
 _PROBABILITIES = re.compile(r"^\(option probabilities (.+?)(?:, options shifted \d+)?\)$")
 
 
@@ -57,12 +58,17 @@ class Evaluation:
 def evaluations(trace: list[dict], options: int, row_artifacts: dict | None = None) -> list[Evaluation]:
     """Each evaluation by scores, in order: its per-order probability steps averaged (an order naming no
     option is left out, as the planner does); from the answer's ``evaluations`` artifact where it has one
-    (the trace's steps round each probability to two places, so a near tie may be read the other way)."""
+    (the trace's steps round each probability to two places, so a near tie may be read the other way; an
+    evaluation after a round takes the lead its verdict names, which the planner computed unrounded)."""
     blocks: list[tuple[list[list[float]], list[float]]] = []
+    verdicts: dict[int, tuple[int, float]] = {}  # evaluation -> the lead its verdict names (computed unrounded)
     spent = 0.0
     for step in trace:
         spent += step.get("seconds") or 0.0
         text = str(step.get("text", ""))
+        said = _VERDICT.match(text) if step.get("type") == "evaluation" else None
+        if said:
+            verdicts[int(said.group(1))] = (int(said.group(2)), int(said.group(3)) / 100)
         if step.get("type") != "evaluation" or not text.startswith("("):
             continue
         if "options shifted" not in text:  # the options as given: an evaluation's first order
@@ -86,7 +92,8 @@ def evaluations(trace: list[dict], options: int, row_artifacts: dict | None = No
             means = [sum(order[i] for order in orders) / len(orders) for i in range(options)]
             lead = max(range(options), key=means.__getitem__)
             found.append(Evaluation(lead, means[lead], seconds))
-    return found
+    return [Evaluation(*verdicts[j], e.seconds) if j in verdicts and j >= len(exact) else e
+            for j, e in enumerate(found)]
 
 
 def stop_at(found: list[Evaluation], stable: int, confidence: float) -> int:
