@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -116,6 +117,22 @@ def test_every_planner_answers_an_imported_question_with_a_scripted_model(ego_ro
         assert "LaViLa" in llm.requests[0][0].content or any("LaViLa" in m.content for r in llm.requests for m in r)
     errors = [s.text for s in answer.trace.of_type(ObservationStep) if s.is_error]
     assert not any("Traceback" in text or "internal error" in text for text in errors)
+
+
+def test_caption_only_reads_a_few_captions_evenly_spread_when_told_how_many(ego_rows):
+    settings, _, questions = ego_rows
+    question = questions[0]
+    for lines, starts in ((5, ["0.0", "10.0", "20.0", "29.0", "39.0"]), (1, ["20.0"])):
+        llm = ScriptedLLM(["Answer: 1"])
+        with Session(settings, llm=llm, perception=scripted_perception()) as session:
+            answer = session.ask(f"egoschema:{question['q_uid']}", question["question"], _choices(question),
+                                 planner="caption_only", planner_options={"lines": lines})
+        shown = re.findall(r"^\[(\d+\.\d)-", llm.requests[0][-1].content, flags=re.MULTILINE)
+        assert shown == starts and answer.artifacts["segments_read"] == lines and answer.choice_index == 1
+    with Session(settings, llm=ScriptedLLM([]), perception=scripted_perception()) as session:
+        with pytest.raises(Exception, match="lines must be 0"):
+            session.ask(f"egoschema:{question['q_uid']}", question["question"], _choices(question),
+                        planner="caption_only", planner_options={"lines": -1})
 
 
 def test_peil_is_offered_no_module_a_memory_of_captions_cannot_serve(ego_rows):

@@ -42,11 +42,14 @@ class CaptionOnlyPlanner:
     one generated token; ``permuted``: the same asked once per cyclic order of the options, averaged,
     so that a preference for a position cancels out), ``line_seconds`` (0: one line per segment; else
     consecutive segments share a line of that many seconds, so that short captions, e.g. one a second,
-    are not outweighed by their time labels: a small model's tokenizer reads each digit as a token)."""
+    are not outweighed by their time labels: a small model's tokenizer reads each digit as a token),
+    ``lines`` (0: every line that fits; else at most that many, evenly spread, first and last kept: how
+    well a few captions answer against all of them)."""
 
     context_tokens: int | None = None
     answer_tokens: int | None = None
     line_seconds: float = 0.0
+    lines: int = 0
     choose_by: str = "text"
     name: ClassVar[str] = "caption_only"
     needs: ClassVar[Needs] = Needs()
@@ -55,6 +58,8 @@ class CaptionOnlyPlanner:
         check_choose_by(self.choose_by)
         if self.line_seconds < 0:
             raise PlannerError("line_seconds must be 0 (a line per segment) or more")
+        if self.lines < 0:
+            raise PlannerError("lines must be 0 (every line that fits) or more")
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         run = Run.begin(self.name, task, toolbox, llm, trace)
@@ -69,7 +74,10 @@ class CaptionOnlyPlanner:
         answer_prompt = prompt(PROMPTS, "answer_line")
         answer_tokens = self.answer_tokens or answer_prompt.budget
         budget = context - PROMPT_RESERVE_TOKENS - answer_tokens
-        chosen = fit_evenly(list(range(len(lines))), budget, [estimated_tokens(line) + 1 for line in lines])
+        pool = list(range(len(lines)))
+        if 0 < self.lines < len(pool):
+            pool = [pool[len(pool) // 2]] if self.lines == 1 else [pool[i] for i in stepped_indices(len(pool), self.lines)]
+        chosen = fit_evenly(pool, budget, [estimated_tokens(lines[i]) + 1 for i in pool])
         kept = [lines[i] for i in chosen]
         evidence = [read[i] for i in chosen]  # what it read: all of it (the check picks what the answer rests on)
         read_note = {"segments_read": sum(len(groups[i][1]) for i in chosen)}
