@@ -60,7 +60,8 @@ def evaluations(trace: list[dict], options: int, row_artifacts: dict | None = No
     option is left out, as the planner does); from the answer's ``evaluations`` artifact where it has one
     (the trace's steps round each probability to two places, so a near tie may be read the other way; an
     evaluation after a round takes the lead its verdict names, which the planner computed unrounded)."""
-    blocks: list[tuple[list[list[float]], list[float]]] = []
+    orders_of: list[list[list[float]]] = []  # per evaluation: each order's probabilities
+    seconds_at: list[float] = []  # per evaluation: the model seconds spent when its last order was read
     verdicts: dict[int, tuple[int, float]] = {}  # evaluation -> the lead its verdict names (computed unrounded)
     spent = 0.0
     for step in trace:
@@ -72,18 +73,19 @@ def evaluations(trace: list[dict], options: int, row_artifacts: dict | None = No
         if step.get("type") != "evaluation" or not text.startswith("("):
             continue
         if "options shifted" not in text:  # the options as given: an evaluation's first order
-            blocks.append(([], [0.0]))
-        blocks[-1][1][0] = spent
+            orders_of.append([])
+            seconds_at.append(spent)
+        seconds_at[-1] = spent
         match = _PROBABILITIES.match(text)
         if match:
             values = [0.0] * options
             for pair in match.group(1).split(", "):
                 index, value = pair.split(": ")
                 values[int(index)] = float(value)
-            blocks[-1][0].append(values)
+            orders_of[-1].append(values)
     found = []
     exact = (row_artifacts or {}).get("evaluations") or []  # full precision, where the run kept them
-    for number, (orders, (seconds,)) in enumerate(blocks):
+    for number, (orders, seconds) in enumerate(zip(orders_of, seconds_at)):
         if number < len(exact):
             lead = max(range(options), key=exact[number].__getitem__)
             found.append(Evaluation(lead, exact[number][lead], seconds))

@@ -76,7 +76,7 @@ class CaptionOnlyPlanner:
         budget = context - PROMPT_RESERVE_TOKENS - answer_tokens
         pool = list(range(len(lines)))
         if 0 < self.lines < len(pool):
-            pool = [pool[len(pool) // 2]] if self.lines == 1 else [pool[i] for i in stepped_indices(len(pool), self.lines)]
+            pool = [pool[i] for i in stepped_indices(len(pool), self.lines)]
         chosen = fit_evenly(pool, budget, [estimated_tokens(lines[i]) + 1 for i in pool])
         kept = [lines[i] for i in chosen]
         evidence = [read[i] for i in chosen]  # what it read: all of it (the check picks what the answer rests on)

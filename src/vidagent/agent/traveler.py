@@ -21,9 +21,9 @@ the order they were collected (the paper appends to it). It starts with single f
 
 ``evaluate_by="scores"`` judges by the model's option probabilities instead (multiple choice, a backend
 giving log-probabilities): the options are scored in every cyclic order after the opening frames and
-after each round (one generated token each, the bank as shared prefix), and the round stops when the
-leading option keeps its lead from the evaluation before, or its averaged probability reaches
-``confidence``; otherwise the next plan is told which two options the information does not yet tell
+after each round (one generated token each, the bank as shared prefix), and the rounds stop when the
+leading option has kept its lead over the last ``stable`` evaluations, or its averaged probability reaches
+``confidence``; at the limit the last lead is the answer; otherwise the next plan is told which two options the information does not yet tell
 apart. With the 1.5B default the generated verdict found the information enough in none of 6 NExT-QA
 questions, so each question ran all five rounds (~250 s on 2 cores).
 
@@ -144,7 +144,7 @@ class _Traversal:
         self._initialise()
         explanation = ""
         current = 0.0
-        scores = self._score(0) if self.planner.evaluate_by == "scores" and self.task.choices else None
+        scores = self._evaluation() if self.planner.evaluate_by == "scores" and self.task.choices else None
         for iteration in range(1, self.planner.max_iterations + 1):
             plan = self._plan(explanation)
             current = self._retrieve(plan, current)
@@ -262,10 +262,14 @@ class _Traversal:
                                  **model_cost(completion, started)))
         return ready, explanation or "the evaluator gave no reason", answer or ""
 
-    def _score(self, iteration: int) -> OptionScores | None:
+    def _scores(self, *, judging: bool) -> OptionScores | None:
         """The options' probabilities after the bank so far, averaged over every cyclic order."""
-        scores = score_options(self.llm, [Message("user", f"{self.experience}{self._context()}")], self.task,
-                               self.trace, self.last.id, orders=len(self.task.choices or ()), judging=True)
+        return score_options(self.llm, [Message("user", f"{self.experience}{self._context()}")], self.task,
+                             self.trace, self.last.id, orders=len(self.task.choices or ()), judging=judging)
+
+    def _evaluation(self) -> OptionScores | None:
+        """An evaluation by scores, its probabilities kept for the answer's artifacts."""
+        scores = self._scores(judging=True)
         if scores is not None:
             self.evaluations.append([round(p, 6) for p in scores.probabilities])
         return scores
@@ -275,7 +279,7 @@ class _Traversal:
         probability reached ``confidence``; otherwise the explanation names the two options not yet told apart.
         A backend that stopped giving log-probabilities leaves the lead as it was, and the rounds go on."""
         choices = self.task.choices or ()
-        scores = self._score(iteration) or before
+        scores = self._evaluation() or before
         ranked = sorted(range(len(choices)), key=lambda i: -scores.probabilities[i])
         first, second = ranked[0], ranked[min(1, len(ranked) - 1)]
         lead = scores.probabilities[scores.index]
@@ -312,9 +316,7 @@ class _Traversal:
         scored in every cyclic order of the options and averaged. In one order the 1.5B model chose the
         last option 59 times in 100 NExT-QA questions (key: 24), and this fallback gave TraveLER's answer
         to 6 of 6 NExT-QA questions: the evaluator never found the information enough."""
-        text = self._context()
-        scores = score_options(self.llm, [Message("user", f"{self.experience}{text}")], self.task, self.trace,
-                               self.last.id, orders=len(self.task.choices or ()))
+        scores = self._scores(judging=False)
         return str(scores.index) if scores is not None else None
 
     # -- the answer --------------------------------------------------------------------------

@@ -8,6 +8,8 @@ picks is the smallest case):
 - ``stepped_indices``: ends kept, each pick a multiple of the rounded step ``(count - 1) / (limit - 1)``
   rounded, as numpy's ``linspace`` gives it;
 - ``take_every``: the first kept, every ``count / limit``-th item after it, rounded down.
+
+A single pick from the two that keep the ends is the middle item (``count // 2``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ def spread_indices(count: int, limit: int) -> list[int]:
     """Indices of ``min(count, limit)`` items spread evenly over ``range(count)``, first and last kept."""
     if count <= limit:
         return list(range(count))
+    if limit == 1:
+        return [count // 2]
     return [round(i * (count - 1) / (limit - 1)) for i in range(limit)]
 
 
@@ -35,6 +39,8 @@ def stepped_indices(count: int, limit: int) -> list[int]:
     """Like ``spread_indices``, but each pick a multiple of the rounded step (numpy's ``linspace``)."""
     if count <= limit:
         return list(range(count))
+    if limit == 1:
+        return [count // 2]
     step = (count - 1) / (limit - 1)
     return [round(i * step) for i in range(limit)]
 
