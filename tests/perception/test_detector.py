@@ -23,7 +23,7 @@ from vidagent.config import Settings
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception import node_assets as assets
 from vidagent.perception.detections import best_first_nms, class_names, make_detections, no_detections, with_data
-from vidagent.perception.detector import COCO_LABELS, INPUT_SIZE, CenterNetDetector, postprocess
+from vidagent.perception.detector import COCO_LABELS, INPUT_SIZE, CenterNetDetector, CenterNetNodeDetector, postprocess
 from vidagent.perception.letterbox import Letterbox, letterbox
 from vidagent.perception.node_assets import detector_assets_installed, install_detector_assets
 
@@ -142,6 +142,14 @@ def test_missing_assets_raise_clear_error(tmp_path):
     with pytest.raises(ModelUnavailableError, match="models install centernet"):
         CenterNetDetector(tmp_path)
     assert not detector_assets_installed(tmp_path)
+
+
+def test_a_damaged_model_file_is_a_clear_error(tmp_path):
+    (tmp_path / "centernet").mkdir()
+    for name in assets.MODEL_SHA256:
+        (tmp_path / "centernet" / name).write_bytes(b"not the model")
+    with pytest.raises(ModelUnavailableError, match="could not be loaded.*models install centernet"):
+        CenterNetDetector(tmp_path)
 
 
 def test_corrupt_model_file_is_not_trusted(tmp_path):
@@ -265,7 +273,7 @@ def test_boxes_map_back_through_padding_and_scale(detector):
 @needs_assets
 def test_worker_is_reused_and_closed():
     image = frame_at("github_sam2/01_dog.mp4", 1.0)
-    with CenterNetDetector(MODELS_DIR) as d:
+    with CenterNetNodeDetector(MODELS_DIR) as d:
         assert d.detect([]) == []
         first = d.detect([image])[0]
         pid = d._worker.proc.pid
@@ -283,7 +291,7 @@ def test_worker_is_reused_and_closed():
 @needs_assets
 def test_dead_worker_raises_then_recovers():
     image = np.zeros((64, 64, 3), np.uint8)
-    d = CenterNetDetector(MODELS_DIR)
+    d = CenterNetNodeDetector(MODELS_DIR)
     try:
         d.detect([image])
         d._worker.proc.kill()
@@ -298,7 +306,7 @@ def test_dead_worker_raises_then_recovers():
 @pytest.mark.models
 @needs_assets
 def test_worker_start_failure_reports_stderr(tmp_path):
-    bad = CenterNetDetector(MODELS_DIR, node=str(_fake_node(tmp_path)))
+    bad = CenterNetNodeDetector(MODELS_DIR, node=str(_fake_node(tmp_path)))
     with pytest.raises(ModelUnavailableError, match="boom"):
         bad.detect([np.zeros((8, 8, 3), np.uint8)])
 
@@ -313,7 +321,7 @@ def _fake_node(tmp_path: Path) -> Path:
 @pytest.mark.models
 @needs_assets
 def test_garbage_collection_stops_worker():
-    d = CenterNetDetector(MODELS_DIR)
+    d = CenterNetNodeDetector(MODELS_DIR)
     d.detect([np.zeros((32, 32, 3), np.uint8)])
     proc = d._worker.proc
     del d
@@ -322,3 +330,32 @@ def test_garbage_collection_stops_worker():
         time.sleep(0.05)
     assert proc.poll() is not None
     assert os.name != "posix" or proc.returncode == 0  # exited on stdin EOF, not killed
+
+
+@pytest.mark.models
+@needs_assets
+@pytest.mark.parametrize("clip, times", [("github_sam2/01_dog.mp4", [0.5, 4.0, 8.0]),
+                                         ("github_VideoAgent/boats.mp4", [1.0, 6.0]),
+                                         ("github_Ask-Anything/yoga.mp4", [2.0])])
+def test_onnx_runtime_finds_what_the_tfjs_runtime_finds(clip, times):
+    """The converted graph answers the published model's rows: the same top-100 rows (classes and
+    order) within rounding, and after filtering the same detections."""
+    from vidagent.video.video import Video
+    from conftest import VIDEOS
+
+    frames = [f.image for f in Video(VIDEOS / clip).frames_at(times, max_side=768)]
+    with CenterNetNodeDetector(MODELS_DIR, score_threshold=0.0) as node, \
+            CenterNetDetector(MODELS_DIR, score_threshold=0.0) as onnx:
+        for frame in frames:
+            canvas = letterbox(frame, INPUT_SIZE)[0]
+            reference = node._run(1, lambda i, size: node._request(canvas, 0.0),
+                                  lambda i, reply: np.asarray(reply["det"], np.float32), 60.0)[0]
+            rows = onnx._session.run(None, {"tower_0/images": canvas[None].astype(np.float32)})[0].reshape(-1, 6)
+            assert rows.shape == reference.shape == (100, 6)
+            np.testing.assert_array_equal(rows[:, 5], reference[:, 5])
+            np.testing.assert_allclose(rows[:, :5], reference[:, :5], atol=2e-3)
+    with CenterNetNodeDetector(MODELS_DIR) as node, CenterNetDetector(MODELS_DIR) as onnx:
+        for expected, found in zip(node.detect(frames), onnx.detect(frames)):
+            assert class_names(found) == class_names(expected)
+            np.testing.assert_allclose(found.xyxy, expected.xyxy, atol=0.05)
+            np.testing.assert_allclose(found.confidence, expected.confidence, atol=1.5e-3)

@@ -73,6 +73,7 @@ class Perception:
             from vidagent.perception.detector import CenterNetDetector
             from vidagent.perception.detector_pool import DetectorPool
 
+            # copies that run one frame each on one thread keep every core busier than one copy on all of them
             copies = settings.detector_workers or os.cpu_count() or 1
             detector = CachingDetector(DetectorPool(lambda: CenterNetDetector(settings.models_dir), copies))
         reader = RapidTextReader(cache_dir=settings.models_dir / "ocr")
