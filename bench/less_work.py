@@ -72,6 +72,7 @@ class Build:
     detections: int = 0
     tracks: Counter = field(default_factory=Counter)
     objects: Counter = field(default_factory=Counter)
+    found: list[tuple] = field(default_factory=list)  # each detection: time, category, box (0.1 px), score
 
 
 def perceptions(settings: Settings) -> tuple[Perception, CountingReader, dict[bool, Perception]]:
@@ -109,6 +110,10 @@ def build(video: Video, perception: Perception, counter: CountingReader, setting
             if "objects" in stages:
                 result.tracks = Counter(c for (c,) in rows("SELECT category FROM tracks WHERE video_id=?"))
                 result.objects = Counter(c for (c,) in rows("SELECT category FROM objects WHERE video_id=?"))
+                result.found = [(t, c, round(x1, 1), round(y1, 1), round(x2, 1), round(y2, 1), score)
+                                for t, c, x1, y1, x2, y2, score in rows(
+                                    "SELECT time_s, category, x1, y1, x2, y2, score FROM detections "
+                                    "WHERE video_id=? ORDER BY time_s, category, x1, y1")]
     return result
 
 
