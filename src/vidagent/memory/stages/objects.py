@@ -21,7 +21,9 @@ from __future__ import annotations
 import base64
 import bisect
 import math
+import os
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Sequence
 
 import cv2
@@ -93,9 +95,18 @@ class ObjectsStage:
 
     # -- per frame ------------------------------------------------------------------------
     def process(self, frames: Sequence[SampledFrame]) -> list[Any]:
+        """Detect objects in ``frames`` and measure them, the frames' measurements (masks above all)
+        on a thread each, one per core: OpenCV and the person model's worker run outside the GIL."""
         all_detections = self.perception.detector.detect([frame.image for frame in frames])
-        return [_checkpoint(self._measure(frame.image, detections), frame.image)
-                for frame, detections in zip(frames, all_detections)]
+
+        def measured(index: int) -> Any:
+            return _checkpoint(self._measure(frames[index].image, all_detections[index]), frames[index].image)
+
+        threads = min(len(frames), os.cpu_count() or 1)
+        if threads <= 1:
+            return [measured(i) for i in range(len(frames))]
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="objects-measure") as pool:
+            return list(pool.map(measured, range(len(frames))))
 
     def _measure(self, image: np.ndarray, detections: sv.Detections) -> sv.Detections:
         """``detections`` with each one's appearance features, colour word and (with a classifier) kind."""
