@@ -172,6 +172,7 @@ _MODEL_LOADS = (
     ("vidagent.perception.ocr", "RapidTextReader", "_ensure_loaded"),
     ("vidagent.perception.classifier", "EfficientNetClassifier", "_load"),
     ("vidagent.perception.node_worker", "NodeModel", "_ensure_worker"),
+    ("vidagent.perception.tfjs_graph", "InstalledTfjsModel", "_ensure_loaded"),
     ("vidagent.perception.hf.loading", "LazyModel", "get"),
     ("vidagent.llm.local", "LocalGGUFBackend", "_ensure_loaded"),
 )

@@ -3,6 +3,8 @@ a person model, the selfie model's geometry, and the selfie model itself on a re
 
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 import pytest
 
@@ -134,7 +136,38 @@ def test_the_selfie_model_masks_the_woman_in_a_real_frame() -> None:
         assert 0.25 < fill < 0.8
         x1, y1, x2, y2 = mask_box(mask)
         assert x2 - x1 > 0.6 * (box[2] - box[0]) and y2 - y1 > 0.8 * (box[3] - box[1])  # head to feet
-        assert segmenter.timings.per_person_ms()["wall_ms"] < 1000
+
+
+@pytest.mark.models
+def test_the_onnx_runtime_masks_people_as_the_tfjs_runtime_does() -> None:
+    """The converted graph gives the published model's probabilities (to the 1/255 both report), so the
+    same masks, on the people of three real frames."""
+    from conftest import frame_at
+    from vidagent.perception.detections import class_names
+    from vidagent.perception.detector import CenterNetDetector
+    from vidagent.perception.node_assets import selfie_assets_installed
+    from vidagent.perception.pose import cut_square, square_around
+    from vidagent.perception.selfie import SelfieNodeSegmenter, SelfieSegmenter
+
+    if not selfie_assets_installed(MODELS_DIR):
+        pytest.skip(f"the selfie segmentation model is not installed in {MODELS_DIR}")
+    frames = [frame_at("github_sam2/01_dog.mp4", 0.5), frame_at("github_Ask-Anything/yoga.mp4", 2.0),
+              frame_at("github_mmaction2/demo.mp4", 3.0)]
+    with CenterNetDetector(MODELS_DIR) as detector, SelfieSegmenter(MODELS_DIR) as onnx, \
+            SelfieNodeSegmenter(MODELS_DIR) as node:
+        people = 0
+        for frame, found in zip(frames, detector.detect(frames)):
+            boxes = [box for box, label in zip(found.xyxy, class_names(found)) if label == "person"]
+            people += len(boxes)
+            for box in boxes:
+                crop = cut_square(frame, square_around(tuple(float(v) for v in box), onnx.margin), 256)
+                reference = node._run(1, lambda i, size: node._request(crop),
+                                      lambda i, reply: np.frombuffer(base64.b64decode(reply["p"]), np.uint8), 60.0)[0]
+                assert np.abs(onnx.probabilities(crop).astype(int).ravel() - reference.astype(int)).max() <= 1
+            for expected, mask in zip(node.segment(frame, boxes, ["person"] * len(boxes)),
+                                      onnx.segment(frame, boxes, ["person"] * len(boxes))):
+                assert (expected != mask).sum() <= 0.001 * expected.size
+        assert people >= 3
 
 
 def test_the_setting_names_the_segmenter(tmp_path) -> None:

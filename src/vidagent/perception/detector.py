@@ -31,7 +31,6 @@ from typing import Sequence
 import numpy as np
 import supervision as sv
 
-from vidagent.errors import ModelUnavailableError
 from vidagent.perception.coco import COCO_LABELS
 from vidagent.perception.detections import best_first_nms, make_detections, no_detections
 from vidagent.perception.letterbox import Letterbox, letterbox
@@ -156,7 +155,7 @@ def round_like_worker(rows: np.ndarray) -> np.ndarray:
 class CenterNetDetector:
     """COCO-80 object detector (CenterNet-MobileNetV3) run by onnxruntime in this process.
 
-    The tfjs graph is converted to ONNX when the detector is made (no file is written); each
+    The tfjs graph is converted to ONNX on the first ``detect`` (no file is written); each
     ``detect`` call runs its frames one by one on ``threads`` threads (1 by default: two calls on
     two threads use two cores better than one call on two, ~29 against ~23 ms a frame; put copies
     in a ``DetectorPool`` to spread a call's frames). Thread-safe: onnxruntime sessions take
@@ -169,28 +168,13 @@ class CenterNetDetector:
 
     def __init__(self, models_dir: Path, *, score_threshold: float = DEFAULT_SCORE_THRESHOLD,
                  iou_threshold: float = DEFAULT_IOU_THRESHOLD, max_detections: int = 50, threads: int = 1) -> None:
-        import onnxruntime
-
-        from vidagent.perception.tfjs_graph import tfjs_to_onnx
+        from vidagent.perception.tfjs_graph import InstalledTfjsModel
 
         self.score_threshold = float(score_threshold)
         self.iou_threshold = float(iou_threshold)
         self.max_detections = int(max_detections)
-        model_dir = Path(models_dir).expanduser() / MODEL_DIR_NAME
-        missing = [name for name in MODEL_SHA256 if not (model_dir / name).is_file()]
-        if missing:
-            raise ModelUnavailableError(f"the {self.what} is not installed in {Path(models_dir).expanduser()}: "
-                                        f"run {self.install_hint}")
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = max(1, int(threads))
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # the converted graph's unused constants are not worth a warning
-        try:
-            model = tfjs_to_onnx(model_dir / MODEL_JSON, [OUTPUT])
-            self._session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        except Exception as error:  # a damaged model file: a clear error, not a traceback from the converter
-            raise ModelUnavailableError(f"the {self.what} in {model_dir} could not be loaded ({error}); "
-                                        f"reinstall it: {self.install_hint}") from error
+        self.model = InstalledTfjsModel(Path(models_dir) / MODEL_DIR_NAME, MODEL_SHA256, MODEL_JSON, what=self.what,
+                                        install_hint=self.install_hint, outputs=[OUTPUT], threads=threads)
 
     def detect(self, images: Sequence[np.ndarray]) -> list[sv.Detections]:
         """Detect COCO objects in RGB ``uint8`` frames of shape (H, W, 3); boxes in frame pixels."""
@@ -198,7 +182,7 @@ class CenterNetDetector:
         for image in images:
             frame = rgb_image(image)
             canvas, box = letterbox(frame, INPUT_SIZE)
-            rows = self._session.run([OUTPUT], {INPUT: canvas[None].astype(np.float32)})[0].reshape(-1, 6)
+            rows = self.model.run([OUTPUT], {INPUT: canvas[None].astype(np.float32)})[0].reshape(-1, 6)
             height, width = frame.shape[:2]
             out.append(postprocess(round_like_worker(rows), box, width, height, score_threshold=self.score_threshold,
                                    iou_threshold=self.iou_threshold, max_detections=self.max_detections))

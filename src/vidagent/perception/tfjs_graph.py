@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -97,10 +98,11 @@ class _Converter:
         self.handlers: dict[str, Callable[[dict[str, Any], list[str], str], None]] = {
             "Placeholder": self._placeholder, "Const": self._const, "Identity": self._identity,
             "_FusedConv2D": self._conv, "Conv2D": self._conv, "FusedDepthwiseConv2dNative": self._conv,
-            "DepthwiseConv2dNative": self._conv, "MaxPool": self._max_pool, "ResizeBilinear": self._resize,
+            "DepthwiseConv2dNative": self._conv, "Conv2DBackpropInput": self._conv_transpose,
+            "MaxPool": self._pool("MaxPool"), "AvgPool": self._pool("AveragePool"), "ResizeBilinear": self._resize,
             "Relu": self._unary("Relu"), "Sigmoid": self._unary("Sigmoid"), "Relu6": self._relu6,
             "Add": self._binary("Add"), "AddV2": self._binary("Add"), "Sub": self._binary("Sub"),
-            "Mul": self._binary("Mul"), "Equal": self._binary("Equal"), "FloorDiv": self._floor_div,
+            "Mul": self._binary("Mul"), "Equal": self._binary("Equal"), "AddN": self._add_n, "FloorDiv": self._floor_div,
             "FloorMod": self._floor_mod, "Mean": self._mean, "ConcatV2": self._concat, "Cast": self._cast,
             "Reshape": self._reshape, "ExpandDims": self._expand_dims, "TopKV2": self._top_k,
             "GatherV2": self._gather, "StridedSlice": self._strided_slice,
@@ -209,12 +211,38 @@ class _Converter:
             y = activated
         self.add("Transpose", [y], [out], perm=TO_NHWC)
 
-    def _max_pool(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
+    def _conv_transpose(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
+        """TensorFlow's gradient of a convolution (a transposed convolution): inputs are the output's
+        NHWC size, the forward kernel ``[H, W, out, in]`` and the tensor to spread."""
+        if _attr(node, "data_format", "NHWC") != "NHWC" or _attr(node, "dilations", [1, 1, 1, 1]) != [1, 1, 1, 1]:
+            raise UnsupportedGraph(f"{node['name']}: only undilated NHWC transposed convolutions are supported")
         padding = _attr(node, "padding")
-        kernel, strides = _attr(node, "ksize"), _attr(node, "strides")
-        y = self.add("MaxPool", [self.add("Transpose", inputs[:1], perm=TO_NCHW)], kernel_shape=kernel[1:3],
-                     strides=strides[1:3], auto_pad="SAME_UPPER" if padding == "SAME" else "VALID")
+        if padding not in ("SAME", "VALID"):
+            raise UnsupportedGraph(f"{node['name']}: padding {padding} is not supported")
+        size = [int(v) for v in self.value(inputs[0])]
+        weight = self.value(inputs[1]).transpose(3, 2, 0, 1)  # -> [in, out, H, W]
+        # with the output's size given, SAME_UPPER crops as TensorFlow's SAME pads the forward convolution
+        y = self.add("ConvTranspose", [self.add("Transpose", [inputs[2]], perm=TO_NCHW),
+                                       self.constant(weight, node["name"] + "_w")],
+                     strides=_attr(node, "strides")[1:3], output_shape=size[1:3],
+                     auto_pad="SAME_UPPER" if padding == "SAME" else "VALID")
         self.add("Transpose", [y], [out], perm=TO_NHWC)
+
+    def _pool(self, op: str) -> Callable[[dict[str, Any], list[str], str], None]:
+        def convert(node: dict[str, Any], inputs: list[str], out: str) -> None:
+            padding = _attr(node, "padding")
+            if _attr(node, "data_format", "NHWC") != "NHWC" or padding not in ("SAME", "VALID"):
+                raise UnsupportedGraph(f"{node['name']}: only NHWC pooling with SAME or VALID padding is supported")
+            kernel, strides = _attr(node, "ksize"), _attr(node, "strides")
+            # TensorFlow's average leaves padding out of the count
+            extra = {"count_include_pad": 0} if op == "AveragePool" else {}
+            y = self.add(op, [self.add("Transpose", inputs[:1], perm=TO_NCHW)], kernel_shape=kernel[1:3],
+                         strides=strides[1:3], auto_pad="SAME_UPPER" if padding == "SAME" else "VALID", **extra)
+            self.add("Transpose", [y], [out], perm=TO_NHWC)
+        return convert
+
+    def _add_n(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
+        self.add("Sum", inputs, [out])
 
     def _resize(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
         if _attr(node, "align_corners", False):
@@ -308,6 +336,56 @@ def tfjs_to_onnx(model_json: Path, outputs: list[str] | None = None) -> bytes:
     if model.get("format") != "graph-model":
         raise UnsupportedGraph(f"{model_json} is not a tfjs graph model (format {model.get('format')!r})")
     if outputs is None:
-        outputs = [spec["name"] for spec in model.get("signature", {}).get("outputs", {}).values()]
+        outputs = [_tensor_name(spec["name"]) for spec in model.get("signature", {}).get("outputs", {}).values()]
     onnx_model = _Converter(read_weights(model, Path(model_json).parent)).convert(model, outputs)
     return onnx_model.SerializeToString()
+
+
+def tfjs_session(model_json: Path, outputs: list[str] | None = None, *, threads: int = 1) -> Any:
+    """An onnxruntime session (CPU) running the tfjs graph model at ``model_json`` on ``threads``
+    threads; one run at a time per calling thread, so copies on several threads use several cores."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = max(1, int(threads))
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads leave the cores be
+    options.log_severity_level = 3  # the converted graph's unused constants are not worth a warning
+    return onnxruntime.InferenceSession(tfjs_to_onnx(model_json, outputs), options, providers=["CPUExecutionProvider"])
+
+
+
+class InstalledTfjsModel:
+    """An installed tfjs graph model run by onnxruntime, loaded (converted, its session made) on the
+    first ``run``. Made with a missing file, it raises ``ModelUnavailableError`` saying how to install
+    it; a file that does not load raises it on the first run, saying how to reinstall. Thread-safe."""
+
+    def __init__(self, model_dir: Path, files: Iterable[str], model_json: str, *, what: str, install_hint: str,
+                 outputs: list[str] | None = None, threads: int = 1) -> None:
+        from vidagent.errors import ModelUnavailableError
+
+        self.model_dir = Path(model_dir).expanduser()
+        self.model_json = model_json
+        self.what, self.install_hint = what, install_hint
+        self.outputs, self.threads = outputs, threads
+        if any(not (self.model_dir / name).is_file() for name in files):
+            raise ModelUnavailableError(f"the {what} is not installed in {self.model_dir.parent}: run {install_hint}")
+        self._session: Any = None
+        self._lock = threading.Lock()
+
+    def _ensure_loaded(self) -> Any:
+        from vidagent.errors import ModelUnavailableError
+
+        with self._lock:
+            if self._session is None:
+                try:
+                    self._session = tfjs_session(self.model_dir / self.model_json, self.outputs, threads=self.threads)
+                except Exception as error:  # a damaged model file: a clear error, not the converter's traceback
+                    raise ModelUnavailableError(f"the {self.what} in {self.model_dir} could not be loaded ({error}); "
+                                                f"reinstall it: {self.install_hint}") from error
+            return self._session
+
+    def run(self, outputs: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The session's ``run`` (concurrent calls run at once, each on its own thread's share)."""
+        session = self._session if self._session is not None else self._ensure_loaded()
+        return session.run(outputs, feeds)
