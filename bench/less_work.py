@@ -73,6 +73,7 @@ class Build:
     tracks: Counter = field(default_factory=Counter)
     objects: Counter = field(default_factory=Counter)
     found: list[tuple] = field(default_factory=list)  # each detection: time, category, box (0.1 px), score
+    masks: dict[tuple, str] = field(default_factory=dict)  # each detection's mask (run-length text) by the above
 
 
 def perceptions(settings: Settings) -> tuple[Perception, CountingReader, dict[bool, Perception]]:
@@ -110,10 +111,12 @@ def build(video: Video, perception: Perception, counter: CountingReader, setting
             if "objects" in stages:
                 result.tracks = Counter(c for (c,) in rows("SELECT category FROM tracks WHERE video_id=?"))
                 result.objects = Counter(c for (c,) in rows("SELECT category FROM objects WHERE video_id=?"))
-                result.found = [(t, c, round(x1, 1), round(y1, 1), round(x2, 1), round(y2, 1), score)
-                                for t, c, x1, y1, x2, y2, score in rows(
-                                    "SELECT time_s, category, x1, y1, x2, y2, score FROM detections "
-                                    "WHERE video_id=? ORDER BY time_s, category, x1, y1")]
+                for t, c, x1, y1, x2, y2, score, mask in rows(
+                        "SELECT time_s, category, x1, y1, x2, y2, score, mask FROM detections "
+                        "WHERE video_id=? ORDER BY time_s, category, x1, y1"):
+                    key = (t, c, round(x1, 1), round(y1, 1), round(x2, 1), round(y2, 1), score)
+                    result.found.append(key)
+                    result.masks[key] = mask or ""
     return result
 
 
