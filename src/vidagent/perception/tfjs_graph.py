@@ -105,7 +105,9 @@ class _Converter:
             "Mul": self._binary("Mul"), "Equal": self._binary("Equal"), "AddN": self._add_n, "FloorDiv": self._floor_div,
             "FloorMod": self._floor_mod, "Mean": self._mean, "ConcatV2": self._concat, "Cast": self._cast,
             "Reshape": self._reshape, "ExpandDims": self._expand_dims, "TopKV2": self._top_k,
-            "GatherV2": self._gather, "StridedSlice": self._strided_slice,
+            "GatherV2": self._gather, "StridedSlice": self._strided_slice, "GatherNd": self._gather_nd,
+            "Unpack": self._unpack, "Pack": self._pack, "Squeeze": self._squeeze, "ArgMax": self._arg_max,
+            "SquaredDifference": self._squared_difference, "Sqrt": self._unary("Sqrt"), "RealDiv": self._binary("Div"),
         }
 
     # -- helpers ----------------------------------------------------------------------------
@@ -285,6 +287,45 @@ class _Converter:
         if _attr(node, "batch_dims", 0):
             raise UnsupportedGraph(f"{node['name']}: batch_dims is not supported")
         self.add("Gather", inputs[:2], [out], axis=int(self.value(inputs[2])))
+
+    def _int64(self, x: str) -> str:
+        return self.add("Cast", [x], to=self.helper.np_dtype_to_tensor_dtype(np.dtype(np.int64)))
+
+    def _gather_nd(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
+        self.add("GatherND", [inputs[0], self._int64(inputs[1])], [out])
+
+    def _unpack(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
+        """TensorFlow's unstack: ``num`` outputs (``out``, ``out:1``, ...), each without the axis."""
+        axis, count = _attr(node, "axis", 0), _attr(node, "num")
+        axes = self.constant(np.array([axis], np.int64), node["name"] + "_axis")
+        names = [f"{out}__part{i}" for i in range(count)]
+        if count > 1:
+            self.add("Split", inputs[:1], names, axis=axis, num_outputs=count)
+        else:
+            names = inputs[:1]
+        for i, part in enumerate(names):
+            self.add("Squeeze", [part, axes], [out if i == 0 else f"{out}:{i}"])
+
+    def _pack(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
+        """TensorFlow's stack: the inputs, each given a new axis, concatenated along it."""
+        axis = _attr(node, "axis", 0)
+        axes = self.constant(np.array([axis], np.int64), node["name"] + "_axis")
+        self.add("Concat", [self.add("Unsqueeze", [x, axes]) for x in inputs], [out], axis=axis)
+
+    def _squeeze(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
+        dims = _attr(node, "squeeze_dims", []) or _attr(node, "axis", [])
+        if not dims:
+            raise UnsupportedGraph(f"{node['name']}: a squeeze of every unit axis is not supported")
+        self.add("Squeeze", [inputs[0], self.constant(np.array(dims, np.int64), node["name"] + "_axes")], [out])
+
+    def _arg_max(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
+        index = self.add("ArgMax", inputs[:1], axis=int(self.value(inputs[1])), keepdims=0)
+        target = _DTYPES[_attr(node, "output_type", "DT_INT64")]
+        self.add("Cast", [index], [out], to=self.helper.np_dtype_to_tensor_dtype(np.dtype(target)))
+
+    def _squared_difference(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
+        difference = self.add("Sub", inputs[:2])
+        self.add("Mul", [difference, difference], [out])
 
     def _strided_slice(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
         for mask in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask"):
