@@ -135,6 +135,60 @@ def test_top_k_decoding_tail(tmp_path):
     np.testing.assert_allclose(tail, table[0][:, 1:3])
 
 
+def test_pooling_transposed_convolution_and_sums_follow_tensorflow(tmp_path):
+    rng = np.random.default_rng(1)
+    kernel = rng.normal(size=(3, 3, 2, 4)).astype(np.float32)  # a transposed convolution's [H, W, out, in]
+    weights = {"size": np.array([1, 6, 6, 2], np.int32), "k": kernel}
+    pool = {"ksize": {"list": {"i": ["1", "3", "3", "1"]}}, "strides": {"list": {"i": ["1", "2", "2", "1"]}},
+            "padding": {"s": _b64("SAME")}, "data_format": {"s": _b64("NHWC")}}
+    nodes = [placeholder("x", [1, 5, 5, 4]),
+             {"name": "avg", "op": "AvgPool", "input": ["x"], "attr": pool},
+             {"name": "up", "op": "Conv2DBackpropInput", "input": ["size", "k", "avg"], "attr": conv_attrs(2, "SAME")},
+             {"name": "total", "op": "AddN", "input": ["up", "up", "up"]}]
+    path = write_model(tmp_path, nodes, weights, ["avg", "total"])
+    x = rng.normal(size=(1, 5, 5, 4)).astype(np.float32)
+    avg, total = run(path, {"x": x})
+    # SAME pooling of 5 by 3 with stride 2 pads one pixel each side, and leaves it out of the mean
+    expected_avg = np.stack([np.stack([x[0, max(0, 2 * i - 1):2 * i + 2, max(0, 2 * j - 1):2 * j + 2].mean(axis=(0, 1))
+                                       for j in range(3)]) for i in range(3)])[None]
+    np.testing.assert_allclose(avg, expected_avg, rtol=1e-5, atol=1e-6)
+    full = np.zeros((7, 7, 2), np.float32)  # (3 - 1) * 2 + 3: every input pixel spreads its kernel
+    for i in range(3):
+        for j in range(3):
+            full[2 * i:2 * i + 3, 2 * j:2 * j + 3] += np.einsum("hwoc,c->hwo", kernel, expected_avg[0, i, j])
+    # TensorFlow's SAME puts the odd padding pixel after: the output is the first 6 of 7
+    np.testing.assert_allclose(total[0], 3 * full[:6, :6], rtol=1e-4, atol=1e-4)
+
+
+def test_keypoint_decoding_tail(tmp_path):
+    """A heatmap's peak (ArgMax, FloorDiv, Pack, GatherNd), unstacked, and a distance from it."""
+    weights = {"flat": np.array([1, 12], np.int32), "axis": np.array(1, np.int32), "width": np.array(4, np.int32),
+               "zero": np.array([0], np.int32), "point": np.array([[1.0, 1.0]], np.float32)}
+    nodes = [placeholder("heat", [1, 3, 4]),
+             {"name": "rows", "op": "Reshape", "input": ["heat", "flat"]},
+             {"name": "peak", "op": "ArgMax", "input": ["rows", "axis"], "attr": {"output_type": {"type": "DT_INT32"}}},
+             {"name": "y", "op": "FloorDiv", "input": ["peak", "width"], "attr": {"T": {"type": "DT_INT32"}}},
+             {"name": "x", "op": "FloorMod", "input": ["peak", "width"], "attr": {"T": {"type": "DT_INT32"}}},
+             {"name": "at", "op": "Pack", "input": ["zero", "y", "x"], "attr": {"axis": {"i": "1"}}},
+             {"name": "value", "op": "GatherNd", "input": ["heat", "at"]},
+             {"name": "yx", "op": "Pack", "input": ["y", "x"], "attr": {"axis": {"i": "1"}}},
+             {"name": "yxf", "op": "Cast", "input": ["yx"], "attr": {"DstT": {"type": "DT_FLOAT"}}},
+             {"name": "parts", "op": "Unpack", "input": ["yxf"], "attr": {"axis": {"i": "1"}, "num": {"i": "2"}}},
+             {"name": "dy", "op": "SquaredDifference", "input": ["parts", "point"]},
+             {"name": "dx", "op": "SquaredDifference", "input": ["parts:1", "point"]},
+             {"name": "sum", "op": "AddV2", "input": ["dy", "dx"]},
+             {"name": "distance", "op": "Sqrt", "input": ["sum"]},
+             {"name": "half", "op": "RealDiv", "input": ["distance", "point"]},
+             {"name": "flat1", "op": "Squeeze", "input": ["value"], "attr": {"squeeze_dims": {"list": {"i": ["0"]}}}}]
+    path = write_model(tmp_path, nodes, weights, ["flat1", "distance", "half"])
+    heat = np.zeros((1, 3, 4), np.float32)
+    heat[0, 2, 3] = 0.9  # the peak: row 2, column 3
+    value, distance, half = run(path, {"heat": heat})
+    np.testing.assert_allclose(value, 0.9)
+    np.testing.assert_allclose(distance, [[np.sqrt((2 - 1) ** 2 + (3 - 1) ** 2)] * 2])
+    np.testing.assert_allclose(half, distance)
+
+
 def test_unknown_operators_are_refused_by_name(tmp_path):
     nodes = [placeholder("x", [1, 4, 4, 1]), {"name": "odd/node", "op": "Einsum", "input": ["x", "x"]}]
     path = write_model(tmp_path, nodes, {}, ["odd/node"])
