@@ -36,6 +36,7 @@ from vidagent.perception.detections import best_first_nms, make_detections, no_d
 from vidagent.perception.letterbox import Letterbox, letterbox
 from vidagent.perception.node_assets import MODEL_DIR_NAME, MODEL_JSON, MODEL_SHA256
 from vidagent.perception.node_worker import NodeModel, WorkerTimings, rgb_image
+from vidagent.perception.tfjs_graph import InProcessModel, InstalledTfjsModel
 
 INPUT_SIZE = 512  # the model's square input side (the worker reports it too)
 INPUT, OUTPUT = "tower_0/images", "tower_0/detections"
@@ -152,7 +153,7 @@ def round_like_worker(rows: np.ndarray) -> np.ndarray:
     return rows.astype(np.float32)
 
 
-class CenterNetDetector:
+class CenterNetDetector(InProcessModel):
     """COCO-80 object detector (CenterNet-MobileNetV3) run by onnxruntime in this process.
 
     The tfjs graph is converted to ONNX on the first ``detect`` (no file is written); each
@@ -168,8 +169,6 @@ class CenterNetDetector:
 
     def __init__(self, models_dir: Path, *, score_threshold: float = DEFAULT_SCORE_THRESHOLD,
                  iou_threshold: float = DEFAULT_IOU_THRESHOLD, max_detections: int = 50, threads: int = 1) -> None:
-        from vidagent.perception.tfjs_graph import InstalledTfjsModel
-
         self.score_threshold = float(score_threshold)
         self.iou_threshold = float(iou_threshold)
         self.max_detections = int(max_detections)
@@ -187,12 +186,3 @@ class CenterNetDetector:
             out.append(postprocess(round_like_worker(rows), box, width, height, score_threshold=self.score_threshold,
                                    iou_threshold=self.iou_threshold, max_detections=self.max_detections))
         return out
-
-    def close(self) -> None:
-        """Nothing to stop (the model runs in this process); here so every detector closes alike."""
-
-    def __enter__(self) -> CenterNetDetector:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -28,6 +28,7 @@ import numpy as np
 from vidagent.perception.base import Pose
 from vidagent.perception.node_assets import POSE_MODEL_DIR_NAME, POSE_MODEL_SHA256
 from vidagent.perception.node_worker import NodeModel, WorkerTimings, rgb_image
+from vidagent.perception.tfjs_graph import InProcessModel, InstalledTfjsModel
 
 MODEL_JSON = "movenet-lightning.json"
 INPUT_SIDE = 192  # the model's square input
@@ -109,7 +110,7 @@ class PoseTimings(WorkerTimings):
         return self._per_item_ms(self.persons)
 
 
-class MoveNetPose:
+class MoveNetPose(InProcessModel):
     """17 COCO body keypoints per person box (MoveNet lightning, onnxruntime in this process).
 
     Implements ``PoseEstimator``. The model loads on the first ``estimate``. Thread-safe. Keypoint
@@ -123,8 +124,6 @@ class MoveNetPose:
                     "npm package; needs Node.js 18+ with npm)")
 
     def __init__(self, models_dir: Path, *, margin: float = DEFAULT_MARGIN, threads: int = 1) -> None:
-        from vidagent.perception.tfjs_graph import InstalledTfjsModel
-
         self.margin = float(margin)
         self.model = InstalledTfjsModel(Path(models_dir) / POSE_MODEL_DIR_NAME, POSE_MODEL_SHA256, MODEL_JSON,
                                         what=self.what, install_hint=self.install_hint, outputs=[OUTPUT],
@@ -140,14 +139,6 @@ class MoveNetPose:
         return [Pose(keypoints_to_image(self.keypoint_rows(cut_square(frame, square, INPUT_SIDE)), square), box)
                 for box, square in zip(boxes, squares)]
 
-    def close(self) -> None:
-        """Nothing to stop (the model runs in this process); here so every model closes alike."""
-
-    def __enter__(self) -> MoveNetPose:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class MoveNetNodePose(NodeModel):

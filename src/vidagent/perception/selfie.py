@@ -34,6 +34,7 @@ from vidagent.perception.masks import box_mask
 from vidagent.perception.node_assets import SELFIE_MODEL_DIR_NAME, SELFIE_MODEL_SHA256
 from vidagent.perception.node_worker import NodeModel
 from vidagent.perception.pose import PoseTimings, SquareCrop, cut_square, person_squares
+from vidagent.perception.tfjs_graph import InProcessModel, InstalledTfjsModel
 
 MODEL_JSON = "selfie.json"
 INPUT_SIDE = 256  # the model's square input
@@ -66,7 +67,7 @@ def probabilities_to_mask(probability: np.ndarray, square: SquareCrop, box: Sequ
     return mask
 
 
-class SelfieSegmenter:
+class SelfieSegmenter(InProcessModel):
     """Person masks from MediaPipe's selfie segmentation (onnxruntime in this process); implements
     ``Segmenter`` for people (every box is taken for a person's). Thread-safe."""
 
@@ -76,8 +77,6 @@ class SelfieSegmenter:
 
     def __init__(self, models_dir: Path, *, margin: float = DEFAULT_MARGIN, threshold: float = DEFAULT_THRESHOLD,
                  threads: int = 1) -> None:
-        from vidagent.perception.tfjs_graph import InstalledTfjsModel
-
         if not 0.0 < threshold < 1.0:
             raise ValueError(f"threshold must be in (0, 1), not {threshold}")
         self.margin = float(margin)
@@ -99,14 +98,6 @@ class SelfieSegmenter:
         return [probabilities_to_mask(self.probabilities(cut_square(frame, square, INPUT_SIDE)), square, box,
                                       width, height, self.threshold) for box, square in zip(boxes, squares)]
 
-    def close(self) -> None:
-        """Nothing to stop (the model runs in this process); here so every segmenter closes alike."""
-
-    def __enter__(self) -> SelfieSegmenter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class SelfieNodeSegmenter(NodeModel):

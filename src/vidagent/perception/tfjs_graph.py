@@ -19,7 +19,7 @@ import base64
 import json
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Self
 
 import numpy as np
 
@@ -394,6 +394,20 @@ def tfjs_session(model_json: Path, outputs: list[str] | None = None, *, threads:
     options.log_severity_level = 3  # the converted graph's unused constants are not worth a warning
     return onnxruntime.InferenceSession(tfjs_to_onnx(model_json, outputs), options, providers=["CPUExecutionProvider"])
 
+
+
+class InProcessModel:
+    """What a model run in this process offers like one run in a worker: ``close()`` (nothing to stop)
+    and the context manager, so callers close every model alike."""
+
+    def close(self) -> None:
+        """Nothing to stop: the model runs in this process."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class InstalledTfjsModel:
