@@ -1,6 +1,6 @@
 """Several copies of one detector behind one ``ObjectDetector``: the frames of a call are spread
-over them, so a detector that runs on one thread (CenterNet under Node's wasm backend) can keep
-every core busy.
+over them, so a detector that runs on one thread (CenterNet: a copy runs one frame at a time on one
+onnxruntime thread, which uses a core better than one frame on several) can keep every core busy.
 
 Each copy serves one caller at a time; callers on several threads (two memory stages building
 at once) share the copies. Results are the copies' own, in the order of the frames: the pool
@@ -72,7 +72,7 @@ class DetectorPool:
         return results
 
     def close(self) -> None:
-        """Close every copy that was made (a closed CenterNet copy starts its worker again on use)."""
+        """Close every copy that was made (a copy that holds a worker starts it again on use)."""
         with self._lock:
             made = list(self._made)
         for detector in made:
