@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterable, Self
 
 import numpy as np
 
+from vidagent.errors import ModelUnavailableError
+
 OPSET = 18
 TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 _INT64_MAX = np.iinfo(np.int64).max
@@ -119,6 +121,10 @@ class _Converter:
         self.nodes.append(self.helper.make_node(op, inputs, outputs, **attributes))
         return outputs[0]
 
+    def onnx_type(self, dtype: Any) -> int:
+        """ONNX's element type for a NumPy dtype."""
+        return self.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
     def constant(self, values: np.ndarray, hint: str) -> str:
         """An initializer holding ``values`` (a new name derived from ``hint``)."""
         self._count += 1
@@ -137,7 +143,7 @@ class _Converter:
     def _placeholder(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
         dims = [int(d.get("size", -1)) for d in _attr_shape(node)]
         dtype = _DTYPES[_attr(node, "dtype", "DT_FLOAT")]
-        elem = self.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+        elem = self.onnx_type(dtype)
         self.inputs.append(self.helper.make_tensor_value_info(out, elem, [d if d >= 0 else None for d in dims]))
 
     def _const(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
@@ -266,7 +272,7 @@ class _Converter:
         self.add("Concat", inputs[:-1], [out], axis=int(self.value(inputs[-1])))
 
     def _cast(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
-        target = self.helper.np_dtype_to_tensor_dtype(np.dtype(_DTYPES[_attr(node, "DstT")]))
+        target = self.onnx_type(_DTYPES[_attr(node, "DstT")])
         self.add("Cast", inputs[:1], [out], to=target)
 
     def _reshape(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
@@ -281,7 +287,7 @@ class _Converter:
         k = self.constant(np.atleast_1d(self.value(inputs[1])).astype(np.int64), node["name"] + "_k")
         self.add("TopK", [inputs[0], k], [out, f"{out}:1_int64"], axis=-1, largest=1,
                  sorted=int(_attr(node, "sorted", True)))
-        self.add("Cast", [f"{out}:1_int64"], [f"{out}:1"], to=self.helper.np_dtype_to_tensor_dtype(np.dtype(np.int32)))
+        self.add("Cast", [f"{out}:1_int64"], [f"{out}:1"], to=self.onnx_type(np.int32))
 
     def _gather(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
         if _attr(node, "batch_dims", 0):
@@ -289,7 +295,7 @@ class _Converter:
         self.add("Gather", inputs[:2], [out], axis=int(self.value(inputs[2])))
 
     def _int64(self, x: str) -> str:
-        return self.add("Cast", [x], to=self.helper.np_dtype_to_tensor_dtype(np.dtype(np.int64)))
+        return self.add("Cast", [x], to=self.onnx_type(np.int64))
 
     def _gather_nd(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
         self.add("GatherND", [inputs[0], self._int64(inputs[1])], [out])
@@ -321,7 +327,7 @@ class _Converter:
     def _arg_max(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
         index = self.add("ArgMax", inputs[:1], axis=int(self.value(inputs[1])), keepdims=0)
         target = _DTYPES[_attr(node, "output_type", "DT_INT64")]
-        self.add("Cast", [index], [out], to=self.helper.np_dtype_to_tensor_dtype(np.dtype(target)))
+        self.add("Cast", [index], [out], to=self.onnx_type(target))
 
     def _squared_difference(self, node: dict[str, Any], inputs: list[str], out: str) -> None:
         difference = self.add("Sub", inputs[:2])
@@ -356,7 +362,7 @@ class _Converter:
             for name in node.input:
                 if name in self.weights and name not in self.initializers:
                     self.initializers[name] = self.numpy_helper.from_array(self.weights[name], name)
-        graph_outputs = [self.helper.make_tensor_value_info(name, self.helper.np_dtype_to_tensor_dtype(np.dtype(np.float32)), None)
+        graph_outputs = [self.helper.make_tensor_value_info(name, self.onnx_type(np.float32), None)
                          for name in outputs]
         graph = self.helper.make_graph(self.nodes, "tfjs_graph", self.inputs, graph_outputs,
                                        list(self.initializers.values()))
@@ -395,7 +401,6 @@ def tfjs_session(model_json: Path, outputs: list[str] | None = None, *, threads:
     return onnxruntime.InferenceSession(tfjs_to_onnx(model_json, outputs), options, providers=["CPUExecutionProvider"])
 
 
-
 class InProcessModel:
     """What a model run in this process offers like one run in a worker: ``close()`` (nothing to stop)
     and the context manager, so callers close every model alike."""
@@ -417,8 +422,6 @@ class InstalledTfjsModel:
 
     def __init__(self, model_dir: Path, files: Iterable[str], model_json: str, *, what: str, install_hint: str,
                  outputs: list[str] | None = None, threads: int = 1) -> None:
-        from vidagent.errors import ModelUnavailableError
-
         self.model_dir = Path(model_dir).expanduser()
         self.model_json = model_json
         self.what, self.install_hint = what, install_hint
@@ -429,8 +432,6 @@ class InstalledTfjsModel:
         self._lock = threading.Lock()
 
     def _ensure_loaded(self) -> Any:
-        from vidagent.errors import ModelUnavailableError
-
         with self._lock:
             if self._session is None:
                 try:
