@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from vidagent.agent.option_scoring import cyclic_orders, option_probabilities, score_options
+from vidagent.agent.option_scoring import choose, cyclic_orders, option_probabilities, score_options
+from vidagent.agent.planner import build_planner
 from vidagent.agent.steps import FinalAnswerStep, TaskStep, Trace
 from vidagent.agent.task import Task
 from vidagent.config import Settings
@@ -172,3 +173,90 @@ def test_an_order_whose_likeliest_tokens_name_no_option_is_left_out_of_the_mean(
     scores = score_options(llm, [Message("user", "descriptions")], task, trace, parent_id=root.id, orders=3)
     assert scores is not None and len(llm.requests) == 3 and len(scores.per_order) == 2
     assert scores.index == 2 and scores.probabilities[2] == pytest.approx((0.7 + 0.6) / 2)  # a house, by orders 2 and 3
+
+
+def continued(*logprobs: float) -> Completion:
+    return Completion("", 50, len(logprobs), 0.01, token_logprobs=tuple(logprobs))
+
+
+def test_continuation_scores_each_option_text_by_its_mean_token_log_probability():
+    task = Task("What is drawn?", choices=tuple(CHOICES))
+    # "a guitar" is short and likely; "a car" longer in tokens but likelier per token; "a house" unlikely
+    llm = ScriptedLLM([continued(-0.5, -1.5), continued(-0.4, -0.6, -0.5), continued(-3.0, -2.0)],
+                      scores_continuations=True)
+    trace = Trace()
+    root = trace.add(TaskStep(question=task.question))
+    scores = choose(llm, [Message("user", "descriptions")], task, trace, root.id, "continuation")
+    assert scores is not None and scores.index == 1 and scores.mean_logprobs == (-1.0, -0.5, -2.5)
+    assert [s["continuation"] for s in llm.sampling] == CHOICES
+    assert all(request[-1].content == "Answer the question in one sentence." for request in llm.requests)
+    assert sum(scores.probabilities) == pytest.approx(1.0)
+    steps = [step for step in trace if isinstance(step, FinalAnswerStep)]
+    assert [step.how for step in steps] == ["continuation"] * 3 and "-0.500 over 3 tokens" in steps[1].thought
+
+
+def test_continuation_on_a_model_that_cannot_score_falls_back_to_the_generated_answer(scripted, settings):
+    llm = ScriptedLLM(["Answer: a car"])
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="caption_only",
+                             planner_options={"choose_by": "continuation"})
+    assert answer.choice_index == 1 and len(llm.requests) == 1 and not llm.sampling[0]["continuation"]
+
+
+def test_caption_only_by_continuation_never_shows_the_options(scripted, settings):
+    llm = ScriptedLLM([continued(-2.0), continued(-0.1), continued(-1.0)], scores_continuations=True)
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="caption_only",
+                             planner_options={"choose_by": "continuation"})
+    assert answer.choice_index == 1 and answer.artifacts["mean_logprobs"] == [-2.0, -0.1, -1.0]
+    assert all("Options:" not in message.content for request in llm.requests for message in request)
+    assert 0.5 < answer.candidates[0].likelihood < 1.0
+
+
+def test_caption_only_averages_its_evidence_subsets(scripted, settings):
+    llm = ScriptedLLM([by_position(0.5, 0.3, 0.2), by_position(0.1, 0.6, 0.3)])
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="caption_only",
+                             planner_options={"choose_by": "likelihood", "lines": "1", "samples": "2"})
+    assert answer.choice_index == 1 and len(answer.artifacts["subsets"]) == 2
+    first, second = (request[1].content for request in llm.requests)
+    assert first != second  # each subset read other lines
+    assert answer.artifacts["option_probabilities"] == [0.3, 0.45, 0.25]
+
+
+def test_samples_need_a_scored_choice():
+    with pytest.raises(PlannerError, match="samples > 1"):
+        build_planner("caption_only", {"samples": "3"})
+    with pytest.raises(PlannerError, match="select must be one of"):
+        build_planner("caption_only", {"select": "best", "lines": "5"})
+
+
+def test_the_blind_control_reads_no_memory_and_scores_the_options(scripted, settings):
+    llm = ScriptedLLM([by_position(0.2, 0.5, 0.3), by_position(0.3, 0.2, 0.5), by_position(0.5, 0.3, 0.2)])
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="blind")
+    assert answer.planner == "blind" and len(llm.requests) == 3
+    text = "\n".join(message.content for message in llm.requests[0])
+    assert "What is drawn?" in text and "[0.0-2.0 s]" not in text and "no video to watch" in text
+    assert answer.choice_index is not None and answer.candidates[0].likelihood is not None
+    assert answer.artifacts["option_probabilities"] and not answer.evidence
+
+
+@pytest.mark.models
+def test_the_embedded_model_scores_option_texts_reading_the_shared_prompt_once():
+    from vidagent.llm.client import LLM
+    from vidagent.llm.local import LocalGGUFBackend
+    from vidagent.models.install import model_path
+
+    backend = LocalGGUFBackend(model_path("qwen2.5-1.5b", Settings.from_env().models_dir), context_tokens=2048)
+    llm = MeteredChat(LLM(backend))
+    task = Task("What is the weather like on the beach?", choices=(
+        "It is snowing heavily.", "It is sunny with a clear sky.", "A storm is flooding the beach."))
+    trace = Trace()
+    root = trace.add(TaskStep(question=task.question))
+    context = [Message("user", "Descriptions of a video:\n[0.0-2.0 s] A wide view of an empty beach under a "
+                               "cloudless sky, bright sunshine.\n\nQuestion: " + task.question)]
+    scores = choose(llm, context, task, trace, root.id, "continuation")
+    assert scores is not None and scores.index == 1
+    assert all(mean < 0 for mean in scores.mean_logprobs) and len(set(scores.mean_logprobs)) == 3
+    assert llm.usage.llm_calls == 3 and backend.last_timings.get("cache_n", 0) > 0  # the prompt was reused

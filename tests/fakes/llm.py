@@ -17,16 +17,19 @@ class ScriptedLLM:
     name = "scripted"
     supports_images = False
 
-    def __init__(self, replies: Sequence[Reply]) -> None:
+    def __init__(self, replies: Sequence[Reply], *, scores_continuations: bool = False) -> None:
+        self.scores_continuations = scores_continuations  # a Completion reply then carries token_logprobs
         self.replies = list(replies)
         self.requests: list[list[Message]] = []
         self.sampling: list[dict] = []
 
     def chat(self, messages, *, stop=(), max_tokens=512, temperature=None, seed=None, n=1,
-             top_logprobs=0) -> Completion:
+             top_logprobs=0, continuation="") -> Completion:
         self.requests.append(list(messages))
         self.sampling.append({"temperature": temperature, "seed": seed, "n": n, "top_logprobs": top_logprobs,
-                              "max_tokens": max_tokens})
+                              "max_tokens": max_tokens, "continuation": continuation})
+        if continuation and not self.scores_continuations:
+            raise AssertionError("a continuation was scored by a model that cannot score one")
         if not self.replies:
             raise AssertionError("the scripted LLM ran out of replies")
         reply = self.replies.pop(0)

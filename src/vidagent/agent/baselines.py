@@ -1,6 +1,9 @@
 """Baselines that make a planner's gains measurable; planners like any other.
 
-``caption_only``: every segment description in one prompt and one model call (as in LLoVi).
+``caption_only``: every segment description in one prompt and one model call (as in LLoVi), or a few
+chosen ones (``lines``, ``select``).
+``blind``: the question and its options with no video at all, options scored: what the model knows
+without looking (MVU's control), so that what the video adds can be told apart from it.
 ``random``: a uniformly random option (or window), seeded by the task id, with no model at all.
 """
 
@@ -11,8 +14,10 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar, Sequence, TypeVar
 
+import numpy as np
+
 from vidagent.agent.answer import Answer
-from vidagent.agent.option_scoring import check_choose_by, orders_for, score_options
+from vidagent.agent.option_scoring import OptionScores, check_choose_by, choose, orders_for, shows_options
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.planning import Needs, Run
 from vidagent.agent.steps import FinalAnswerStep, Trace
@@ -23,6 +28,7 @@ from vidagent.llm.base import ChatModel, Message
 from vidagent.memory.store import SegmentRecord
 from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence
+from vidagent.tools.evidence_selection import check_select, shifted_grid
 from vidagent.tools.observed import segment_text
 from vidagent.video.sampling import stepped_indices
 
@@ -44,18 +50,28 @@ class CaptionOnlyPlanner:
     consecutive segments share a line of that many seconds, so that short captions, e.g. one a second,
     are not outweighed by their time labels: a small model's tokenizer reads each digit as a token),
     ``lines`` (0: every line that fits; else at most that many, evenly spread, first and last kept: how
-    well a few captions answer against all of them)."""
+    well a few captions answer against all of them), ``select`` (which ``lines`` lines: ``even``, ``query``
+    or ``mixed``, ``tools.evidence_selection``), ``samples`` (that many disjoint selections, each scored,
+    their option probabilities averaged: self-consistency over evidence; needs a scored ``choose_by``)."""
 
     context_tokens: int | None = None
     answer_tokens: int | None = None
     line_seconds: float = 0.0
     lines: int = 0
     choose_by: str = "text"
+    select: str = "even"
+    samples: int = 1
     name: ClassVar[str] = "caption_only"
     needs: ClassVar[Needs] = Needs()
 
     def __post_init__(self) -> None:
         check_choose_by(self.choose_by)
+        check_select(self.select)
+        if not 1 <= self.samples <= 16:
+            raise PlannerError("samples must be between 1 and 16 (evidence subsets scored and averaged)")
+        if self.samples > 1 and self.choose_by == "text":
+            raise PlannerError("samples > 1 averages scored options: use choose_by likelihood, permuted or "
+                               "continuation")
         if self.line_seconds < 0:
             raise PlannerError("line_seconds must be 0 (a line per segment) or more")
         if self.lines < 0:
@@ -74,32 +90,34 @@ class CaptionOnlyPlanner:
         answer_prompt = prompt(PROMPTS, "answer_line")
         answer_tokens = self.answer_tokens or answer_prompt.budget
         budget = context - PROMPT_RESERVE_TOKENS - answer_tokens
-        pool = list(range(len(lines)))
-        if 0 < self.lines < len(pool):
-            pool = [pool[i] for i in stepped_indices(len(pool), self.lines)]
-        chosen = fit_evenly(pool, budget, [estimated_tokens(lines[i]) + 1 for i in pool])
-        kept = [lines[i] for i in chosen]
-        evidence = [read[i] for i in chosen]  # what it read: all of it (the check picks what the answer rests on)
-        read_note = {"segments_read": sum(len(groups[i][1]) for i in chosen)}
-        note = "" if len(kept) == len(lines) else f"{len(kept)} of {len(lines)} segment descriptions fit the context"
+        subsets = self._subsets(task, toolbox, groups)
         system = prompt(PROMPTS, "caption_only_system").render(memory_note=toolbox.memory_note).strip()
 
-        def body(options: str) -> str:
+        def body(kept: list[str], options: str) -> str:
             return toolbox.experience() + prompt(PROMPTS, "caption_only").render(
                 captions="\n".join(kept), question=task.question, options=options).strip()
 
-        orders = orders_for(self.choose_by, len(task.choices or ()))
-        if orders and task.choices:  # in several orders the options are shown only where each order is scored
-            scoring = body("" if orders > 1 else task.options_text())
-            scores = score_options(model, [Message("system", system), Message("user", scoring)], task, trace, root.id,
-                                   orders=orders)
-            if scores is not None:
-                scored = {"option_probabilities": [[round(p, 4) for p in order] for order in scores.per_order]}
-                return run.answer(task.choices[scores.index], scores.index, step_id=len(trace) - 1,
-                                  likelihood=round(scores.probabilities[scores.index], 4), evidence=evidence,
-                                  artifacts={**read_note, **(scored if scores.per_order else {})})
+        def fitted(pool: list[int]) -> list[int]:
+            return fit_evenly(pool, budget, [estimated_tokens(lines[i]) + 1 for i in pool])
+
+        if task.choices and self.choose_by != "text":
+            scored = []
+            for pool in subsets:
+                chosen = fitted(pool)
+                scoring = body([lines[i] for i in chosen], task.options_text() if shows_options(self.choose_by)
+                               and orders_for(self.choose_by, len(task.choices)) <= 1 else "")
+                scores = choose(model, [Message("system", system), Message("user", scoring)], task, trace, root.id,
+                                self.choose_by)
+                if scores is None:
+                    break
+                scored.append((chosen, scores))
+            if scored:
+                return self._scored_answer(run, task, scored, read, groups)
+        chosen = fitted(subsets[0])
+        kept = [lines[i] for i in chosen]
+        note = "" if len(kept) == len(lines) else f"{len(kept)} of {len(lines)} segment descriptions fit the context"
         answer_format = prompt(PROMPTS, f"answer_format_{task.answer_type}").text.strip()
-        request = body(task.options_text()) + "\n" + answer_prompt.render(answer_format=answer_format).strip()
+        request = body(kept, task.options_text()) + "\n" + answer_prompt.render(answer_format=answer_format).strip()
         completion = model.chat([Message("system", system), Message("user", request)], max_tokens=answer_tokens,
                                 stop=answer_prompt.stop, temperature=0.0)
         text = answer_line(completion.text)
@@ -108,8 +126,86 @@ class CaptionOnlyPlanner:
                                          prompt_tokens=completion.prompt_tokens,
                                          completion_tokens=completion.completion_tokens,
                                          seconds=time.perf_counter() - started))
-        return run.answer(task.answer_text(text, choice_index), choice_index, step_id=step.id, evidence=evidence,
-                          artifacts=read_note)
+        return run.answer(task.answer_text(text, choice_index), choice_index, step_id=step.id,
+                          evidence=[read[i] for i in chosen],  # what it read (the check picks what the answer rests on)
+                          artifacts={"segments_read": sum(len(groups[i][1]) for i in chosen)})
+
+    def _subsets(self, task: Task, toolbox: Toolbox, groups: list[tuple[str, list[SegmentRecord]]]) -> list[list[int]]:
+        """The lines each scoring reads: every line (``lines`` 0), or ``samples`` selections of ``lines``
+        lines by the ``select`` rule."""
+        everything = list(range(len(groups)))
+        if self.lines == 0 or self.lines >= len(groups):
+            return [everything]
+        if self.select == "even" or toolbox.selector is None:
+            return [shifted_grid(len(groups), self.lines, part, self.samples) for part in range(self.samples)]
+        items = [np.stack([segment.embedding for segment in group]) for _, group in groups]
+        return toolbox.selector.subsets(items, self.lines, self.select, task.question, task.choices, self.samples)
+
+    def _scored_answer(self, run: Run, task: Task, scored: list[tuple[list[int], OptionScores]],
+                       read: list[Evidence], groups: list[tuple[str, list[SegmentRecord]]]) -> Answer:
+        """The option whose probability, averaged over the evidence subsets scored, is highest."""
+        assert task.choices
+        count = len(task.choices)
+        mean = [sum(scores.probabilities[i] for _, scores in scored) / len(scored) for i in range(count)]
+        index = max(range(count), key=lambda i: mean[i])
+        chosen = sorted({i for pool, _ in scored for i in pool})
+        artifacts: dict[str, object] = {"segments_read": sum(len(groups[i][1]) for i in chosen),
+                                        "option_probabilities": [round(p, 4) for p in mean]}
+        if len(scored) > 1:
+            artifacts["subsets"] = [{"lines": pool, "probabilities": [round(p, 4) for p in scores.probabilities]}
+                                    for pool, scores in scored]
+        elif scored[0][1].per_order:
+            artifacts["option_probabilities"] = [[round(p, 4) for p in order] for order in scored[0][1].per_order]
+        if scored[0][1].mean_logprobs and len(scored) == 1:
+            artifacts["mean_logprobs"] = list(scored[0][1].mean_logprobs)
+        return run.answer(task.choices[index], index, step_id=len(run.trace) - 1, likelihood=round(mean[index], 4),
+                          evidence=[read[i] for i in chosen], artifacts=artifacts)
+
+
+@dataclass
+class BlindPlanner:
+    """The question and its options, no video: options are scored (``choose_by``, default ``permuted``:
+    the option numbers' probabilities in every cyclic order; ``continuation``: each option's text as
+    the reply); an open question gets the model's guess."""
+
+    choose_by: str = "permuted"
+    answer_tokens: int | None = None
+    name: ClassVar[str] = "blind"
+    needs: ClassVar[Needs] = Needs(memory=False)
+
+    def __post_init__(self) -> None:
+        check_choose_by(self.choose_by)
+
+    def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
+        run = Run.begin(self.name, task, toolbox, llm, trace)
+        started = time.perf_counter()
+        system = prompt(PROMPTS, "blind_system").text.strip()
+
+        def body(options: str) -> str:
+            return prompt(PROMPTS, "blind").render(question=task.question, options=options).strip()
+
+        if task.choices and self.choose_by != "text":
+            orders = orders_for(self.choose_by, len(task.choices))
+            shown = task.options_text() if shows_options(self.choose_by) and orders <= 1 else ""
+            scores = choose(run.llm, [Message("system", system), Message("user", body(shown))], task, run.trace,
+                            run.root.id, self.choose_by)
+            if scores is not None:
+                return run.answer(task.choices[scores.index], scores.index, step_id=len(run.trace) - 1,
+                                  likelihood=round(scores.probabilities[scores.index], 4),
+                                  artifacts={"option_probabilities": [round(p, 4) for p in scores.probabilities]})
+        answer_prompt = prompt(PROMPTS, "answer_line")
+        answer_format = prompt(PROMPTS, f"answer_format_{task.answer_type}").text.strip()
+        request = body(task.options_text()) + "\n" + answer_prompt.render(answer_format=answer_format).strip()
+        completion = run.llm.chat([Message("system", system), Message("user", request)],
+                                  max_tokens=self.answer_tokens or answer_prompt.budget, stop=answer_prompt.stop,
+                                  temperature=0.0)
+        text = answer_line(completion.text)
+        choice_index = extract_choice(text, task.choices) if task.choices else None
+        step = run.trace.add(FinalAnswerStep(parent_id=run.root.id, answer=text, model_output=completion.text,
+                                             prompt_tokens=completion.prompt_tokens,
+                                             completion_tokens=completion.completion_tokens,
+                                             seconds=time.perf_counter() - started))
+        return run.answer(task.answer_text(text, choice_index), choice_index, step_id=step.id)
 
 
 @dataclass

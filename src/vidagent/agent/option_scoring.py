@@ -9,6 +9,11 @@ then weighs on every option alike (on 100 NExT-QA development questions the 1.5B
 last of five options 39-42 times, where the key has it 24 times). The orders share everything before
 the options, so each costs only the options it reads and one token.
 
+``continuation`` scores each option's *text* instead: the option is held as the model's reply and
+its tokens' log-probabilities are read (``ChatModel.scores_continuations``), averaged over its tokens
+so that a long option is not penalised for its length; the options are never shown, so there is no
+position to prefer, and everything before the reply is read once (the options' calls share it).
+
 A backend that returns no log-probabilities, or whose likeliest tokens name no option, gives
 ``None``: the caller falls back to reading the generated answer.
 """
@@ -29,7 +34,7 @@ from vidagent.prompts import prompt
 
 PROMPTS = "vidagent.agent"
 TOP_LOGPROBS = 20
-CHOOSE_BY = ("text", "likelihood", "permuted")
+CHOOSE_BY = ("text", "likelihood", "permuted", "continuation")
 
 
 def check_choose_by(value: str) -> None:
@@ -46,11 +51,66 @@ class OptionScores:
     index: int
     probabilities: tuple[float, ...]
     per_order: tuple[tuple[float, ...], ...] = ()
+    mean_logprobs: tuple[float, ...] = ()  # ``continuation``: each option's tokens' mean log-probability
 
 
 def orders_for(choose_by: str, count: int) -> int:
-    """How many orders of ``count`` options a way of choosing asks about (0: it reads generated text)."""
+    """How many orders of ``count`` options a way of choosing asks about (0: it reads generated text or,
+    for ``continuation``, shows no options)."""
     return {"likelihood": 1, "permuted": count}.get(choose_by, 0)
+
+
+def shows_options(choose_by: str) -> bool:
+    """Whether the prompt before the scoring lists the options (``continuation`` scores them unseen)."""
+    return choose_by != "continuation"
+
+
+def choose(llm: ChatModel, messages: Sequence[Message], task: Task, trace: Trace, parent_id: int,
+           choose_by: str, *, judging: bool = False) -> OptionScores | None:
+    """The options scored after ``messages`` the way ``choose_by`` says (None: read a generated
+    answer instead, or the backend cannot score)."""
+    if not task.choices or choose_by == "text":
+        return None
+    if choose_by == "continuation":
+        return score_option_texts(llm, messages, task, trace, parent_id, judging=judging)
+    return score_options(llm, messages, task, trace, parent_id, orders=orders_for(choose_by, len(task.choices)),
+                         judging=judging)
+
+
+def score_option_texts(llm: ChatModel, messages: Sequence[Message], task: Task, trace: Trace, parent_id: int,
+                       *, judging: bool = False) -> OptionScores | None:
+    """Each option's text scored as the reply to ``messages`` and the ``option_text`` request: its
+    tokens' mean log-probability; the probabilities are those means' softmax over the options. None
+    when the model cannot score a given reply."""
+    if not task.choices or not getattr(llm, "scores_continuations", False):
+        return None
+    asked = prompt(PROMPTS, "option_text").text.strip()
+    conversation = [*messages, Message("user", asked)]
+    means: list[float] = []
+    for index, choice in enumerate(task.choices):
+        started = time.perf_counter()
+        try:
+            completion = llm.chat(conversation, max_tokens=0, temperature=0.0, continuation=choice)
+        except BudgetSpentError:
+            if not means:
+                raise
+            return None  # a budget spent mid-way leaves options unscored: no fair choice among them
+        logprobs = completion.token_logprobs
+        mean = sum(logprobs) / len(logprobs) if logprobs else -math.inf
+        means.append(mean)
+        note = f"(option {index}: mean log-probability {mean:.3f} over {len(logprobs)} tokens)"
+        cost = model_cost(completion, started)
+        trace.add(EvaluationStep(parent_id=parent_id, text=note, score=mean, model_output=choice, **cost) if judging
+                  else FinalAnswerStep(parent_id=parent_id, thought=note, answer=choice, how="continuation",
+                                       model_output=choice, **cost))
+    if not any(math.isfinite(m) for m in means):
+        return None
+    top = max(means)
+    weights = [math.exp(m - top) if math.isfinite(m) else 0.0 for m in means]
+    total = sum(weights)
+    probabilities = tuple(w / total for w in weights)
+    return OptionScores(max(range(len(means)), key=lambda i: means[i]), probabilities,
+                        mean_logprobs=tuple(round(m, 4) for m in means))
 
 
 def cyclic_orders(count: int, orders: int) -> list[tuple[int, ...]]:

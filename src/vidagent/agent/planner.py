@@ -22,6 +22,7 @@ __all__ = ["Needs", "Planner", "build_planner", "default_planner", "parse_option
            "register_planner"]
 
 BUILTIN_PLANNERS = {
+    "blind": "vidagent.agent.baselines:BlindPlanner",
     "caption_only": "vidagent.agent.baselines:CaptionOnlyPlanner",
     "mcts": "vidagent.agent.mcts:MCTSPlanner",
     "peil": "vidagent.agent.peil:PEILPlanner",

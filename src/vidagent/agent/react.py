@@ -62,6 +62,10 @@ class ReActPlanner:
             evidence.extend(overview.evidence)
             seen.add(overview.call)  # type: ignore[arg-type]
             parent = overview.step_id
+        for consulted in steps.consult_knowledge(task.question, parent):
+            evidence.extend(consulted.evidence)
+            seen.add(consulted.call)  # type: ignore[arg-type]
+            parent = consulted.step_id
         chain = steps.chain(task, opening, parent, max_steps=self.max_steps, seen=seen, choose_by=self.choose_by)
         text = task.answer_text(chain.final.answer, chain.choice_index)
         return run.answer(text, chain.choice_index, step_id=chain.final.id, likelihood=chain.likelihood,

@@ -10,6 +10,8 @@ reuses its KV cache for everything before the newest observation.
 
 from __future__ import annotations
 
+import json
+
 import re
 import time
 from dataclasses import dataclass
@@ -115,6 +117,19 @@ class ReActSteps:
         long_video = video.segment_count > 2 * segments
         end = video.segment_count - 1 if long_video else min(video.segment_count, segments) - 1
         return self.automatic(prompt(PROMPTS, "overview_step").render(start=0, end=end).strip(), parent_id)
+
+    def consult_knowledge(self, question: str, parent_id: int) -> list[StepOutcome]:
+        """Ask each knowledge source the user attached the question, as automatic steps after the overview,
+        so that what an attached document says reaches the model whether or not it would call the tool."""
+        outcomes = []
+        for name in self.toolbox.attached:
+            if name not in self.toolbox.tools:
+                continue
+            text = prompt(PROMPTS, "knowledge_step").render(source=name, tool=name, question=json.dumps(question))
+            outcome = self.automatic(text.strip(), parent_id)
+            outcomes.append(outcome)
+            parent_id = outcome.step_id
+        return outcomes
 
     def automatic(self, text: str, parent_id: int) -> StepOutcome:
         """Carry out a step the planner writes in the model's name (``Thought: ... Action: ...``),

@@ -26,6 +26,7 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber
 from vidagent.prompts import load_prompt, prompt
 from vidagent.tools.base import Observation, Tool
+from vidagent.tools.evidence_selection import EvidenceSelector
 from vidagent.tools.media import Media
 
 PROMPTS = "vidagent.agent"
@@ -70,6 +71,7 @@ class Toolbox:
     shapes: ToolShapes = field(default_factory=ToolShapes)  # how much the tools read and show (settings.tools)
     withheld: tuple[str, ...] = ()  # tools this question's memory cannot serve (a memory of captions has no objects)
     attached: tuple[str, ...] = ()  # the knowledge tools (and modules) the user attached: offered by every planner
+    selector: EvidenceSelector | None = None  # chooses what to read by retrieval (tools.evidence_selection)
 
     def experience(self) -> str:
         """The replayed experience as the section a planner puts before the question ('' when none)."""

@@ -30,6 +30,7 @@ from vidagent.perception.suite import Perception
 from vidagent.knowledge.sources import Knowledge
 from vidagent.tools.assist import AssistModules, knowledge_module
 from vidagent.tools.base import Tool
+from vidagent.tools.evidence_selection import EvidenceSelector
 from vidagent.tools.frames import FrameTools
 from vidagent.tools.knowledge import KnowledgeTools
 from vidagent.tools.media import Media, VideoMedia, image_media, video_media
@@ -116,7 +117,8 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
             attached=tuple(tool.name for tool in attached),
             experience_scope=settings.experience_scope, replay=replay,
             sees_frames=resources.vqa(llm).sees_frames if with_tools else True,
-            selection=selection, shapes=settings.tools, withheld=withheld)
+            selection=selection, shapes=settings.tools, withheld=withheld,
+            selector=EvidenceSelector(perception.embedder))
         yield toolbox.select(needs.tools)
 
 

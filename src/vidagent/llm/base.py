@@ -56,6 +56,7 @@ class Completion:
     others: tuple[str, ...] = ()
     first_token_logprobs: tuple[tuple[str, float], ...] = ()
     reused_prompt_tokens: int = 0  # of prompt_tokens, those the server read from its KV/prefix cache
+    token_logprobs: tuple[float, ...] = ()  # a scored continuation: each of its tokens' log-probability
 
     @property
     def texts(self) -> tuple[str, ...]:
@@ -95,10 +96,15 @@ class Usage:
 
 
 class ChatBackend(Protocol):
-    """A chat model. Implementations raise ``LLMError`` on failure, never anything else."""
+    """A chat model. Implementations raise ``LLMError`` on failure, never anything else.
+
+    A backend with ``scores_continuations`` takes ``continuation``: the reply is then that text, not a
+    generated one, and the completion's ``token_logprobs`` holds each of its tokens' log-probability
+    after the messages (how a planner scores an option's text; the shared prompt is read once)."""
 
     name: str
     supports_images: bool
+    scores_continuations: bool
 
     def complete(
         self,
@@ -107,6 +113,7 @@ class ChatBackend(Protocol):
         stop: Sequence[str] = (),
         max_tokens: int = 512,
         sampling: Sampling = Sampling(),
+        continuation: str = "",
     ) -> Completion: ...
 
 
@@ -115,6 +122,7 @@ class ChatModel(Protocol):
 
     name: str
     supports_images: bool
+    scores_continuations: bool
 
     def chat(
         self,
@@ -126,6 +134,7 @@ class ChatModel(Protocol):
         seed: int | None = None,
         n: int = 1,
         top_logprobs: int = 0,
+        continuation: str = "",
     ) -> Completion: ...
 
 

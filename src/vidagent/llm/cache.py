@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS responses (
     completion_tokens INTEGER NOT NULL,
     created REAL NOT NULL,
     others TEXT NOT NULL DEFAULT '[]',
-    logprobs TEXT NOT NULL DEFAULT '[]'
+    logprobs TEXT NOT NULL DEFAULT '[]',
+    token_logprobs TEXT NOT NULL DEFAULT '[]'
 )
 """
 
@@ -43,7 +44,7 @@ def image_digest(image: np.ndarray) -> str:
 
 
 def cache_key(backend: str, messages: Sequence[Message], *, stop: Sequence[str],
-              max_tokens: int, sampling: Sampling) -> str:
+              max_tokens: int, sampling: Sampling, continuation: str = "") -> str:
     """sha256 of a canonical JSON of a chat request."""
     request = {
         "backend": backend,
@@ -59,6 +60,8 @@ def cache_key(backend: str, messages: Sequence[Message], *, stop: Sequence[str],
     }
     if sampling.top_logprobs:  # absent otherwise, so keys written before it existed still match
         request["top_logprobs"] = int(sampling.top_logprobs)
+    if continuation:  # likewise
+        request["continuation"] = continuation
     canonical = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -71,6 +74,7 @@ class CachedResponse:
     prompt_tokens: int
     completion_tokens: int
     first_token_logprobs: tuple[tuple[str, float], ...] = ()
+    token_logprobs: tuple[float, ...] = ()
 
 
 class ResponseCache:
@@ -85,6 +89,7 @@ class ResponseCache:
             add_missing_columns(self._db, "responses", {
                 "others": "TEXT NOT NULL DEFAULT '[]'",  # a cache written before completions could hold several texts
                 "logprobs": "TEXT NOT NULL DEFAULT '[]'",  # ... or before they could hold first-token log-probabilities
+                "token_logprobs": "TEXT NOT NULL DEFAULT '[]'",  # ... or a scored continuation's
             })
         except (OSError, sqlite3.Error) as exc:
             raise LLMError(f"cannot open the LLM response cache at {self.path}: {exc}") from exc
@@ -94,7 +99,8 @@ class ResponseCache:
         try:
             with self._lock:
                 row = self._db.execute(
-                    "SELECT text, others, prompt_tokens, completion_tokens, logprobs FROM responses WHERE key = ?",
+                    "SELECT text, others, prompt_tokens, completion_tokens, logprobs, token_logprobs FROM responses"
+                    " WHERE key = ?",
                     (key,)
                 ).fetchone()
         except sqlite3.Error:
@@ -104,9 +110,10 @@ class ResponseCache:
         try:
             others = tuple(str(t) for t in json.loads(row[1]))
             logprobs = tuple((str(token), float(value)) for token, value in json.loads(row[4]))
+            token_logprobs = tuple(float(value) for value in json.loads(row[5]))
         except (ValueError, TypeError):
             return None
-        return CachedResponse((row[0],) + others, row[2], row[3], logprobs)
+        return CachedResponse((row[0],) + others, row[2], row[3], logprobs, token_logprobs)
 
     def put(self, key: str, completion: Completion) -> None:
         """Store ``completion`` under ``key`` (a failed write is ignored: caching is best effort)."""
@@ -114,10 +121,11 @@ class ResponseCache:
             with self._lock:
                 self._db.execute(
                     "INSERT OR REPLACE INTO responses (key, text, prompt_tokens, completion_tokens, created, others,"
-                    " logprobs) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    " logprobs, token_logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (key, completion.text, completion.prompt_tokens, completion.completion_tokens,
                      time.time(), json.dumps(list(completion.others), ensure_ascii=False),
-                     json.dumps([list(pair) for pair in completion.first_token_logprobs], ensure_ascii=False)),
+                     json.dumps([list(pair) for pair in completion.first_token_logprobs], ensure_ascii=False),
+                     json.dumps(list(completion.token_logprobs))),
                 )
         except sqlite3.Error:
             pass

@@ -35,16 +35,23 @@ class LLM:
     def supports_images(self) -> bool:
         return self.backend.supports_images
 
+    @property
+    def scores_continuations(self) -> bool:
+        return bool(getattr(self.backend, "scores_continuations", False))
+
     def chat(self, messages: Sequence[Message], *, stop: Sequence[str] = (), max_tokens: int = 512,
              temperature: float | None = None, seed: int | None = None, n: int = 1,
-             top_logprobs: int = 0) -> Completion:
+             top_logprobs: int = 0, continuation: str = "") -> Completion:
         """Answer ``messages``, from the cache when this exact request was answered before.
 
         The sampling settings (temperature, seed, n) are part of the cache key: a new seed draws
-        a new completion, the same seed returns the stored one.
+        a new completion, the same seed returns the stored one. ``continuation``: score that text as
+        the reply instead of generating one (only where ``scores_continuations``).
         """
         if not messages:
             raise LLMError("no messages to send to the model")
+        if continuation and not self.scores_continuations:
+            raise LLMError(f"{self.name} cannot score a given reply (it returns no per-token log-probabilities)")
         try:
             sampling = Sampling(self.default_temperature if temperature is None else float(temperature), seed, int(n),
                                 int(top_logprobs))
@@ -56,13 +63,15 @@ class LLM:
         key = None
         if self.cache is not None:
             started = time.perf_counter()
-            key = cache_key(self.name, messages, stop=stop, max_tokens=max_tokens, sampling=sampling)
+            key = cache_key(self.name, messages, stop=stop, max_tokens=max_tokens, sampling=sampling,
+                            continuation=continuation)
             hit = self.cache.get(key)
             if hit is not None:
                 return Completion(hit.texts[0], hit.prompt_tokens, hit.completion_tokens,
                                   time.perf_counter() - started, cached=True, others=hit.texts[1:],
-                                  first_token_logprobs=hit.first_token_logprobs)
-        completion = self.backend.complete(messages, stop=stop, max_tokens=max_tokens, sampling=sampling)
+                                  first_token_logprobs=hit.first_token_logprobs, token_logprobs=hit.token_logprobs)
+        extra = {"continuation": continuation} if continuation else {}
+        completion = self.backend.complete(messages, stop=stop, max_tokens=max_tokens, sampling=sampling, **extra)
         if self.cache is not None and key is not None:
             self.cache.put(key, completion)
         return completion

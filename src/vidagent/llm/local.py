@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,6 +30,7 @@ class LocalGGUFBackend:
     """
 
     supports_images = False
+    scores_continuations = True
 
     def __init__(self, model_path: Path | str, *, context_tokens: int = 4096,
                  threads: int | None = None, prompt_cache_mib: int = 1024) -> None:
@@ -60,14 +62,20 @@ class LocalGGUFBackend:
         stop: Sequence[str] = (),
         max_tokens: int = 512,
         sampling: Sampling = Sampling(),
+        continuation: str = "",
     ) -> Completion:
         """Answer ``messages`` (their images are ignored: this model reads text only).
 
         ``sampling.n`` completions are drawn one after another (the prompt is read once: the
-        later draws reuse its KV cache), the i-th with seed ``seed + i``.
+        later draws reuse its KV cache), the i-th with seed ``seed + i``. ``continuation``: the reply
+        is held to that text by a grammar and each of its tokens' log-probability is read off the
+        model's own distribution (llama.cpp reports it before the grammar narrows the choice), so the
+        text is scored as the model would continue with it.
         """
         if not messages:
             raise LLMError("no messages to send to the model")
+        if continuation:
+            return self._score(messages, continuation)
         request: dict[str, Any] = {
             "messages": [{"role": m.role, "content": m.content} for m in messages],
             "max_tokens": int(max_tokens),
@@ -99,6 +107,28 @@ class LocalGGUFBackend:
                           sum(d.seconds for d in draws), others=tuple(d.text for d in draws[1:]),
                           first_token_logprobs=first.first_token_logprobs,
                           reused_prompt_tokens=first.reused_prompt_tokens)
+
+    def _score(self, messages: Sequence[Message], continuation: str) -> Completion:
+        request: dict[str, Any] = {
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "max_tokens": len(continuation.encode("utf-8")) + 4,  # a token is at least a byte
+            "temperature": 0.0, "top_k": 1, "cache_prompt": True,
+            "grammar": f"root ::= {gbnf_literal(continuation)}",
+            "logprobs": True, "top_logprobs": 1,
+        }
+        with self._lock:
+            server = self._ensure_loaded()
+            started = time.perf_counter()
+            try:
+                reply = server.handle_chat_completions(request)
+            except Exception as exc:  # the binding raises RuntimeError/ValueError
+                raise LLMError(f"local model {self.model_path.name} failed: {exc}") from exc
+            self.last_timings = dict(reply.get("timings") or {}) if isinstance(reply, dict) else {}
+        completion = _completion(reply, time.perf_counter() - started, self.model_path.name)
+        if completion.text != continuation:
+            raise LLMError(f"local model {self.model_path.name} did not keep to the scored text "
+                           f"({continuation[:40]!r} became {completion.text[:40]!r})")
+        return replace(completion, token_logprobs=token_logprobs(reply["choices"][0]))
 
     def _ensure_loaded(self) -> Any:
         if self._server is not None:
@@ -148,6 +178,20 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def gbnf_literal(text: str) -> str:
+    """``text`` as a GBNF string literal (llama.cpp's grammar syntax)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"'
+
+
+def token_logprobs(choice: Any) -> tuple[float, ...]:
+    """Each reply token's log-probability from an OpenAI-style choice's ``logprobs`` (empty: none)."""
+    try:
+        return tuple(float(item["logprob"]) for item in (choice.get("logprobs") or {}).get("content") or [])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return ()
 
 
 def _completion(reply: Any, seconds: float, model: str) -> Completion:

@@ -17,6 +17,7 @@ class MeteredChat:
         self.usage = usage if usage is not None else Usage()
         self.name = model.name
         self.supports_images = model.supports_images
+        self.scores_continuations = bool(getattr(model, "scores_continuations", False))
         self.meter = BudgetMeter(budget) if budget is not None else None
 
     def calls_left(self) -> int | None:
@@ -33,12 +34,14 @@ class MeteredChat:
         seed: int | None = None,
         n: int = 1,
         top_logprobs: int = 0,
+        continuation: str = "",
     ) -> Completion:
         spent = self.meter.spent() if self.meter is not None else None
         if spent is not None:
             raise BudgetSpentError(f"the question's budget is spent ({spent})")
         completion = self.model.chat(messages, stop=stop, max_tokens=max_tokens, temperature=temperature,
-                                     seed=seed, n=n, top_logprobs=top_logprobs)
+                                     seed=seed, n=n, top_logprobs=top_logprobs,
+                                     **({"continuation": continuation} if continuation else {}))
         self.usage.add(completion)
         if self.meter is not None:
             self.meter.charge(completion)

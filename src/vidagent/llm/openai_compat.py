@@ -65,6 +65,7 @@ class OpenAICompatibleBackend:
     """
 
     supports_images = True
+    scores_continuations = False  # an OpenAI-style server returns no log-probabilities of a given reply
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None,
                  timeout_s: float = 120.0, *, max_retries: int = 4, backoff_s: float = 1.0,
