@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pytest
 
-from vidagent.agent.planner import Needs, build_planner, default_planner
+from vidagent.agent.planner import Needs, build_planner, default_planner, planner_for
 from vidagent.agent.task import Question
 from vidagent.agent.steps import MemoryStep, ObservationStep, Step, TaskStep, ToolCallStep
 from vidagent.config import Settings
@@ -184,6 +184,12 @@ def test_a_planner_gets_what_its_needs_declare_and_no_model_when_it_needs_none(s
 
 def test_one_rule_picks_the_planner_when_none_is_named():
     assert default_planner(["video"]) == "react"
+    assert default_planner(["video"], embedded=True) == "caption_only"  # the embedded model reads chosen lines
+    assert default_planner(["video", "video"], embedded=True) == "peil"
+    default = planner_for(None, {"lines": "3"}, ["video"], embedded=True)
+    assert (default.name, default.lines, default.choose_by, default.select) == ("caption_only", 3, "permuted", "mixed")
+    assert planner_for("caption_only", None, ["video"], embedded=True).lines == 0  # a named planner: its own defaults
+    assert planner_for(None, None, ["video"]).name == "react"
     assert default_planner(["image"]) == default_planner(["video", "video"]) == default_planner(["video", "image"]) \
         == "peil"
     peil = build_planner("peil").needs
@@ -191,6 +197,14 @@ def test_one_rule_picks_the_planner_when_none_is_named():
     peil.check("peil", ["video", "image", "image"])  # takes them all
     with pytest.raises(PlannerError, match="answers about one video, and was given an image"):
         build_planner("react").needs.check("react", ["image"])
+
+
+def test_the_session_defaults_by_its_chat_model(tmp_path):
+    settings = Settings(home=tmp_path, models=tmp_path / "no-models")
+    with Session(settings) as session:
+        assert session.embedded_llm  # the settings' backend is the local one; nothing is loaded to tell
+    with Session(settings, llm=ScriptedLLM([])) as session:
+        assert not session.embedded_llm  # a model given to the session is asked what it is
 
 
 def test_unknown_planners_and_options_are_clear_errors(scripted, settings):

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence, Union
 from vidagent.agent.answer import Answer
 from vidagent.agent.evidence_check import check_answer
 from vidagent.agent.learning.keeper import Experience, ExperienceOptions, check_mode
-from vidagent.agent.planner import Planner, build_planner, default_planner
+from vidagent.agent.planner import Planner, planner_for
 from vidagent.agent.planning import NoChatModel, anytime_answer
 from vidagent.agent.steps import FinalAnswerStep, MemoryStep, Step, Trace
 from vidagent.agent.task import Question, Source, Task
@@ -71,6 +71,16 @@ class Session:
 
             self._llm = build_llm(self.settings)
         return self._llm
+
+    @property
+    def embedded_llm(self) -> bool:
+        """Whether questions are answered by the embedded local model (the default planner depends on it):
+        by the settings until a chat model is built or given, then by that model's backend."""
+        if self._llm is None:
+            return self.settings.llm.backend == "local"
+        from vidagent.llm.local import LocalGGUFBackend
+
+        return isinstance(getattr(self._llm, "backend", None), LocalGGUFBackend)
 
     @property
     def perception(self) -> Perception:
@@ -147,8 +157,9 @@ class Session:
         or a sequence of them; every one is opened before any work, and one that cannot be read stops
         the question with an error naming it. ``planner`` is a registered name (``react``, ``mcts``,
         ``traveler``, ``peil``, ``caption_only``, ``random``, or ``package.module:Class``) built with
-        ``planner_options``, or a planner object; ``None`` picks ``react`` for one video and ``peil``
-        for images or several sources. A planner takes only the sources its ``needs`` name (only
+        ``planner_options``, or a planner object; ``None`` picks, for one video, ``caption_only`` reading
+        five chosen lines with its options scored when the chat model is the embedded one (``react`` with an
+        endpoint), and ``peil`` for images or several sources. A planner takes only the sources its ``needs`` name (only
         ``peil`` takes images or several). ``on_step`` is called with each step of the trace as soon
         as it is made. ``experience`` (default: the settings') chooses the memory
         across questions that is replayed before the planner runs and kept after it answers:
@@ -175,8 +186,8 @@ class Session:
             raise PlannerError("planner_options go with a planner's name; set them on the planner object instead")
         handles = open_sources(sources, lambda: self.library)
         kinds = [_kind(handle) for handle in handles]
-        chosen = planner if isinstance(planner, Planner) else build_planner(planner or default_planner(kinds),
-                                                                            planner_options)
+        chosen = planner if isinstance(planner, Planner) else planner_for(planner, planner_options, kinds,
+                                                                          embedded=self.embedded_llm)
         needs = chosen.needs
         attached = [*self.knowledge, *(as_spec(item) for item in knowledge)]
         needs.check(chosen.name, kinds, knowledge=len(attached))

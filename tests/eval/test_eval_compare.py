@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vidagent.eval.pairing import curve_points, mcnemar_exact, paired
+from vidagent.eval.pairing import controls_markdown, curve_points, mcnemar_exact, paired
 from vidagent.eval.report import write_comparison
 from vidagent.eval.runner import RunConfig, run_eval
 
@@ -43,6 +43,23 @@ def test_runs_are_paired_on_the_questions_both_answered():
                                   [{"budget": "calls=4"}, {"budget": "calls=1"}, {}], [b, a, a])
     assert shared == 3 and list(curves) == ["react", "caption_only"]
     assert [name for name, _ in curves["react"]] == ["calls=1", "calls=4"]  # a curve in order of cost
+
+
+def test_each_planner_is_stated_against_the_blind_control_and_the_best_caption_baseline():
+    ids = [f"q{i}" for i in range(10)]
+    blind = [_row(q, i < 3, 1) for i, q in enumerate(ids)]
+    five = [_row(q, i < 5, 5) for i, q in enumerate(ids)]
+    everything = [_row(q, i < 4, 1) for i, q in enumerate(ids)]
+    planner = [_row(q, i < 8, 9) for i, q in enumerate(ids)]
+    metas = [{"planner": "react"}, {"planner": "blind"}, {"planner": "caption_only"}, {"planner": "caption_only"}]
+    lines = controls_markdown(["react", "blind", "five", "all"], metas, [planner, blind, five, everything])
+    rows = [line for line in lines if line.startswith("| react")]
+    assert len(rows) == 1
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert cells[:4] == ["react", "10", "80.0", "30.0"] and cells[4].startswith("+50.0 (p = 0.062")
+    assert cells[5] == "five" and cells[6] == "50.0" and cells[7].startswith("+30.0")
+    assert any(line.startswith("| five") for line in lines)  # a baseline is stated against blind and the other
+    assert controls_markdown(["a", "b"], [{"planner": "react"}, {"planner": "mcts"}], [planner, blind]) == []
 
 
 @pytest.mark.clips

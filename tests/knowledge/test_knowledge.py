@@ -277,27 +277,41 @@ def settings(scripted) -> Settings:
     return scripted.settings()
 
 
-def test_react_offers_every_attached_source_beside_its_own_tools(scripted, settings, tmp_path):
+def test_react_offers_every_attached_source_beside_its_own_tools_and_reads_it_first(scripted, settings, tmp_path):
     fares = write_csv(tmp_path / "fares.csv", FARES)
-    llm = ScriptedLLM(["no", 'Thought: the price is in the table\nAction: fares_knowledge\nAction Input: '
-                       '"How much is a river cruise?"',
-                       "SELECT price_eur FROM fares WHERE trip = 'river cruise'", "12.5 euros.",
-                       "Thought: done\nFinal Answer: 12.5 euros"])
+    llm = ScriptedLLM(["no", "SELECT price_eur FROM fares WHERE trip = 'river cruise'", "12.5 euros.",
+                       "Thought: the table says so\nFinal Answer: 12.5 euros"])
     with Session(settings, perception=scripted_perception(), llm=llm) as session:
         answer = session.ask(scripted.toy, "How much would a river cruise cost?",
                              planner_options={"tools": "caption_retrieval"}, knowledge=[f"{fares}#boat trip prices"])
-    system = llm.requests[1][0].content
+    system = llm.requests[-1][0].content
     assert "- caption_retrieval(" in system and "- fares_knowledge(question: str): answers a question from the " \
         "user's tables fares(trip, minutes, price_eur) -- 3 rows (boat trip prices)" in system
     calls = [s for s in answer.trace if isinstance(s, ToolCallStep) and s.tool == "fares_knowledge"]
-    assert len(calls) == 1 and answer.text == "12.5 euros"
+    assert len(calls) == 1 and calls[0].automatic and answer.text == "12.5 euros"  # asked after the overview
+    assert calls[0].arguments == {"question": "How much would a river cruise cost?"}
+    assert "12.5 euros" in llm.requests[-1][-1].content  # the model read the table's answer before its first step
     assert any(e.where.startswith("SQL:") and e.source == "fares_knowledge" for e in answer.evidence)
+
+
+def test_caption_only_reads_each_attached_source_before_the_descriptions(scripted, settings, tmp_path):
+    fares = write_csv(tmp_path / "fares.csv", FARES)
+    llm = ScriptedLLM(["SELECT price_eur FROM fares WHERE trip = 'river cruise'", "12.5 euros.", "Answer: 12.5 euros"])
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "How much would a river cruise cost?", planner="caption_only",
+                             knowledge=[fares])
+    request = llm.requests[-1][1].content
+    assert request.startswith("The user attached fares_knowledge. Asked the question, it says:")
+    assert request.index("12.5 euros") < request.index("[0.0-2.0 s]") and answer.text == "12.5 euros"
+    calls = [s for s in answer.trace if isinstance(s, ToolCallStep)]
+    assert len(calls) == 1 and calls[0].automatic and calls[0].tool == "fares_knowledge"
+    assert any(e.source == "fares_knowledge" for e in answer.evidence)
 
 
 def test_peil_gets_each_source_as_a_module_and_planners_without_tools_refuse_knowledge(scripted, settings, tmp_path):
     fares = write_csv(tmp_path / "fares.csv", FARES)
     with Session(settings, perception=scripted_perception(), llm=ScriptedLLM([]), knowledge=[fares]) as session:
-        for planner in ("caption_only", "traveler"):
+        for planner in ("traveler",):
             with pytest.raises(PlannerError, match="cannot use knowledge sources"):
                 session.ask(scripted.toy, "How much?", planner=planner)
     llm = ScriptedLLM(['Thought: the table has it\nAction: fares_knowledge("price of a river cruise", None)',
@@ -363,7 +377,7 @@ def test_the_server_takes_knowledge_inside_its_folders_and_refuses_urls_and_bad_
             for given, (status, message) in refusals.items():
                 response = client.post("/api/ask", json={**ask, "knowledge": [given]})
                 assert response.status_code == status and message in response.json()["message"], given
-            only = client.post("/api/ask", json={**ask, "planner": "caption_only", "knowledge": ["fares.csv"]})
+            only = client.post("/api/ask", json={**ask, "planner": "traveler", "knowledge": ["fares.csv"]})
             assert only.status_code == 400 and "cannot use knowledge" in only.json()["message"]
             assert client.get("/api/health").json()["status"] == "ok"
 
@@ -389,3 +403,24 @@ def test_tables_keep_codes_and_decimal_commas_as_text_and_take_unicode_year_and_
     book.save(tmp_path / "sales.xlsx")
     [sales] = open_knowledge([tmp_path / "sales.xlsx"], embedder, limits)
     assert [t.name for t in sales.tables] == ["sales_2020", "sales_2020_2"]
+
+
+def test_the_default_ask_answers_from_an_attached_document_with_the_passage_as_evidence(temporal_library, models_dir,
+                                                                                       tmp_path):
+    """Issue 39: `vidagent ask VIDEO QUESTION --knowledge notes.md` gave a name the file does not hold ("Buddy"):
+    the embedded model never called the knowledge tool. React now reads each attached source after its overview."""
+    from serve_helpers import copy_home
+    from test_cli import run_cli
+
+    from conftest import TEMPORAL_TOY, video_path
+
+    home = copy_home(temporal_library, tmp_path / "home")
+    notes = tmp_path / "notes.md"
+    notes.write_text("# About this clip\n\nThe drawing in this clip was made by the illustrator Marisol Okafor in "
+                     "her studio in Lisbon.\n\n# Equipment\n\nShe used a tablet and a stylus.\n", encoding="utf-8")
+    result = run_cli("ask", str(video_path(TEMPORAL_TOY)), "What is the name of the person drawing in the video?",
+                     "--knowledge", str(notes), "--json", home=home, models_dir=models_dir)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert "Marisol" in answer["answer"] or "Okafor" in answer["answer"], answer["answer"]
+    assert any("Marisol Okafor" in item["text"] and item["source"] == "notes_knowledge" for item in answer["evidence"])

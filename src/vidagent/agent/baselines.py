@@ -17,7 +17,7 @@ from typing import ClassVar, Sequence, TypeVar
 import numpy as np
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.option_scoring import OptionScores, check_choose_by, choose, orders_for, shows_options
+from vidagent.agent.option_scoring import OptionScores, check_choose_by, choose, listed_options
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.planning import Needs, Run
 from vidagent.agent.steps import FinalAnswerStep, Trace
@@ -62,7 +62,7 @@ class CaptionOnlyPlanner:
     select: str = "even"
     samples: int = 1
     name: ClassVar[str] = "caption_only"
-    needs: ClassVar[Needs] = Needs()
+    needs: ClassVar[Needs] = Needs(knowledge=True)
 
     def __post_init__(self) -> None:
         check_choose_by(self.choose_by)
@@ -79,7 +79,6 @@ class CaptionOnlyPlanner:
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         run = Run.begin(self.name, task, toolbox, llm, trace)
-        model, trace, root = run.llm, run.trace, run.root
         started = time.perf_counter()
         groups = [(source, group) for source, memory in toolbox.memories.items()
                   for group in line_groups(memory.segments, self.line_seconds)]
@@ -92,9 +91,11 @@ class CaptionOnlyPlanner:
         budget = context - PROMPT_RESERVE_TOKENS - answer_tokens
         subsets = self._subsets(task, toolbox, groups)
         system = prompt(PROMPTS, "caption_only_system").render(memory_note=toolbox.memory_note).strip()
+        attached, consulted = read_attached(run)
+        read = read + consulted  # cited after the lines, never numbered among them
 
         def body(kept: list[str], options: str) -> str:
-            return toolbox.experience() + prompt(PROMPTS, "caption_only").render(
+            return toolbox.experience() + attached + prompt(PROMPTS, "caption_only").render(
                 captions="\n".join(kept), question=task.question, options=options).strip()
 
         def fitted(pool: list[int]) -> list[int]:
@@ -104,30 +105,21 @@ class CaptionOnlyPlanner:
             scored = []
             for pool in subsets:
                 chosen = fitted(pool)
-                scoring = body([lines[i] for i in chosen], task.options_text() if shows_options(self.choose_by)
-                               and orders_for(self.choose_by, len(task.choices)) <= 1 else "")
-                scores = choose(model, [Message("system", system), Message("user", scoring)], task, trace, root.id,
-                                self.choose_by)
+                scoring = body([lines[i] for i in chosen], listed_options(task, self.choose_by))
+                scores = choose(run.llm, [Message("system", system), Message("user", scoring)], task, run.trace,
+                                run.root.id, self.choose_by)
                 if scores is None:
                     break
                 scored.append((chosen, scores))
             if scored:
-                return self._scored_answer(run, task, scored, read, groups)
+                return self._scored_answer(run, task, scored, read, groups, consulted)
         chosen = fitted(subsets[0])
         kept = [lines[i] for i in chosen]
         note = "" if len(kept) == len(lines) else f"{len(kept)} of {len(lines)} segment descriptions fit the context"
-        answer_format = prompt(PROMPTS, f"answer_format_{task.answer_type}").text.strip()
-        request = body(kept, task.options_text()) + "\n" + answer_prompt.render(answer_format=answer_format).strip()
-        completion = model.chat([Message("system", system), Message("user", request)], max_tokens=answer_tokens,
-                                stop=answer_prompt.stop, temperature=0.0)
-        text = answer_line(completion.text)
-        choice_index = extract_choice(text, task.choices) if task.choices else None
-        step = trace.add(FinalAnswerStep(parent_id=root.id, thought=note, answer=text, model_output=completion.text,
-                                         prompt_tokens=completion.prompt_tokens,
-                                         completion_tokens=completion.completion_tokens,
-                                         seconds=time.perf_counter() - started))
-        return run.answer(task.answer_text(text, choice_index), choice_index, step_id=step.id,
-                          evidence=[read[i] for i in chosen],  # what it read (the check picks what the answer rests on)
+        text, choice_index, step_id = written_answer(run, system, body(kept, task.options_text()), answer_tokens,
+                                                     started, thought=note)
+        return run.answer(task.answer_text(text, choice_index), choice_index, step_id=step_id,
+                          evidence=[read[i] for i in chosen] + consulted,  # what it read (the check picks what counts)
                           artifacts={"segments_read": sum(len(groups[i][1]) for i in chosen)})
 
     def _subsets(self, task: Task, toolbox: Toolbox, groups: list[tuple[str, list[SegmentRecord]]]) -> list[list[int]]:
@@ -142,7 +134,8 @@ class CaptionOnlyPlanner:
         return toolbox.selector.subsets(items, self.lines, self.select, task.question, task.choices, self.samples)
 
     def _scored_answer(self, run: Run, task: Task, scored: list[tuple[list[int], OptionScores]],
-                       read: list[Evidence], groups: list[tuple[str, list[SegmentRecord]]]) -> Answer:
+                       read: list[Evidence], groups: list[tuple[str, list[SegmentRecord]]],
+                       consulted: list[Evidence]) -> Answer:
         """The option whose probability, averaged over the evidence subsets scored, is highest."""
         assert task.choices
         count = len(task.choices)
@@ -159,7 +152,7 @@ class CaptionOnlyPlanner:
         if scored[0][1].mean_logprobs and len(scored) == 1:
             artifacts["mean_logprobs"] = list(scored[0][1].mean_logprobs)
         return run.answer(task.choices[index], index, step_id=len(run.trace) - 1, likelihood=round(mean[index], 4),
-                          evidence=[read[i] for i in chosen], artifacts=artifacts)
+                          evidence=[read[i] for i in chosen] + consulted, artifacts=artifacts)
 
 
 @dataclass
@@ -185,27 +178,36 @@ class BlindPlanner:
             return prompt(PROMPTS, "blind").render(question=task.question, options=options).strip()
 
         if task.choices and self.choose_by != "text":
-            orders = orders_for(self.choose_by, len(task.choices))
-            shown = task.options_text() if shows_options(self.choose_by) and orders <= 1 else ""
-            scores = choose(run.llm, [Message("system", system), Message("user", body(shown))], task, run.trace,
+            scoring = body(listed_options(task, self.choose_by))
+            scores = choose(run.llm, [Message("system", system), Message("user", scoring)], task, run.trace,
                             run.root.id, self.choose_by)
             if scores is not None:
                 return run.answer(task.choices[scores.index], scores.index, step_id=len(run.trace) - 1,
                                   likelihood=round(scores.probabilities[scores.index], 4),
                                   artifacts={"option_probabilities": [round(p, 4) for p in scores.probabilities]})
-        answer_prompt = prompt(PROMPTS, "answer_line")
-        answer_format = prompt(PROMPTS, f"answer_format_{task.answer_type}").text.strip()
-        request = body(task.options_text()) + "\n" + answer_prompt.render(answer_format=answer_format).strip()
-        completion = run.llm.chat([Message("system", system), Message("user", request)],
-                                  max_tokens=self.answer_tokens or answer_prompt.budget, stop=answer_prompt.stop,
-                                  temperature=0.0)
-        text = answer_line(completion.text)
-        choice_index = extract_choice(text, task.choices) if task.choices else None
-        step = run.trace.add(FinalAnswerStep(parent_id=run.root.id, answer=text, model_output=completion.text,
-                                             prompt_tokens=completion.prompt_tokens,
-                                             completion_tokens=completion.completion_tokens,
-                                             seconds=time.perf_counter() - started))
-        return run.answer(task.answer_text(text, choice_index), choice_index, step_id=step.id)
+        text, choice_index, step_id = written_answer(run, system, body(task.options_text()),
+                                                     self.answer_tokens or prompt(PROMPTS, "answer_line").budget,
+                                                     started)
+        return run.answer(task.answer_text(text, choice_index), choice_index, step_id=step_id)
+
+
+def written_answer(run: Run, system: str, body: str, answer_tokens: int, started: float,
+                   thought: str = "") -> tuple[str, int | None, int]:
+    """The model's reply to ``body`` closed by the ``answer_line`` request, read as the answer (the text after
+    "Answer:", and the option it names), recorded as a final answer: (text, option index, step id)."""
+    task = run.task
+    answer_prompt = prompt(PROMPTS, "answer_line")
+    answer_format = prompt(PROMPTS, f"answer_format_{task.answer_type}").text.strip()
+    request = body + "\n" + answer_prompt.render(answer_format=answer_format).strip()
+    completion = run.llm.chat([Message("system", system), Message("user", request)], max_tokens=answer_tokens,
+                              stop=answer_prompt.stop, temperature=0.0)
+    text = answer_line(completion.text)
+    choice_index = extract_choice(text, task.choices) if task.choices else None
+    step = run.trace.add(FinalAnswerStep(parent_id=run.root.id, thought=thought, answer=text,
+                                         model_output=completion.text, prompt_tokens=completion.prompt_tokens,
+                                         completion_tokens=completion.completion_tokens,
+                                         seconds=time.perf_counter() - started))
+    return text, choice_index, step.id
 
 
 @dataclass
@@ -230,6 +232,23 @@ class RandomPlanner:
             text = f"{begin:.1f} - {end:.1f}"
         step = run.trace.add(FinalAnswerStep(parent_id=run.root.id, answer=text, how="random"))
         return run.answer(text, choice_index, step_id=step.id)
+
+
+def read_attached(run: Run) -> tuple[str, list[Evidence]]:
+    """Each knowledge source the user attached asked the question (recorded as an automatic tool call),
+    as a prompt section per source, and what they cite: a planner that offers no tools still reads them."""
+    sections: list[str] = []
+    evidence: list[Evidence] = []
+    for name in run.toolbox.attached:
+        if name not in run.toolbox.tools:
+            continue
+        _, observation = run.toolbox.call_recorded(run.trace, run.llm.usage, run.root.id, name,
+                                                   {"question": run.task.question}, automatic=True,
+                                                   thought=f"(the user attached {name}: read for the question)")
+        sections.append(prompt(PROMPTS, "caption_only_knowledge").render(source=name, text=observation.text).strip()
+                        + "\n\n")
+        evidence.extend(observation.evidence)
+    return "".join(sections), evidence
 
 
 def line_groups(segments: Sequence[SegmentRecord], seconds: float) -> list[list[SegmentRecord]]:

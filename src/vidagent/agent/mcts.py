@@ -184,6 +184,10 @@ class _Search:
             self.root_calls.add(overview.call)  # type: ignore[arg-type]
             self.root.step_id = overview.step_id
             self.evidence.extend(overview.evidence)
+        for consulted in self.steps.consult_knowledge(self.task.question, self.root.step_id):
+            self.root_calls.add(consulted.call)  # type: ignore[arg-type]
+            self.root.step_id = consulted.step_id
+            self.evidence.extend(consulted.evidence)
 
     def run(self) -> Answer:
         for iteration in range(self.planner.n):

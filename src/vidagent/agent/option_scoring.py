@@ -60,9 +60,11 @@ def orders_for(choose_by: str, count: int) -> int:
     return {"likelihood": 1, "permuted": count}.get(choose_by, 0)
 
 
-def shows_options(choose_by: str) -> bool:
-    """Whether the prompt before the scoring lists the options (``continuation`` scores them unseen)."""
-    return choose_by != "continuation"
+def listed_options(task: Task, choose_by: str) -> str:
+    """The options as the prompt before the scoring lists them: where one order is scored (``likelihood``);
+    none where each of several orders lists them itself (``permuted``) or they are scored unseen
+    (``continuation``)."""
+    return task.options_text() if choose_by == "likelihood" else ""
 
 
 def choose(llm: ChatModel, messages: Sequence[Message], task: Task, trace: Trace, parent_id: int,

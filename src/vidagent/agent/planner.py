@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from vidagent.agent.planning import Needs, Planner
 from vidagent.errors import PlannerError
 
-__all__ = ["Needs", "Planner", "build_planner", "default_planner", "parse_options", "planner_names",
+__all__ = ["Needs", "Planner", "build_planner", "default_planner", "parse_options", "planner_for", "planner_names",
            "register_planner"]
 
 BUILTIN_PLANNERS = {
@@ -32,11 +32,30 @@ BUILTIN_PLANNERS = {
 }
 ONE_VIDEO_PLANNER = "react"  # VideoAgent's ReAct: the default for a question about one video
 MANY_SOURCES_PLANNER = "peil"  # AssistGPT's PEIL: the default for images or several sources
+EMBEDDED_ONE_VIDEO_PLANNER = "caption_only"  # with the embedded model: a few chosen lines, options scored
+EMBEDDED_DEFAULT_OPTIONS: Mapping[str, Any] = {"lines": 5, "choose_by": "permuted", "select": "mixed"}
+"""How the default answers a question about one video with the embedded 1.5B model, which neither chooses tools
+(react answered after its overview in 118 of 126 benchmark questions) nor reads long contexts well: five lines of
+the memory chosen by retrieval and coverage, the options scored in every order (the README's measurements)."""
 
 
-def default_planner(kinds: Sequence[str]) -> str:
-    """The planner used when none is named, for sources of these kinds (``video``/``image``, in order)."""
-    return ONE_VIDEO_PLANNER if list(kinds) == ["video"] else MANY_SOURCES_PLANNER
+def default_planner(kinds: Sequence[str], *, embedded: bool = False) -> str:
+    """The planner used when none is named, for sources of these kinds (``video``/``image``, in order);
+    ``embedded``: the chat model is the embedded local one (a strong endpoint keeps the papers' planners)."""
+    if list(kinds) != ["video"]:
+        return MANY_SOURCES_PLANNER
+    return EMBEDDED_ONE_VIDEO_PLANNER if embedded else ONE_VIDEO_PLANNER
+
+
+def planner_for(name: str | None, options: Mapping[str, Any] | None, kinds: Sequence[str], *,
+                embedded: bool = False) -> Planner:
+    """The planner named ``name`` with ``options``, or when none is named the default for these sources, with
+    its default options under the caller's."""
+    if name:
+        return build_planner(name, options)
+    chosen = default_planner(kinds, embedded=embedded)
+    defaults = EMBEDDED_DEFAULT_OPTIONS if embedded and chosen == EMBEDDED_ONE_VIDEO_PLANNER else {}
+    return build_planner(chosen, {**defaults, **dict(options or {})})
 
 
 P = TypeVar("P")

@@ -50,7 +50,7 @@ class Needs:
         how many knowledge sources come with the question)."""
         if knowledge and not self.knowledge:
             raise PlannerError(f"the {planner} planner offers its model no tools, so it cannot use knowledge "
-                               f"sources; use react, mcts or peil")
+                               f"sources; use react, mcts, peil or caption_only")
         several = self.max_sources is None or self.max_sources > 1
         if (self.max_sources is not None and len(kinds) > self.max_sources) or ("image" in kinds and not self.images):
             given = f"{len(kinds)} sources" if len(kinds) != 1 else "an image"

@@ -26,6 +26,7 @@ from vidagent.memory.sql import ReadOnlyQueries
 from vidagent.memory.store import Library
 from vidagent.memory.stored_video import StoredVideo
 from vidagent.memory.video_memory import VideoMemory
+from vidagent.perception.base import VisualQA
 from vidagent.perception.suite import Perception
 from vidagent.knowledge.sources import Knowledge
 from vidagent.tools.assist import AssistModules, knowledge_module

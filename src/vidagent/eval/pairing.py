@@ -104,6 +104,60 @@ def paired_markdown(labels: Sequence[str], runs_rows: Sequence[Sequence[Mapping[
     return lines
 
 
+CONTROL_PLANNERS = ("blind", "caption_only")  # what a planner's gain is stated over
+
+
+def controls_markdown(labels: Sequence[str], metas: Sequence[Mapping[str, Any]],
+                      runs_rows: Sequence[Sequence[Mapping[str, Any]]]) -> list[str]:
+    """Each run that is not a control against the controls compared beside it, paired on the questions the
+    three share: the blind run (no video) and the best caption baseline (the ``caption_only`` run right most
+    often there). A planner's gain is stated over both: over blind, what the video adds; over the best
+    baseline, what planning adds. Empty when no control or no other run is compared."""
+    blind = [i for i, meta in enumerate(metas) if meta.get("planner") == "blind"]
+    captions = [i for i, meta in enumerate(metas) if meta.get("planner") == "caption_only"]
+    if not blind and not captions:
+        return []
+    lines = ["## Against the controls (blind: no video; best caption baseline: the caption_only run right most "
+             "often on the same questions)", "",
+             "| run | n | run % | blind % | gain over blind (p) | best baseline | baseline % | gain over baseline (p) |",
+             "|" + "---|" * 8]
+    for index, (label, meta, rows) in enumerate(zip(labels, metas, runs_rows)):
+        if meta.get("planner") == "blind":
+            continue
+        against = [i for i in blind[:1] + captions if i != index]
+        if not against:
+            continue
+        ids = common_ids([rows] + [runs_rows[i] for i in against])
+        if not ids:
+            continue
+        right = _right(rows, ids)
+        cells = [label, str(len(ids)), f"{100 * len(right) / len(ids):.1f}"]
+        if blind:
+            cells += _gain(right, _right(runs_rows[blind[0]], ids), len(ids))
+        else:
+            cells += ["–", "–"]
+        others = [i for i in captions if i != index]
+        if others:
+            best = max(others, key=lambda i: len(_right(runs_rows[i], ids)))
+            cells.append(labels[best])
+            cells += _gain(right, _right(runs_rows[best], ids), len(ids))
+        else:
+            cells += ["–", "–", "–"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""] if len(lines) > 4 else []
+
+
+def _right(rows: Sequence[Mapping[str, Any]], ids: set[str]) -> set[str]:
+    return {str(row["id"]) for row in on(rows, ids) if row["correct"]}
+
+
+def _gain(right: set[str], control: set[str], n: int) -> list[str]:
+    """The control's accuracy and the run's gain over it in points, with McNemar's exact p."""
+    gain = 100 * (len(right) - len(control)) / n
+    p = mcnemar_exact(len(right - control), len(control - right))
+    return [f"{100 * len(control) / n:.1f}", f"{gain:+.1f} (p = {p:.2g})"]
+
+
 def curve_points(labels: Sequence[str], metas: Sequence[Mapping[str, Any]],
                  runs_rows: Sequence[Sequence[Mapping[str, Any]]]) -> tuple[int, dict[str, list[tuple[str, dict]]]]:
     """(shared questions, {curve: [(point label, costs), ...]}): one curve per planner with its options,

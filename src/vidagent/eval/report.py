@@ -15,7 +15,7 @@ from vidagent.eval.html_page import markdown_page
 from vidagent.eval.jf import segmentation_metrics
 from vidagent.eval.metrics import (GroupStats, calibration, group_stats, grounding_metrics, localization_metrics,
                                    stats_by_group)
-from vidagent.eval.pairing import paired_markdown, plot_cost_curves
+from vidagent.eval.pairing import controls_markdown, paired_markdown, plot_cost_curves
 from vidagent.eval.results import ResultsFile
 
 # The names NExT-QA style tables give the groups.
@@ -263,6 +263,8 @@ def write_comparison(folders: Sequence[Path], out: Path) -> dict[str, Path]:
     markdown = compare_markdown(runs)
     if len(runs) > 1:
         markdown += "\n" + "\n".join(paired_markdown(labels, [run.rows for run in runs])) + "\n"
+        controls = controls_markdown(labels, [run.meta for run in runs], [run.rows for run in runs])
+        markdown += ("\n" + "\n".join(controls)) if controls else ""
     paths = {"markdown": out / "compare.md"}
     paths["markdown"].write_text(markdown, encoding="utf-8")
     plots = {"plot": plot_accuracy(runs, out / "compare.png"),

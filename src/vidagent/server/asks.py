@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.planner import Planner, build_planner, default_planner, planner_names
+from vidagent.agent.planner import Planner, planner_for, planner_names
 from vidagent.agent.steps import Step
 from vidagent.errors import VidagentError
 from vidagent.knowledge.spec import KnowledgeSpec
@@ -56,11 +56,7 @@ class AskSpec:
     check_answer: bool | None = None  # check the answer against its evidence (None: the server's setting)
     glance: float | None = None  # seconds: a video not indexed yet is answered from a glance (memory.glance)
 
-    @property
-    def planner_name(self) -> str:
-        return self.planner or default_planner(["video"] * len(self.videos))
-
-    def check(self) -> Planner:
+    def check(self, *, embedded: bool = False) -> Planner:
         """Refuse a malformed question before it queues; the planner, built with its options."""
         if not self.videos:
             raise RequestError("name at least one video (its video_id)")
@@ -77,8 +73,8 @@ class AskSpec:
                 raise RequestError(f"give between 2 and {MAX_CHOICES} choices, or none")
             if any(not choice.strip() for choice in self.choices):
                 raise RequestError("a choice is empty")
-        if self.planner_name not in planner_names():  # never ``module:Class`` from a client: that imports code
-            raise RequestError(f"unknown planner {self.planner_name!r}: use one of {', '.join(planner_names())}")
+        if self.planner and self.planner not in planner_names():  # never ``module:Class`` from a client: it imports code
+            raise RequestError(f"unknown planner {self.planner!r}: use one of {', '.join(planner_names())}")
         if self.budget:
             try:
                 Budget.parse(self.budget)
@@ -86,10 +82,10 @@ class AskSpec:
                 raise RequestError(str(error)) from None
         if self.glance is not None and not 0 < self.glance <= MAX_GLANCE_S:
             raise RequestError(f"glance is the seconds between glanced frames: more than 0, at most {MAX_GLANCE_S:g}")
-        planner = build_planner(self.planner_name, dict(self.options))
+        planner = planner_for(self.planner, dict(self.options), ["video"] * len(self.videos), embedded=embedded)
         if self.knowledge and not planner.needs.knowledge:
             raise RequestError(f"the {planner.name} planner offers its model no tools, so it cannot use knowledge; "
-                               f"use react, mcts or peil")
+                               f"use react, mcts, peil or caption_only")
         return planner
 
 
@@ -113,8 +109,9 @@ class AskRunner:
     """Runs questions in the lane; past ``max_queued`` pending jobs a new question is refused (``BusyError``)."""
 
     def __init__(self, lane: ModelLane, ask: AskFunction, max_queued: int | None = None,
-                 after: AfterAnswer | None = None) -> None:
+                 after: AfterAnswer | None = None, *, embedded: bool = False) -> None:
         self._lane = lane
+        self._embedded = embedded  # the chat model is the embedded one: its default planner (``planner_for``)
         self._ask = ask
         self._after = after
         self._max_queued = max_queued
@@ -142,7 +139,7 @@ class AskRunner:
 
     def start(self, spec: AskSpec, videos: Sequence[Video | StoredVideo]) -> AskRun:
         """Queue the question (checked first: a bad one raises here, before anything streams)."""
-        planner = spec.check()
+        planner = spec.check(embedded=self._embedded)
         run = AskRun(f"ask-{next(self._ids)}", spec, video_ids=tuple(video.content_hash for video in videos))
         run.events.publish("queued", {"ask_id": run.id, "planner": planner.name, "ahead": self._lane.pending})
         with self._lock:

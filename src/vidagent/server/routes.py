@@ -26,8 +26,9 @@ def api_router(service: VideoService) -> APIRouter:
 
     @router.get("/planners", summary="the planners a question may name")
     def planners() -> dict[str, Any]:
-        return {"planners": planner_names(), "default": default_planner(["video"]),
-                "several_videos": default_planner(["video", "video"])}
+        embedded = service.session.embedded_llm
+        return {"planners": planner_names(), "default": default_planner(["video"], embedded=embedded),
+                "several_videos": default_planner(["video", "video"], embedded=embedded)}
 
     @router.get("/videos", summary="the registered videos with their memory stages")
     def list_videos() -> JSONResponse:  # the most frequent request: straight to JSON, no re-validation

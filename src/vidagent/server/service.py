@@ -58,7 +58,8 @@ class VideoService:
                                  config.max_queued, max_seconds=config.max_edit_seconds, max_running=config.max_edits,
                                  chat=self.chat_model)
         self.jobs = IndexJobs(self.lane, self.session.builder)
-        self.asks = AskRunner(self.lane, self.session.ask, config.max_queued, after=self._complete_glanced)
+        self.asks = AskRunner(self.lane, self.session.ask, config.max_queued, after=self._complete_glanced,
+                              embedded=self.session.embedded_llm)
         self.imports = ImportJobs(self.lane, self._library, lambda: self.session.perception.embedder, config.max_queued)
         self._handles: dict[str, tuple[tuple[int, int], Video]] = {}
         self._handles_lock = threading.Lock()
