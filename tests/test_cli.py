@@ -116,9 +116,9 @@ def ask_json(dev_question, models_dir, *options: str) -> tuple[dict, list[str]]:
 @pytest.mark.models
 @pytest.mark.slow
 def test_end_to_end_multiple_choice_from_the_dev_set(dev_question, models_dir):
-    """The real stack (detector, OCR, Whisper, E5, Qwen2.5 1.5B) answers a dev-set question via the CLI."""
+    """The real stack (detector, OCR, Whisper, E5, Qwen2.5 1.5B) answers a dev-set question via the CLI, by react."""
     item, video, home = dev_question
-    answer, args = ask_json(dev_question, models_dir)
+    answer, args = ask_json(dev_question, models_dir, "--planner", "react")
     assert set(answer) >= {"answer", "choice_index", "evidence", "usage", "trace"}
     assert answer["choice_index"] in range(5) and answer["answer"] == item["choices"][answer["choice_index"]]
     assert answer["usage"]["llm_calls"] >= 1 and answer["usage"]["prompt_tokens"] > 0
@@ -134,6 +134,22 @@ def test_end_to_end_multiple_choice_from_the_dev_set(dev_question, models_dir):
     # Asking again is answered from the response cache: no new LLM calls.
     again = json.loads(run_cli(*args, home=home, models_dir=models_dir, timeout=900).stdout)
     assert again["choice_index"] == answer["choice_index"] and again["usage"]["llm_calls"] == 0
+
+
+@pytest.mark.models
+@pytest.mark.slow
+def test_end_to_end_the_default_with_the_embedded_model_reads_chosen_lines_and_scores_the_options(dev_question,
+                                                                                                 models_dir):
+    """No --planner with the embedded model: caption_only reads at most five lines of the memory chosen by retrieval
+    and coverage, and the option is read off the options' probabilities in every order, with a confidence."""
+    item = dev_question[0]
+    answer, _ = ask_json(dev_question, models_dir)
+    assert answer["planner"] == "caption_only" and answer["choice_index"] in range(5)
+    assert answer["answer"] == item["choices"][answer["choice_index"]]
+    assert 0 < answer["confidence"] <= 1 and answer["artifacts"]["segments_read"] <= 5
+    orders = answer["artifacts"]["option_probabilities"]
+    assert len(orders) == 5 and all(abs(sum(order) - 1) < 1e-3 for order in orders)
+    assert answer["usage"]["llm_calls"] == 5 and len(answer["evidence"]) <= 5
 
 
 @pytest.mark.models

@@ -40,7 +40,35 @@ def test_reads_only_the_videos_own_rows(queries, home):
     assert result.columns == ["segment_id", "start_s", "end_s"]
     assert [row[0] for row in result.rows] == [0, 1, 2]  # the 5 s clip, not the other video's 3 segments too
     assert queries.run("SELECT COUNT(*) FROM videos").rows == [(1,)]
-    assert queries.run("SELECT COUNT(*) FROM main.videos").rows == [(2,)]  # the whole library stays readable
+
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT video_id, path FROM main.videos",  # issue 41: every video's rows and paths
+    "SELECT COUNT(*) FROM main.segments",
+    "SELECT name FROM sqlite_master",
+    "SELECT * FROM segments WHERE video_id IN (SELECT video_id FROM main.videos)",
+])
+def test_no_query_leaves_its_video(queries, statement):
+    with pytest.raises(QueryRefusedError, match="only this video's memory can be read"):
+        queries.run(statement)
+    assert queries.run("PRAGMA table_info(segments)").rows  # its own views are described
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT randomblob(1000000000)",
+    "SELECT randomblob(20000000) || randomblob(20000000)",
+    "SELECT length(zeroblob(2000000000))",
+])
+def test_one_huge_value_is_refused_before_it_is_made(queries, statement):
+    with pytest.raises(MemoryStoreError, match="larger than 32 MB"):
+        queries.run(statement)
+
+
+def test_a_result_too_large_in_all_is_refused(queries):
+    with pytest.raises(MemoryStoreError, match="SQL result larger than 64 MB"):
+        queries.run("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 20) "
+                    "SELECT randomblob(8000000) FROM n")
 
 
 @pytest.mark.parametrize("statement", [

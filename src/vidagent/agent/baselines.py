@@ -80,8 +80,8 @@ class CaptionOnlyPlanner:
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         run = Run.begin(self.name, task, toolbox, llm, trace)
         started = time.perf_counter()
-        groups = [(source, group) for source, memory in toolbox.memories.items()
-                  for group in line_groups(memory.segments, self.line_seconds)]
+        groups = [(source, group) for source, memory in toolbox.memories.items()  # a glance's unseen ones: no line
+                  for group in line_groups([s for s in memory.segments if segment_text(s)], self.line_seconds)]
         read = [Evidence(group[0].start_s, group[-1].end_s, "; ".join(segment_text(s) for s in group), source)
                 for source, group in groups]
         lines = [f"[{item.start_s:.1f}-{item.end_s:.1f} s] {item.text}" for item in read]

@@ -5,11 +5,14 @@ Safety comes from four independent layers:
 - an authorizer allows only reading (SELECT, reads of columns, ordinary functions, CTEs): a
   statement that writes, creates, attaches a database, changes a pragma or loads an extension
   is refused with ``QueryRefusedError`` naming what it tried;
-- a progress handler stops any statement after ``timeout_s``;
+- a progress handler stops any statement after ``timeout_s``; one value may be at most
+  ``MAX_VALUE_BYTES`` (SQLite's length limit: ``randomblob(1e9)`` is one instruction the handler cannot
+  interrupt, so it is refused before it allocates), and a result at most ``MAX_RESULT_BYTES``;
 - at most ``max_rows`` rows are fetched (the result says when there were more).
 
 Every table is shadowed by a temporary view of the same name holding only this video's rows,
-so queries need no ``video_id`` filter (``SELECT COUNT(*) FROM objects WHERE category='dog'``).
+so queries need no ``video_id`` filter (``SELECT COUNT(*) FROM objects WHERE category='dog'``); the
+library's own tables (``main.videos``, ``sqlite_master``...) are refused, so a query cannot leave its video.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from vidagent.memory.stored_video import is_memory_id
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_MAX_ROWS = 1000
+MAX_VALUE_BYTES = 32 * 1024 * 1024  # the longest string or blob a statement may make or read
+MAX_RESULT_BYTES = 64 * 1024 * 1024  # the most a result may hold, counted as rows are fetched
 _PROGRESS_STEPS = 2000  # SQLite VM instructions between deadline checks
 
 _ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
@@ -83,6 +88,8 @@ class ReadOnlyDatabase:
     """Runs read-only SQL against the SQLite database at ``path`` (the guards above); ``source``
     names what it holds, for the evidence a query's result becomes."""
 
+    confined = False  # True: only the temporary views are readable, never the database's own tables
+
     def __init__(self, path: str | Path, *, source: str = "", timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_rows: int = DEFAULT_MAX_ROWS) -> None:
         path = Path(path)
@@ -98,6 +105,7 @@ class ReadOnlyDatabase:
             self._prepare(self._conn)
         except sqlite3.DatabaseError as error:
             raise MemoryStoreError(f"cannot open {path} for reading: {error}") from error
+        self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
         self._conn.set_authorizer(self._authorize)
         self._conn.set_progress_handler(self._check_deadline, _PROGRESS_STEPS)
 
@@ -123,7 +131,7 @@ class ReadOnlyDatabase:
         self._deadline = started + self.timeout_s
         try:
             cursor = self._conn.execute(statement)
-            rows = cursor.fetchmany(self.max_rows + 1)
+            rows = self._fetch(cursor)
             columns = [d[0] for d in cursor.description] if cursor.description else []
         except sqlite3.DatabaseError as error:
             raise self._explain(error) from error
@@ -134,8 +142,27 @@ class ReadOnlyDatabase:
         return QueryResult(statement, columns, [tuple(r) for r in rows[: self.max_rows]],
                            len(rows) > self.max_rows, time.perf_counter() - started)
 
+    def _fetch(self, cursor: sqlite3.Cursor) -> list[Any]:
+        """Up to ``max_rows + 1`` rows (the extra one says there were more), at most ``MAX_RESULT_BYTES`` in all."""
+        rows: list[Any] = []
+        size = 0
+        while len(rows) <= self.max_rows:
+            row = cursor.fetchone()
+            if row is None:
+                break
+            size += sum(len(value) if isinstance(value, (str, bytes)) else 8 for value in row)
+            if size > MAX_RESULT_BYTES:
+                raise MemoryStoreError(f"SQL result larger than {MAX_RESULT_BYTES // 2**20} MB: select fewer "
+                                       f"or shorter values")
+            rows.append(row)
+        return rows
+
     # -- guards -----------------------------------------------------------------------------
     def _authorize(self, action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
+        if self.confined and action == sqlite3.SQLITE_READ and db not in (None, "temp") and source is None:
+            self._refusal = (f"only this video's memory can be read (the statement reached {db}.{arg1}); "
+                             f"name its tables without a schema")
+            return sqlite3.SQLITE_DENY
         if action in _ALLOWED_ACTIONS:
             if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _REFUSED_FUNCTIONS:
                 self._refusal = f"the function {arg2}() is not allowed"
@@ -155,6 +182,8 @@ class ReadOnlyDatabase:
         if self._refusal:
             return QueryRefusedError(f"SQL refused: {self._refusal}")
         message = str(error)
+        if "too big" in message:
+            return MemoryStoreError(f"SQL value larger than {MAX_VALUE_BYTES // 2**20} MB: select shorter values")
         if "interrupted" in message:
             return MemoryStoreError(f"SQL stopped after {self.timeout_s:g} s: simplify the query or add LIMIT")
         if "readonly" in message or "read-only" in message or "cannot modify" in message:
@@ -163,7 +192,9 @@ class ReadOnlyDatabase:
 
 
 class ReadOnlyQueries(ReadOnlyDatabase):
-    """Runs read-only SQL against one video's memory in the library at ``path``."""
+    """Runs read-only SQL against one video's memory in the library at ``path`` (its temporary views only)."""
+
+    confined = True
 
     def __init__(self, library_path: str | Path, video_id: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_rows: int = DEFAULT_MAX_ROWS) -> None:
