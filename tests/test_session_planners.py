@@ -96,7 +96,7 @@ def test_mcts_takes_doraemongpts_own_tool_set_and_a_bare_root_by_options(scripte
     assert answer.text == "at the start"
     assert build_planner("mcts", {"tools": "doraemongpt,caption_retrieval"}).tools == (
         "when", "why", "what", "how", "count", "other", "caption_retrieval")
-    with pytest.raises(PlannerError, match="overview_segments must be 0 or more"):
+    with pytest.raises(PlannerError, match="overview_segments must be between 0 and 200"):
         build_planner("mcts", {"overview_segments": "-1"})
 
     kept, dropped = ScriptedLLM(list(script)), ScriptedLLM(list(script))
@@ -238,3 +238,20 @@ def test_close_frees_the_chat_model_and_its_cache_but_not_one_passed_in(tmp_path
     with Session(settings, llm=passed_in) as borrowed:
         assert borrowed.llm is passed_in
     assert borrowed.llm is passed_in  # a caller's model is the caller's to close
+
+
+@pytest.mark.parametrize("planner, option, value, message", [
+    ("mcts", "n", "1000000", "option n must be between 1 and 64"),
+    ("mcts", "max_depth", "1e9", "option max_depth must be int"),
+    ("mcts", "max_depth", "1000", "option max_depth must be between 1 and 50"),
+    ("mcts", "expansion_temperature", "nan", "option expansion_temperature must be between 0 and 2"),
+    ("caption_only", "context_tokens", "-1", r"option context_tokens must be between 256 and 1e\+06"),
+    ("caption_only", "line_seconds", "NaN", "option line_seconds must be between 0 and 3600"),
+    ("peil", "attempts", "-1", "option attempts must be between 1 and 10"),
+    ("traveler", "confidence", "inf", "option confidence must be between 0 and 1"),
+])
+def test_every_planner_option_is_bounded_where_a_face_builds_it(planner, option, value, message):
+    """Issue 41: `mcts n=1000000` and the like held the model lane until restart; NaN ended as a JSON error."""
+    with pytest.raises(PlannerError, match=message):
+        build_planner(planner, {option: value})
+    assert build_planner("caption_only", {"context_tokens": "None"}).context_tokens is None  # None stays allowed

@@ -130,7 +130,7 @@ def test_caption_only_reads_a_few_captions_evenly_spread_when_told_how_many(ego_
         shown = re.findall(r"^\[(\d+\.\d)-", llm.requests[0][-1].content, flags=re.MULTILINE)
         assert shown == starts and answer.artifacts["segments_read"] == lines and answer.choice_index == 1
     with Session(settings, llm=ScriptedLLM([]), perception=scripted_perception()) as session:
-        with pytest.raises(Exception, match="lines must be 0"):
+        with pytest.raises(Exception, match="lines must be (0|between 0)"):
             session.ask(f"egoschema:{question['q_uid']}", question["question"], _choices(question),
                         planner="caption_only", planner_options={"lines": -1})
 

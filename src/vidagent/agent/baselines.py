@@ -19,7 +19,7 @@ import numpy as np
 from vidagent.agent.answer import Answer
 from vidagent.agent.option_scoring import OptionScores, check_choose_by, choose, listed_options
 from vidagent.agent.parsing import extract_choice
-from vidagent.agent.planning import Needs, Run
+from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.steps import FinalAnswerStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -54,13 +54,13 @@ class CaptionOnlyPlanner:
     or ``mixed``, ``tools.evidence_selection``), ``samples`` (that many disjoint selections, each scored,
     their option probabilities averaged: self-consistency over evidence; needs a scored ``choose_by``)."""
 
-    context_tokens: int | None = None
-    answer_tokens: int | None = None
-    line_seconds: float = 0.0
-    lines: int = 0
+    context_tokens: int | None = option(None, 256, 1_000_000)
+    answer_tokens: int | None = option(None, 1, 4096)
+    line_seconds: float = option(0.0, 0.0, 3600.0)
+    lines: int = option(0, 0, 1000)
     choose_by: str = "text"
     select: str = "even"
-    samples: int = 1
+    samples: int = option(1, 1, 16)
     name: ClassVar[str] = "caption_only"
     needs: ClassVar[Needs] = Needs(knowledge=True)
 
@@ -162,7 +162,7 @@ class BlindPlanner:
     the reply); an open question gets the model's guess."""
 
     choose_by: str = "permuted"
-    answer_tokens: int | None = None
+    answer_tokens: int | None = option(None, 1, 4096)
     name: ClassVar[str] = "blind"
     needs: ClassVar[Needs] = Needs(memory=False)
 

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Sequence
 
 from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers
 from vidagent.agent.parsing import extract_choice, parse_react
-from vidagent.agent.planning import Needs, Run
+from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.react import VIDEOAGENT_TOOLS
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format, offered_tools
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace, model_cost
@@ -92,18 +92,18 @@ class MCTSPlanner:
     drops it), ``seed`` (default: from the task). The paper's setting: ``tools=doraemongpt
     overview_segments=0``."""
 
-    n: int = 2
-    alpha: float = 1.0
-    beta: float = 0.5
+    n: int = option(2, 1, 64)
+    alpha: float = option(1.0, 0.0, MAX_ALPHA)
+    beta: float = option(0.5, 0.0, MAX_BETA)
     strategy: str = "mcts"
-    max_depth: int = 8
-    expansion_temperature: float = 0.7
-    chain_temperature: float = 0.0
-    expansion_tries: int = 2
+    max_depth: int = option(8, 1, 50)
+    expansion_temperature: float = option(0.7, 0.0, 2.0)
+    chain_temperature: float = option(0.0, 0.0, 2.0)
+    expansion_tries: int = option(2, 1, 10)
     errors_fail: bool = True
     tie_break: str = "llm"
-    overview_segments: int = 15
-    seed: int | None = None
+    overview_segments: int = option(15, 0, 200)
+    seed: int | None = option(None, 0, 2**63 - 1)
     tools: tuple[str, ...] | None = SUBTASK_KINDS + VIDEOAGENT_TOOLS
     described_vqa: bool = True
     name: ClassVar[str] = "mcts"

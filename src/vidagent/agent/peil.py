@@ -23,7 +23,7 @@ from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers
 from vidagent.agent.inspector import Executor, Inspector
 from vidagent.agent.learning.learner import Learner, Verdict
 from vidagent.agent.option_scoring import check_choose_by
-from vidagent.agent.planning import Needs, Run
+from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
 from vidagent.agent.steps import FinalAnswerStep, InspectionStep, MemoryStep, Trace
 from vidagent.agent.task import Task
@@ -62,12 +62,12 @@ class PEILPlanner:
     (``text``, ``likelihood`` or ``permuted``, as for react), ``look_first`` (narrate each video, caption each
     image, as automatic first steps)."""
 
-    max_steps: int = 8
-    attempts: int = 3
+    max_steps: int = option(8, 1, 50)
+    attempts: int = option(3, 1, 10)
     self_check: bool = True
-    examples: int = 2
-    min_similarity: float = 0.8
-    retry_temperature: float = 0.7
+    examples: int = option(2, 0, 20)
+    min_similarity: float = option(0.8, 0.0, 1.0)
+    retry_temperature: float = option(0.7, 0.0, 2.0)
     modules: tuple[str, ...] | None = None
     choose_by: str = "text"
     look_first: bool = True

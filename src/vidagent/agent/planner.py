@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import math
 import typing
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
@@ -133,14 +134,25 @@ def _load(path: str, name: str) -> Callable[..., Planner]:
 
 def _typed_options(factory: Any, options: dict[str, Any], name: str) -> dict[str, Any]:
     hints = typing.get_type_hints(factory)
-    known = {f.name for f in dataclasses.fields(factory) if f.init}
+    fields = {f.name: f for f in dataclasses.fields(factory) if f.init}
     typed = {}
     for key, value in options.items():
-        if key not in known:
-            offered = f"options: {', '.join(sorted(known))}" if known else "it takes no options"
+        if key not in fields:
+            offered = f"options: {', '.join(sorted(fields))}" if fields else "it takes no options"
             raise PlannerError(f"planner {name!r} has no option {key!r} ({offered})")
         typed[key] = _convert(value, hints.get(key), key, name)
+        _check_range(typed[key], fields[key].metadata.get("range"), key, name)
     return typed
+
+
+def _check_range(value: Any, bounds: tuple[float, float] | None, key: str, name: str) -> None:
+    """A number must be finite and, where the option declares a range (``planning.option``), inside it."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    low, high = bounds if bounds is not None else (-math.inf, math.inf)
+    if not math.isfinite(value) or not low <= value <= high:
+        where = f"between {low:g} and {high:g}" if bounds is not None else "a finite number"
+        raise PlannerError(f"planner {name!r}: option {key} must be {where}, got {value!r}")
 
 
 def _convert(value: Any, hint: Any, key: str, name: str) -> Any:

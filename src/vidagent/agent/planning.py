@@ -9,7 +9,7 @@ built-in planners import this module, never the registry, so registering them ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from vidagent.agent.answer import Answer, Candidate, answer_key, dedupe_evidence, group_answers
@@ -23,6 +23,12 @@ from vidagent.llm.base import ChatModel, Completion, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.tools.base import Evidence
+
+
+def option(default: Any, low: float, high: float) -> Any:
+    """A planner option with the range a face accepts (``build_planner`` refuses a value outside it, so that one
+    request cannot hold the model for hours: ``mcts n=1000000``); ``None`` stays allowed where it is the default."""
+    return field(default=default, metadata={"range": (low, high)})
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from vidagent.agent.answer import Answer
 from vidagent.agent.option_scoring import check_choose_by
-from vidagent.agent.planning import Needs, Run
+from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.react_steps import CallKey, ReActSteps, offered_tools
 from vidagent.agent.steps import Trace
 from vidagent.agent.task import Task
@@ -35,8 +35,8 @@ class ReActPlanner:
     tokens a question and 21 points of accuracy: it re-reads descriptions the planner already has and
     makes up what it cannot see)."""
 
-    max_steps: int = 8
-    overview_segments: int = 15
+    max_steps: int = option(8, 1, 50)
+    overview_segments: int = option(15, 0, 200)
     choose_by: str = "text"
     described_vqa: bool = False
     name: ClassVar[str] = "react"

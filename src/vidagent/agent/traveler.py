@@ -47,7 +47,7 @@ from typing import Any, ClassVar
 from vidagent.agent.answer import Answer
 from vidagent.agent.option_scoring import OptionScores, score_options
 from vidagent.agent.parsing import extract_choice
-from vidagent.agent.planning import Needs, Run
+from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, MemoryStep, PlanStep, Step, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -78,13 +78,13 @@ class TravelerPlanner:
     the evaluations in a row at which the lead must hold to end the rounds; 0: only ``confidence`` or the
     limit ends them)."""
 
-    max_iterations: int = 5
-    window_frames: int = 5
-    questions: int = 3
-    memory_chars: int = 5000
+    max_iterations: int = option(5, 1, 20)
+    window_frames: int = option(5, 1, 32)
+    questions: int = option(3, 1, 10)
+    memory_chars: int = option(5000, 200, 100_000)
     evaluate_by: str = "text"
-    confidence: float = 0.8
-    stable: int = 1
+    confidence: float = option(0.8, 0.0, 1.0)
+    stable: int = option(1, 0, 20)
     tools: tuple[str, ...] | None = TRAVELER_TOOLS
     name: ClassVar[str] = "traveler"
 
