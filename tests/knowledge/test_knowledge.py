@@ -408,7 +408,9 @@ def test_tables_keep_codes_and_decimal_commas_as_text_and_take_unicode_year_and_
 def test_the_default_ask_answers_from_an_attached_document_with_the_passage_as_evidence(temporal_library, models_dir,
                                                                                        tmp_path):
     """Issue 39: `vidagent ask VIDEO QUESTION --knowledge notes.md` gave a name the file does not hold ("Buddy"):
-    the embedded model never called the knowledge tool. React now reads each attached source after its overview."""
+    the embedded model never called the knowledge tool. The default (caption_only with the embedded model) now asks
+    each attached source the question first and reads its answer before the descriptions, as react and mcts do
+    after their overview."""
     from serve_helpers import copy_home
     from test_cli import run_cli
 
