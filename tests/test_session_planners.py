@@ -187,7 +187,7 @@ def test_one_rule_picks_the_planner_when_none_is_named():
     assert default_planner(["video"], embedded=True) == "caption_only"  # the embedded model reads chosen lines
     assert default_planner(["video", "video"], embedded=True) == "peil"
     default = planner_for(None, {"lines": "3"}, ["video"], embedded=True)
-    assert (default.name, default.lines, default.choose_by, default.select) == ("caption_only", 3, "permuted", "mixed")
+    assert (default.name, default.lines, default.choose_by, default.select) == ("caption_only", 3, "auto", "even")
     assert planner_for("caption_only", None, ["video"], embedded=True).lines == 0  # a named planner: its own defaults
     assert planner_for(None, None, ["video"]).name == "react"
     assert default_planner(["image"]) == default_planner(["video", "video"]) == default_planner(["video", "image"]) \

@@ -211,8 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.add_argument("--trace", action="store_true", help="include every reasoning step (the planner's tree)")
     add_planner_options(ask, planner_names(), default=None,
-                        default_note="for one video caption_only reading five chosen lines with the embedded model "
-                                     "(react with an endpoint); peil for images or several sources")
+                        default_note="for one video caption_only reading five lines, options scored, with the "
+                                     "embedded model (react with an endpoint); peil for images or several sources")
     ask.add_argument("--experience", choices=EXPERIENCE_MODES, default=None,
                      help="memory across questions to replay and keep (default: none, or $VIDAGENT_EXPERIENCE)")
     ask.add_argument("--memory-selection", choices=MEMORY_SELECTIONS, default=None,

@@ -158,7 +158,7 @@ class Session:
         the question with an error naming it. ``planner`` is a registered name (``react``, ``mcts``,
         ``traveler``, ``peil``, ``caption_only``, ``random``, or ``package.module:Class``) built with
         ``planner_options``, or a planner object; ``None`` picks, for one video, ``caption_only`` reading
-        five chosen lines with its options scored when the chat model is the embedded one (``react`` with an
+        five lines with its options scored when the chat model is the embedded one (``react`` with an
         endpoint), and ``peil`` for images or several sources. A planner takes only the sources its ``needs`` name (only
         ``peil`` takes images or several). ``on_step`` is called with each step of the trace as soon
         as it is made. ``experience`` (default: the settings') chooses the memory

@@ -260,3 +260,21 @@ def test_the_embedded_model_scores_option_texts_reading_the_shared_prompt_once()
     assert scores is not None and scores.index == 1
     assert all(mean < 0 for mean in scores.mean_logprobs) and len(set(scores.mean_logprobs)) == 3
     assert llm.usage.llm_calls == 3 and backend.last_timings.get("cache_n", 0) > 0  # the prompt was reused
+
+
+def test_auto_scores_sentences_by_their_text_and_short_options_by_their_numbers():
+    sentences = Task("What is C doing?", choices=("C is cleaning the kitchen after cooking dinner.",
+                                                  "C is repairing a bicycle in the garage today.",
+                                                  "C is painting a large wall in the living room."))
+    phrases = Task("What is drawn?", choices=tuple(CHOICES))
+    scoring = ScriptedLLM([continued(-1.0), continued(-0.2), continued(-2.0)], scores_continuations=True)
+    trace = Trace()
+    root = trace.add(TaskStep(question="q"))
+    scores = choose(scoring, [Message("user", "descriptions")], sentences, trace, root.id, "auto")
+    assert scores is not None and scores.index == 1 and scores.mean_logprobs
+    numbers = ScriptedLLM([by_position(0.2, 0.5, 0.3), by_position(0.3, 0.2, 0.5), by_position(0.5, 0.3, 0.2)],
+                          scores_continuations=True)
+    scores = choose(numbers, [Message("user", "descriptions")], phrases, trace, root.id, "auto")
+    assert scores is not None and len(scores.per_order) == 3 and not any(s["continuation"] for s in numbers.sampling)
+    endpoint = ScriptedLLM([by_position(0.2, 0.5, 0.3)] * 3)  # sentences, but a model that cannot score a reply
+    assert choose(endpoint, [Message("user", "d")], sentences, trace, root.id, "auto").per_order

@@ -17,7 +17,7 @@ from typing import ClassVar, Sequence, TypeVar
 import numpy as np
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.option_scoring import OptionScores, check_choose_by, choose, listed_options
+from vidagent.agent.option_scoring import OptionScores, check_choose_by, choose, listed_options, resolved
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.steps import FinalAnswerStep, Trace
@@ -101,13 +101,14 @@ class CaptionOnlyPlanner:
         def fitted(pool: list[int]) -> list[int]:
             return fit_evenly(pool, budget, [estimated_tokens(lines[i]) + 1 for i in pool])
 
-        if task.choices and self.choose_by != "text":
+        how = resolved(self.choose_by, task, run.llm)
+        if task.choices and how != "text":
             scored = []
             for pool in subsets:
                 chosen = fitted(pool)
-                scoring = body([lines[i] for i in chosen], listed_options(task, self.choose_by))
+                scoring = body([lines[i] for i in chosen], listed_options(task, how))
                 scores = choose(run.llm, [Message("system", system), Message("user", scoring)], task, run.trace,
-                                run.root.id, self.choose_by)
+                                run.root.id, how)
                 if scores is None:
                     break
                 scored.append((chosen, scores))
@@ -177,10 +178,11 @@ class BlindPlanner:
         def body(options: str) -> str:
             return prompt(PROMPTS, "blind").render(question=task.question, options=options).strip()
 
-        if task.choices and self.choose_by != "text":
-            scoring = body(listed_options(task, self.choose_by))
+        how = resolved(self.choose_by, task, run.llm)
+        if task.choices and how != "text":
+            scoring = body(listed_options(task, how))
             scores = choose(run.llm, [Message("system", system), Message("user", scoring)], task, run.trace,
-                            run.root.id, self.choose_by)
+                            run.root.id, how)
             if scores is not None:
                 return run.answer(task.choices[scores.index], scores.index, step_id=len(run.trace) - 1,
                                   likelihood=round(scores.probabilities[scores.index], 4),

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
-from vidagent.agent.option_scoring import orders_for, score_options
+from vidagent.agent.option_scoring import choose
 from vidagent.agent.parsing import extract_choice, is_bare_number, lone_option_number, parse_react
 from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace, model_cost
 from vidagent.agent.task import Task, open_answer
@@ -215,10 +215,9 @@ class ReActSteps:
         messages = self.conversation(opening, final.parent_id if final is not None else parent)  # type: ignore[arg-type]
         if final is None:
             final = self.force_final(messages, parent, task)
-        orders = orders_for(choose_by, len(task.choices or ()))
-        if orders and task.choices and self.llm.calls_left() != 0:
+        if choose_by != "text" and task.choices and self.llm.calls_left() != 0:
             ended = [*messages, Message("assistant", final.model_output or f"Final Answer: {final.answer}")]
-            scores = score_options(self.llm, ended, task, self.trace, final.id, orders=orders)
+            scores = choose(self.llm, ended, task, self.trace, final.id, choose_by)
             if scores is not None:
                 return Chain(final, scores.index, tuple(evidence), scores.probabilities)
         return Chain(final, self.choose_option(messages, final.answer, task, final.id), tuple(evidence))

@@ -119,7 +119,8 @@ def controls_markdown(labels: Sequence[str], metas: Sequence[Mapping[str, Any]],
         return []
     lines = ["## Against the controls (blind: no video; best caption baseline: the caption_only run right most "
              "often on the same questions)", "",
-             "| run | n | run % | blind % | gain over blind (p) | best baseline | baseline % | gain over baseline (p) |",
+             "| run | n | run % | blind % | gain over blind (p) | best baseline | baseline % "
+             "| gain over baseline (p) |",
              "|" + "---|" * 8]
     for index, (label, meta, rows) in enumerate(zip(labels, metas, runs_rows)):
         if meta.get("planner") == "blind":

@@ -69,7 +69,7 @@ def build_mcp(service: VideoService) -> MCPServer:
         """Answer a question about a video (a path inside the server's folders, a video id, or the id of a memory
         imported from captions such as egoschema:<id>), building its memory first if needed. choices: answer
         options to pick from (named A, B, C... in the result).
-        planner: the default (caption_only reading five chosen lines with the embedded model, react with an
+        planner: the default (caption_only reading five lines, options scored, with the embedded model, react with an
         endpoint), react, mcts, traveler, caption_only, blind, random, or peil (for several videos: list
         the others in more_videos). knowledge: tables (csv, tsv, xlsx, parquet, sqlite) or documents (pdf, md,
         html, txt) inside the server's folders, or "web", that the planner may consult (PATH#description
