@@ -80,7 +80,7 @@ class TravelerPlanner:
 
     max_iterations: int = option(5, 1, 20)
     window_frames: int = option(5, 1, 32)
-    questions: int = option(3, 1, 10)
+    questions: int = option(3, 0, 10)
     memory_chars: int = option(5000, 200, 100_000)
     evaluate_by: str = "text"
     confidence: float = option(0.8, 0.0, 1.0)
