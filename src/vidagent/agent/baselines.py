@@ -91,8 +91,7 @@ class CaptionOnlyPlanner:
         budget = context - PROMPT_RESERVE_TOKENS - answer_tokens
         subsets = self._subsets(task, toolbox, groups)
         system = prompt(PROMPTS, "caption_only_system").render(memory_note=toolbox.memory_note).strip()
-        attached, consulted = read_attached(run)
-        read = read + consulted  # cited after the lines, never numbered among them
+        attached, consulted = read_attached(run)  # cited after the lines it read, never numbered among them
 
         def body(kept: list[str], options: str) -> str:
             return toolbox.experience() + attached + prompt(PROMPTS, "caption_only").render(

@@ -122,11 +122,7 @@ def score_option_texts(llm: ChatModel, messages: Sequence[Message], task: Task, 
                                        model_output=choice, **cost))
     if not any(math.isfinite(m) for m in means):
         return None
-    top = max(means)
-    weights = [math.exp(m - top) if math.isfinite(m) else 0.0 for m in means]
-    total = sum(weights)
-    probabilities = tuple(w / total for w in weights)
-    return OptionScores(max(range(len(means)), key=lambda i: means[i]), probabilities,
+    return OptionScores(max(range(len(means)), key=lambda i: means[i]), normalised(means),
                         mean_logprobs=tuple(round(m, 4) for m in means))
 
 
@@ -146,10 +142,15 @@ def option_probabilities(logprobs: Sequence[tuple[str, float]], count: int) -> t
             best[int(text)] = max(best.get(int(text), -math.inf), logprob)
     if not best:
         return None
-    top = max(best.values())
-    weights = [math.exp(best[i] - top) if i in best else 0.0 for i in range(count)]
+    return normalised([best.get(i, -math.inf) for i in range(count)])
+
+
+def normalised(logprobs: Sequence[float]) -> tuple[float, ...]:
+    """Log-probabilities (at least one finite; -inf for none) as probabilities summing to 1 (a softmax)."""
+    top = max(logprobs)
+    weights = [math.exp(value - top) if math.isfinite(value) else 0.0 for value in logprobs]
     total = sum(weights)
-    return tuple(w / total for w in weights)
+    return tuple(weight / total for weight in weights)
 
 
 def score_options(llm: ChatModel, messages: Sequence[Message], task: Task, trace: Trace,

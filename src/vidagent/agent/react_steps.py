@@ -11,7 +11,6 @@ reuses its KV cache for everything before the newest observation.
 from __future__ import annotations
 
 import json
-
 import re
 import time
 from dataclasses import dataclass

@@ -104,9 +104,6 @@ def paired_markdown(labels: Sequence[str], runs_rows: Sequence[Sequence[Mapping[
     return lines
 
 
-CONTROL_PLANNERS = ("blind", "caption_only")  # what a planner's gain is stated over
-
-
 def controls_markdown(labels: Sequence[str], metas: Sequence[Mapping[str, Any]],
                       runs_rows: Sequence[Sequence[Mapping[str, Any]]]) -> list[str]:
     """Each run that is not a control against the controls compared beside it, paired on the questions the

@@ -77,7 +77,7 @@ class LocalGGUFBackend:
         if continuation:
             return self._score(messages, continuation)
         request: dict[str, Any] = {
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": _messages_json(messages),
             "max_tokens": int(max_tokens),
             "temperature": float(sampling.temperature),
             "cache_prompt": True,
@@ -91,17 +91,10 @@ class LocalGGUFBackend:
             request["top_logprobs"] = int(sampling.top_logprobs)
         draws: list[Completion] = []
         with self._lock:
-            server = self._ensure_loaded()
             for index in range(sampling.n):
                 if sampling.seed is not None:
                     request["seed"] = sampling.seed + index
-                started = time.perf_counter()
-                try:
-                    reply = server.handle_chat_completions(request)
-                except Exception as exc:  # the binding raises RuntimeError/ValueError
-                    raise LLMError(f"local model {self.model_path.name} failed: {exc}") from exc
-                draws.append(_completion(reply, time.perf_counter() - started, self.model_path.name))
-                self.last_timings = dict(reply.get("timings") or {})
+                draws.append(self._call(request)[0])
         first = draws[0]
         return Completion(first.text, first.prompt_tokens, sum(d.completion_tokens for d in draws),
                           sum(d.seconds for d in draws), others=tuple(d.text for d in draws[1:]),
@@ -110,25 +103,31 @@ class LocalGGUFBackend:
 
     def _score(self, messages: Sequence[Message], continuation: str) -> Completion:
         request: dict[str, Any] = {
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": _messages_json(messages),
             "max_tokens": len(continuation.encode("utf-8")) + 4,  # a token is at least a byte
             "temperature": 0.0, "top_k": 1, "cache_prompt": True,
             "grammar": f"root ::= {gbnf_literal(continuation)}",
             "logprobs": True, "top_logprobs": 1,
         }
         with self._lock:
-            server = self._ensure_loaded()
-            started = time.perf_counter()
-            try:
-                reply = server.handle_chat_completions(request)
-            except Exception as exc:  # the binding raises RuntimeError/ValueError
-                raise LLMError(f"local model {self.model_path.name} failed: {exc}") from exc
-            self.last_timings = dict(reply.get("timings") or {}) if isinstance(reply, dict) else {}
-        completion = _completion(reply, time.perf_counter() - started, self.model_path.name)
+            completion, reply = self._call(request)
         if completion.text != continuation:
             raise LLMError(f"local model {self.model_path.name} did not keep to the scored text "
                            f"({continuation[:40]!r} became {completion.text[:40]!r})")
         return replace(completion, token_logprobs=token_logprobs(reply["choices"][0]))
+
+    def _call(self, request: dict[str, Any]) -> tuple[Completion, dict[str, Any]]:
+        """One request to the engine (call with the lock held): its completion and the raw reply; llama.cpp's
+        timings are kept in ``last_timings``."""
+        server = self._ensure_loaded()
+        started = time.perf_counter()
+        try:
+            reply = server.handle_chat_completions(request)
+        except Exception as exc:  # the binding raises RuntimeError/ValueError
+            raise LLMError(f"local model {self.model_path.name} failed: {exc}") from exc
+        completion = _completion(reply, time.perf_counter() - started, self.model_path.name)
+        self.last_timings = dict(reply.get("timings") or {})
+        return completion, reply
 
     def _ensure_loaded(self) -> Any:
         if self._server is not None:
@@ -178,6 +177,10 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def _messages_json(messages: Sequence[Message]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
 
 
 def gbnf_literal(text: str) -> str:

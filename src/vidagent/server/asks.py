@@ -73,7 +73,7 @@ class AskSpec:
                 raise RequestError(f"give between 2 and {MAX_CHOICES} choices, or none")
             if any(not choice.strip() for choice in self.choices):
                 raise RequestError("a choice is empty")
-        if self.planner and self.planner not in planner_names():  # never ``module:Class`` from a client: it imports code
+        if self.planner and self.planner not in planner_names():  # never ``module:Class`` from a client: imports code
             raise RequestError(f"unknown planner {self.planner!r}: use one of {', '.join(planner_names())}")
         if self.budget:
             try:
