@@ -155,6 +155,20 @@ class Settings:
     # tables or passages, and the SearxNG-style JSON search endpoint of the web search ("": none).
     knowledge_max_mib: int = 256
     web_search: str = ""
+    # The API keys of the vision models named in ``backends`` (role -> key: ``VIDAGENT_CAPTIONER_API_KEY``,
+    # ``VIDAGENT_VQA_API_KEY``); a role without one uses the LLM's key. Never part of a run's identity.
+    backend_api_keys: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # Vision models' replies are kept by their frames, model and instruction (``VIDAGENT_VISION_CACHE=0``: not).
+    vision_cache: bool = True
+
+    def backend_api_key(self, role: str) -> str | None:
+        """The API key of the vision model in ``role``: its own, else the LLM's."""
+        return dict(self.backend_api_keys).get(role) or self.llm.api_key
+
+    @property
+    def vision_cache_path(self) -> Path | None:
+        """Where vision models' replies are kept (None: nowhere)."""
+        return self.home / "vision-cache.sqlite" if self.vision_cache else None
 
     @property
     def models_dir(self) -> Path:
@@ -246,6 +260,9 @@ class Settings:
         ``VIDAGENT_GROUNDING`` (an open-vocabulary detector, e.g. ``hf`` = Grounding DINO),
         ``VIDAGENT_VIDEO_CLASSIFIER`` (people's actions, e.g. ``hf`` = VideoMAE on Kinetics),
         ``VIDAGENT_SEGMENTER`` (objects' masks: ``hf`` = SAM, ``grabcut``, or ``none`` for no masks): backend specs.
+        ``VIDAGENT_CAPTIONER`` and ``VIDAGENT_VQA`` also take a vision chat model, ``openai:MODEL?base_url=URL`` or
+        ``gguf:MODEL.gguf?mmproj=PROJECTOR.gguf``; ``VIDAGENT_CAPTIONER_API_KEY``/``VIDAGENT_VQA_API_KEY`` are their
+        keys (else the LLM's); ``VIDAGENT_VISION_CACHE=0`` stops keeping their replies.
         ``VIDAGENT_WEB_SEARCH``: a SearxNG-style JSON search endpoint (``--knowledge web`` searches it);
         ``VIDAGENT_KNOWLEDGE_MAX_MIB``: the largest knowledge file read (default 256).
         """
@@ -292,4 +309,8 @@ class Settings:
             llm = replace(llm, cache=False)
         roles = ("captioner", "vqa", "detector", "appearance", "grounding", "video_classifier", "segmenter")
         backends = BackendSettings(**{role: env.get(f"VIDAGENT_{role.upper()}") or None for role in roles})
-        return replace(settings, llm=llm, backends=backends)
+        keys = tuple((role, env[f"VIDAGENT_{role.upper()}_API_KEY"]) for role in ("captioner", "vqa")
+                     if env.get(f"VIDAGENT_{role.upper()}_API_KEY"))
+        if env.get("VIDAGENT_VISION_CACHE") == "0":
+            settings = replace(settings, vision_cache=False)
+        return replace(settings, llm=llm, backends=backends, backend_api_keys=keys)

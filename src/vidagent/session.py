@@ -60,6 +60,7 @@ class Session:
         self._owns_llm = llm is None
         self._perception = perception
         self._vqa = vqa
+        self._owns_vqa = False  # a model built here from settings is closed here; one passed in stays the caller's
         self._library: Library | None = None
         self._experience_store: ExperienceStore | None = None
 
@@ -114,9 +115,10 @@ class Session:
 
     def _vqa_for(self, llm: ChatModel) -> VisualQA:
         if self._vqa is None and self.settings.backends.vqa:
-            from vidagent.perception.hf import build_backend
+            from vidagent.perception.backends import build_backend
 
-            self._vqa = build_backend("vqa", self.settings.backends.vqa)
+            self._vqa = build_backend("vqa", self.settings.backends.vqa, self.settings)
+            self._owns_vqa = True
         if self._vqa is not None:
             return self._vqa
         if llm.supports_images:
@@ -271,6 +273,10 @@ class Session:
         """Stop the detector's worker, free the chat model and its cache, close the library."""
         if self._perception is not None:
             self._perception.close()
+        close_vqa = getattr(self._vqa, "close", None)
+        if self._owns_vqa and callable(close_vqa):
+            close_vqa()
+            self._vqa, self._owns_vqa = None, False
         close_llm = getattr(self._llm, "close", None)
         if self._owns_llm and callable(close_llm):  # a model the caller passed in stays the caller's
             close_llm()

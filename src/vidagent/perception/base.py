@@ -186,6 +186,24 @@ class FrameDescriber(Protocol):
     def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]: ...
 
 
+@runtime_checkable
+class SegmentCaptioner(Protocol):
+    """A ``FrameDescriber`` that captions a stretch of video from several of its frames at once (a vision chat
+    model reading a segment's frames in one request): ``frames_per_request`` frames of each segment are sampled,
+    ``describe_groups`` gets them grouped by segment, and every frame of a group gets the group's caption.
+    ``concurrency`` is how many groups it works on at once."""
+
+    name: str
+    memory_note: str
+    label: str
+    frames_per_request: int
+    concurrency: int
+
+    def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]: ...
+
+    def describe_groups(self, groups: Sequence[Sequence[np.ndarray]]) -> list[list[FrameDescription]]: ...
+
+
 class VisualQA(Protocol):
     """Answers a question about a few frames of a video (in time order).
 

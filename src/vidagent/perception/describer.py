@@ -194,6 +194,28 @@ class CaptionWithText:
         if callable(close):
             close()
 
+    @property
+    def frames_per_request(self) -> int:
+        """Frames the captioner reads for one caption (``SegmentCaptioner``); 1 for a per-frame captioner."""
+        return int(getattr(self.captioner, "frames_per_request", 1))
+
+    @property
+    def concurrency(self) -> int:
+        return int(getattr(self.captioner, "concurrency", 1))
+
+    def describe_groups(self, groups: Sequence[Sequence[np.ndarray]]) -> list[list[FrameDescription]]:
+        """A caption per group (a segment's frames, from a ``SegmentCaptioner``) given to each of its frames; the
+        on-screen text read in the group's middle frame (one reading per segment, as with one frame a segment)."""
+        groups = [list(group) for group in groups]
+        captioned = self.captioner.describe_groups(groups)  # type: ignore[attr-defined]
+        out: list[list[FrameDescription]] = []
+        for group, captions in zip(groups, captioned):
+            middle = len(group) // 2
+            boxes, texts = confident_text(self.text_reader.read(group[middle]))
+            out.append([replace(caption, on_screen_text=texts, text_boxes=boxes) if index == middle else caption
+                        for index, caption in enumerate(captions)])
+        return out
+
     def describe(self, images: Sequence[np.ndarray]) -> list[FrameDescription]:
         images = list(images)
         captions = self.captioner.describe(images)

@@ -56,6 +56,7 @@ class Perception:
 
     @classmethod
     def _build(cls, settings: Settings, wanted: BackendSettings) -> "Perception":
+        from vidagent.perception.backends import build_backend
         from vidagent.perception.caching import CachingDetector
         from vidagent.perception.describer import CaptionWithText, DetectorDescriber
         from vidagent.perception.ocr import RapidTextReader
@@ -66,9 +67,7 @@ class Perception:
 
         # one cache in front of the detector: the frames describer and the objects stage share results
         if wanted.detector:
-            from vidagent.perception.hf import build_backend
-
-            detector = CachingDetector(build_backend("detector", wanted.detector))
+            detector = CachingDetector(build_backend("detector", wanted.detector, settings))
         else:
             from vidagent.perception.detector import CenterNetDetector
             from vidagent.perception.detector_pool import DetectorPool
@@ -92,36 +91,33 @@ class Perception:
         describer: FrameDescriber
         captioner: FrameDescriber | None = None
         if wanted.captioner:
-            from vidagent.perception.hf import build_backend
-
-            captioner = build_backend("captioner", wanted.captioner)
+            captioner = build_backend("captioner", wanted.captioner, settings)
             describer = CaptionWithText(captioner, frame_reader)
         else:
             describer = DetectorDescriber(detector, frame_reader, classifier=classifier, pose=pose)
         appearance: AppearanceModel
         if wanted.appearance:
-            from vidagent.perception.hf import build_backend
-
-            appearance = build_backend("appearance", wanted.appearance)
+            appearance = build_backend("appearance", wanted.appearance, settings)
         else:
             from vidagent.perception.appearance import ColourAppearance
 
             appearance = ColourAppearance()
         grounder: OpenVocabularyDetector | None = None
         if wanted.grounding:
-            from vidagent.perception.hf import build_backend
-
-            grounder = build_backend("grounding", wanted.grounding)
+            grounder = build_backend("grounding", wanted.grounding, settings)
         video_classifier: VideoClassifier | None = None
         if wanted.video_classifier:
-            from vidagent.perception.hf import build_backend
-
-            video_classifier = build_backend("video_classifier", wanted.video_classifier)
+            video_classifier = build_backend("video_classifier", wanted.video_classifier, settings)
         return cls(describer=describer, speech=WhisperSpeechToText(), embedder=text_embedder(settings),
                    detector=detector, appearance=appearance, new_tracker=ByteTracker,
                    tracker_name=ByteTracker.NAME, reader=reader, classifier=classifier, grounder=grounder,
                    captioner=captioner, video_classifier=video_classifier,
                    segmenter=build_segmenter(wanted.segmenter, settings.models_dir))
+
+    def usage(self) -> dict[str, dict[str, float]]:
+        """What the metered models (vision chat models) cost so far: role -> counts (``VisionUsage.snapshot``)."""
+        metered = {"captioner": self.captioner}
+        return {role: model.usage.snapshot() for role, model in metered.items() if hasattr(model, "usage")}
 
     def close(self) -> None:
         """Stop worker processes held by the models (the detector's Node worker)."""

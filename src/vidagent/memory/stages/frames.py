@@ -1,14 +1,19 @@
 """Stage ``frames``: what was seen in each sampled frame, as facts (a captioner's caption, or the
 offline describer's objects and guesses) and the on-screen text read in it; one frame per segment by
-default. What described the frames (its label and memory note) is written once per memory."""
+default. A describer that captions a segment from several frames at once (``SegmentCaptioner``, a vision
+chat model) gets that many frames of each segment, grouped by segment, and each frame keeps its group's
+caption. What described the frames (its label and memory note) is written once per memory."""
 
 from __future__ import annotations
 
+import math
+from itertools import groupby
 from typing import Any, Mapping, Sequence
 
 from vidagent.memory.stages.base import Rows
 from vidagent.memory.store import DescriberRecord, FrameRecord, Library, frames_stage_rows
-from vidagent.perception.base import FrameDescriber, FrameDescription, Label, SeenObject, TextBox
+from vidagent.perception.base import (FrameDescriber, FrameDescription, Label, SeenObject, SegmentCaptioner,
+                                      TextBox)
 from vidagent.video.change import ChangeLimits
 from vidagent.video.sampling import midpoints
 from vidagent.video.video import SampledFrame, Video
@@ -29,8 +34,14 @@ class FramesStage:
                  reuse: ChangeLimits | None = None) -> None:
         self.describer = describer
         self.segment_seconds = segment_seconds
-        self.frames_per_segment = frames_per_segment
-        self.reuse = reuse  # a frame that looks like the last described one reuses its description
+        grouped = isinstance(describer, SegmentCaptioner) and describer.frames_per_request > 1
+        self.grouped: SegmentCaptioner | None = describer if grouped else None  # type: ignore[assignment]
+        self.frames_per_segment = self.grouped.frames_per_request if self.grouped else frames_per_segment
+        # a frame that looks like the last described one reuses its description; never within a group, whose
+        # frames are read together (a still segment would otherwise send one frame and reuse the last caption)
+        self.reuse = None if self.grouped else reuse
+        if self.grouped:  # enough whole segments per batch to keep the model's concurrent requests busy
+            self.batch_size = self.frames_per_segment * max(1, self.grouped.concurrency)
 
     def config(self) -> dict[str, Any]:
         return {
@@ -54,7 +65,12 @@ class FramesStage:
         ]
 
     def process(self, frames: Sequence[SampledFrame]) -> list[Any]:
-        return [_result(d) for d in self.describer.describe([frame.image for frame in frames])]
+        if self.grouped is None:
+            return [_result(d) for d in self.describer.describe([frame.image for frame in frames])]
+        # frames come in time order; a segment's frames are consecutive (a batch may split one: two requests)
+        groups = [[frame.image for frame in members]
+                  for _, members in groupby(frames, key=lambda f: math.floor(f.time_s / self.segment_seconds))]
+        return [_result(d) for described in self.grouped.describe_groups(groups) for d in described]
 
     def finish(self, video: Video, library: Library, results: Mapping[float, Any]) -> Rows:
         return self.rows(video, results)

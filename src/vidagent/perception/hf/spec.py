@@ -15,47 +15,24 @@ Backends' ``name`` attributes are written in the same form, so a name is also a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Mapping
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
-from vidagent.errors import ModelUnavailableError
+from vidagent.perception.backend_spec import BackendSpec, parse_backend_spec, spec_scheme
 
 SCHEME = "hf"
 
-
-@dataclass(frozen=True)
-class BackendSpec:
-    """A parsed spec: the model (None: the role's default) and the options as strings."""
-
-    model: str | None
-    options: Mapping[str, str] = field(default_factory=dict)
+__all__ = ["BackendSpec", "SCHEME", "format_spec", "is_hf_spec", "parse_spec"]
 
 
 def is_hf_spec(spec: str) -> bool:
     """Whether ``spec`` selects a Hugging Face backend (``hf`` or ``hf:...``/``hf?...``)."""
-    spec = spec.strip()
-    return spec == SCHEME or spec.startswith((SCHEME + ":", SCHEME + "?"))
+    return spec_scheme(spec) == SCHEME
 
 
 def parse_spec(spec: str) -> BackendSpec:
     """Split ``hf[:MODEL][?OPTIONS]``; ``ModelUnavailableError`` for anything else."""
-    text = spec.strip()
-    if not is_hf_spec(text):
-        raise ModelUnavailableError(f"bad model spec {spec!r}: expected hf, hf:MODEL or hf:MODEL?key=value&...")
-    rest = text[len(SCHEME):]
-    model_part, _, query = rest.partition("?")
-    model = model_part[1:].strip() if model_part.startswith(":") else ""
-    options: dict[str, str] = {}
-    for item in filter(None, query.split("&")):
-        key, equals, value = item.partition("=")
-        key = key.strip()
-        if not key or not equals:
-            raise ModelUnavailableError(f"bad model spec {spec!r}: option {item!r} is not key=value")
-        if key in options:
-            raise ModelUnavailableError(f"bad model spec {spec!r}: option {key!r} is given twice")
-        options[key] = unquote(value.strip())
-    return BackendSpec(model=model or None, options=options)
+    return parse_backend_spec(spec, SCHEME, "hf, hf:MODEL or hf:MODEL?key=value&...")
 
 
 def format_spec(model: str, options: Mapping[str, object] | None = None) -> str:

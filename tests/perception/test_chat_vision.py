@@ -1,0 +1,187 @@
+"""Vision chat models as the captioner and the VQA (vidagent.perception.chat_vision) against a real HTTP server
+on loopback that checks each request's image parts; the frames stage grouping a segment's frames into one
+request; specs, keys and bad input."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from vidagent.config import Settings
+from vidagent.errors import ModelUnavailableError
+from vidagent.memory.builder import MemoryBuilder
+from vidagent.memory.store import Library
+from vidagent.perception.backends import build_backend
+from vidagent.perception.chat_vision import ChatCaptioner, ChatVisualQA, description_and_answer
+from vidagent.perception.describer import CaptionWithText
+from vidagent.perception.vision_chat import EndpointVisionChat, GGUFVisionChat, ReplyCache
+from vidagent.video.video import SampledFrame, Video
+
+from fakes.library import fake_settings
+from fakes.perception import FakeClip, Scene, ScriptedReader, _Script, scripted_perception, write_clip
+from fault_llm import Fault, FaultServer
+
+
+def images_of(request: dict) -> list[Image.Image]:
+    """The images of a chat request, decoded (each must be a JPEG data URL)."""
+    found = []
+    for message in request["messages"]:
+        for part in message["content"] if isinstance(message["content"], list) else ():
+            if part["type"] == "image_url":
+                url = part["image_url"]["url"]
+                assert url.startswith("data:image/jpeg;base64,")
+                data = base64.b64decode(url.split(",", 1)[1])
+                assert data[:3] == b"\xff\xd8\xff"  # JPEG
+                found.append(Image.open(io.BytesIO(data)))
+    return found
+
+
+def frames(count: int, height: int = 2160, width: int = 3840, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 255, (height, width, 3), dtype=np.uint8) for _ in range(count)]
+
+
+def captioner(server: FaultServer, tmp_path, **options) -> ChatCaptioner:
+    return ChatCaptioner(EndpointVisionChat(server.base_url, "vlm-test", concurrency=options.pop("concurrency", 4),
+                                            backoff_s=0.01), cache=ReplyCache(tmp_path / "cache.sqlite"), **options)
+
+
+def test_a_segment_is_described_from_its_frames_in_one_request_scaled_down_and_cached(tmp_path):
+    with FaultServer(reply="A man cuts a carrot on a board.") as server:
+        model = captioner(server, tmp_path, frames_per_request=4, max_side=512)
+        described = model.describe_groups([frames(4, seed=1), frames(4, seed=2)])  # two segments of 4K frames
+        assert [len(group) for group in described] == [4, 4]
+        assert {d.caption for group in described for d in group} == {"A man cuts a carrot on a board."}
+        assert len(server.requests) == 2
+        for request in server.requests:
+            pictures = images_of(request)
+            assert len(pictures) == 4 and all(max(p.size) == 512 for p in pictures)  # 3840x2160 -> 512x288
+            assert "4 images are frames" in request["messages"][0]["content"][0]["text"]
+            assert request["model"] == "vlm-test"
+        assert model.usage.snapshot()["requests"] == 2
+        again = model.describe_groups([frames(4, seed=1)])  # the same frames: from the cache, no request
+        assert again[0][0].caption == "A man cuts a carrot on a board." and len(server.requests) == 2
+        assert model.usage.snapshot()["cached"] == 1
+
+
+def test_rate_limits_and_server_errors_are_retried_and_a_refused_image_is_a_clear_error(tmp_path):
+    with FaultServer(reply="A dog runs.", faults=[Fault("status", 429, retry_after=0), Fault("status", 503)]) as server:
+        model = captioner(server, tmp_path, concurrency=1)
+        assert model.describe([frames(1, 64, 64)[0]])[0].caption == "A dog runs."
+        assert len(server.requests) == 3
+    refusing = Fault("status", 400, text="")
+    with FaultServer(default=refusing) as server:
+        with pytest.raises(ModelUnavailableError, match=r"vision model server at http://127\.0\.0\.1.*HTTP 400"):
+            captioner(server, tmp_path / "b", concurrency=1).describe(frames(1, 64, 64))
+        assert len(server.requests) == 1  # a 400 is not retried
+
+
+def test_an_empty_reply_leaves_the_segment_without_a_caption_and_is_not_cached(tmp_path, caplog):
+    with FaultServer(reply="") as server:
+        model = captioner(server, tmp_path, concurrency=1)
+        with caplog.at_level(logging.WARNING):
+            assert model.describe(frames(1, 64, 64))[0].caption == ""
+        assert "empty caption" in caplog.text
+        model.describe(frames(1, 64, 64))
+        assert len(server.requests) == 2  # asked again: an empty reply is not kept
+
+
+def test_requests_run_concurrently_within_the_bound(tmp_path):
+    import threading
+    import time
+
+    lock, active, peak = threading.Lock(), [0], [0]
+
+    def slow(messages):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.1)
+        with lock:
+            active[0] -= 1
+        return "A cat sleeps."
+
+    with FaultServer(reply=slow) as server:
+        model = captioner(server, tmp_path, concurrency=3, frames_per_request=1)
+        model.describe(frames(9, 32, 32, seed=5))
+    assert peak[0] == 3
+
+
+def test_the_vqa_sends_the_question_and_frames_to_its_own_model_and_splits_the_reply(tmp_path):
+    reply = "Description: a woman holds a red cup.\nAnswer: red"
+    with FaultServer(reply=reply) as server:
+        vqa = ChatVisualQA(EndpointVisionChat(server.base_url, "vlm-qa"), max_frames=2)
+        shots = [SampledFrame(t, image) for t, image in zip([0.5, 1.0, 1.5, 2.0], frames(4, 48, 64))]
+        result = vqa.answer("What colour is the cup?", shots)
+        assert (result.description, result.answer) == ("a woman holds a red cup.", "red")
+        request = server.requests[0]
+        assert len(images_of(request)) == 2 and "What colour is the cup?" in json.dumps(request)
+    assert description_and_answer("just red") == ("", "just red")
+
+
+def test_specs_keys_and_the_base_url_come_from_settings_and_bad_specs_are_refused(tmp_path):
+    settings = Settings.from_env({"VIDAGENT_HOME": str(tmp_path), "VIDAGENT_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+                                  "VIDAGENT_LLM_API_KEY": "llm-key", "VIDAGENT_CAPTIONER_API_KEY": "cap-key",
+                                  "VIDAGENT_CAPTIONER": "openai:qwen2.5vl?concurrency=8&frames=3"})
+    model = build_backend("captioner", settings.backends.captioner, settings)
+    assert model.frames_per_request == 3 and model.concurrency == 8
+    assert model.name.startswith("vlm:openai:qwen2.5vl?frames=3&max_side=512&prompt=")
+    chat = model._asking.chat
+    assert chat.endpoint.base_url == "http://127.0.0.1:9/v1"  # the LLM's endpoint where the spec names none
+    assert chat.endpoint._headers["Authorization"] == "Bearer cap-key"
+    assert "cap-key" not in json.dumps(settings.answer_settings()) and "cap-key" not in repr(settings)
+    vqa = build_backend("vqa", "openai:vlm?base_url=http://127.0.0.1:9/v1", settings)
+    assert vqa._asking.chat.endpoint._headers["Authorization"] == "Bearer llm-key"  # no VQA key: the LLM's
+    bare = Settings.from_env({"VIDAGENT_HOME": str(tmp_path)})
+    for spec, message in [("openai:vlm", "needs an endpoint"), ("gguf:/m.gguf", "needs its projector"),
+                          ("openai:vlm?base_url=x&colour=red", "unknown option"), ("openai?base_url=x", "needs a model"),
+                          ("openai:vlm?base_url=x&concurrency=0", "outside 1..256"),
+                          ("openai:vlm?base_url=x&frames=two", "not a int")]:
+        with pytest.raises(ModelUnavailableError, match=message):
+            build_backend("captioner", spec, bare)
+    with pytest.raises(ModelUnavailableError, match="not be the detector"):
+        build_backend("detector", "openai:vlm?base_url=x", bare)
+
+
+def test_a_gguf_model_without_its_files_or_with_a_projector_that_is_not_gguf_says_so(tmp_path):
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + bytes(60))
+    with pytest.raises(ModelUnavailableError, match="projector .*does not exist"):
+        GGUFVisionChat(model, tmp_path / "missing.gguf").ask("x", [], max_tokens=4)
+    projector = tmp_path / "mmproj.bin"
+    projector.write_bytes(b"not a gguf file")
+    with pytest.raises(ModelUnavailableError, match="projector .*is not a GGUF file"):
+        GGUFVisionChat(model, projector).ask("x", [], max_tokens=4)
+
+
+def test_the_frames_stage_sends_each_segment_in_one_request_and_the_memory_says_who_wrote_it(tmp_path):
+    clip = FakeClip("vlm", [Scene("a red room", seconds=4.0, text=("EXIT",)), Scene("a blue room", seconds=2.0)], fps=5)
+    video = Video(write_clip(clip, tmp_path / "videos"))
+    seen = {}
+    script = _Script((clip,))
+
+    def reply(messages):  # the model "sees" the scene each frame shows (the scripted clip's colours tell it)
+        pictures = images_of({"messages": messages})
+        seen[len(pictures)] = seen.get(len(pictures), 0) + 1
+        scenes = {script.scene(np.asarray(picture))[1].description for picture in pictures}
+        return " and ".join(sorted(scenes)).capitalize() + "."
+
+    with FaultServer(reply=reply) as server:
+        model = captioner(server, tmp_path, frames_per_request=4)
+        perception = scripted_perception(clip)
+        describer = CaptionWithText(model, ScriptedReader(script))
+        perception = replace(perception, describer=describer, captioner=model)
+        settings = fake_settings(tmp_path / "home")
+        with Library(tmp_path / "home" / "library.sqlite") as library:
+            memory = MemoryBuilder(library, perception, settings).build(video, ("frames", "segments"), progress=False)
+            assert seen == {4: 3}  # three 2-s segments, each one request with its 4 frames
+            assert [s.description for s in memory.segments] == ["A red room.", "A red room.", "A blue room."]
+            assert model.name in library.describer(video.content_hash).describer
+            assert [text for _, _, text in library.text_in_frames(video.content_hash)] == ["EXIT", "EXIT"]
