@@ -238,13 +238,16 @@ def test_captioner_batches_equal_one_by_one(checkpoints, images):
 
 
 def _raw_generation(folder: str, image: np.ndarray, prompt: str, max_new_tokens: int) -> tuple[str, str]:
-    """What the model's own ``generate`` returns for one image and prompt: (full text, the prompt's text)."""
+    """What the model's own ``generate`` returns for one image and prompt: (full text, the prompt's text).
+
+    The inputs go to the model's device and dtype as the backends' do (a GPU, where there is one)."""
     loaded = load_model(folder, ("AutoModelForImageTextToText",))
-    inputs = loaded.processor(images=[to_pil(image)], text=[prompt], return_tensors="pt")
+    inputs = loaded.encode(images=[to_pil(image)], text=[prompt], return_tensors="pt")
     with torch.inference_mode():
-        output = loaded.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
+        output = loaded.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False).cpu()
     decode = loaded.processor.tokenizer.batch_decode
-    return decode(output, skip_special_tokens=True)[0].strip(), decode(inputs["input_ids"], skip_special_tokens=True)[0]
+    return (decode(output, skip_special_tokens=True)[0].strip(),
+            decode(inputs["input_ids"].cpu(), skip_special_tokens=True)[0])
 
 
 @pytest.mark.models

@@ -13,7 +13,7 @@ import pytest
 
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import Segmenter
-from vidagent.perception.hf import build_backend
+from vidagent.perception.hf import LoadOptions, build_backend
 from vidagent.perception.hf.segmenter import HFSegmenter
 
 pytestmark = pytest.mark.models
@@ -40,14 +40,17 @@ def save_tiny_sam(folder: Path) -> Path:
 
 
 def save_tiny_sam2(folder: Path) -> Path:
-    """SAM 2 with a four-stage, one-block-each Hiera encoder on 64-pixel images."""
+    """SAM 2 with a four-stage Hiera encoder (one block a stage, two in the third) on 64-pixel images.
+
+    The global-attention block is the third stage's second block, as in the real checkpoints: a global
+    block (window 0) that also opens a query-pooling stage makes transformers divide by zero."""
     import torch
     import transformers as tf
 
     hiera = tf.Sam2HieraDetConfig(hidden_size=16, num_attention_heads=1, image_size=[64, 64],
-                                  blocks_per_stage=[1, 1, 1, 1], embed_dim_per_stage=[16, 32, 64, 128],
+                                  blocks_per_stage=[1, 1, 2, 1], embed_dim_per_stage=[16, 32, 64, 128],
                                   num_attention_heads_per_stage=[1, 1, 1, 1], window_size_per_stage=[2, 2, 2, 2],
-                                  global_attention_blocks=[2], window_positional_embedding_background_size=[2, 2])
+                                  global_attention_blocks=[3], window_positional_embedding_background_size=[2, 2])
     vision = tf.Sam2VisionConfig(backbone_config=hiera, backbone_channel_list=[128, 64, 32, 16],
                                  backbone_feature_sizes=[[16, 16], [8, 8], [4, 4]], fpn_hidden_size=32)
     prompt = tf.Sam2PromptEncoderConfig(hidden_size=32, image_size=64, patch_size=16, mask_input_channels=4)
@@ -102,3 +105,13 @@ def test_sam2_loads_through_the_same_code_or_says_it_needs_torchvision(tmp_path:
         return
     masks = segmenter.segment(_image(), boxes, ["dog", "cat"])
     assert [mask.shape for mask in masks] == [(48, 80), (48, 80)]
+
+
+@pytest.mark.parametrize("save", [save_tiny_sam, save_tiny_sam2], ids=["sam", "sam2"])
+def test_segment_anything_runs_in_bfloat16_as_on_a_gpu(save, tmp_path: Path) -> None:
+    """bfloat16 is what a GPU loads (``dtype=auto``): SAM and SAM 2 give their masks in it too."""
+    if save is save_tiny_sam2 and importlib.util.find_spec("torchvision") is None:
+        pytest.skip("SAM 2's image processor needs torchvision")
+    segmenter = HFSegmenter(str(save(tmp_path / "model")), options=LoadOptions(dtype="bfloat16"))
+    masks = segmenter.segment(_image(), [(10, 10, 40, 30), (50, 5, 70, 40)], ["dog", "cat"])
+    assert [(mask.shape, mask.dtype) for mask in masks] == [((48, 80), np.dtype(bool))] * 2

@@ -63,12 +63,9 @@ class HFDetector(LazyBackend):
         results: list[sv.Detections] = []
         for batch in batches(list(images), self.batch_size):
             pils = [to_pil(image) for image in batch]
-            inputs = loaded.to_device(loaded.processor(images=pils, return_tensors="pt"))
+            inputs = loaded.encode(images=pils, return_tensors="pt")
             with inference():
-                outputs = loaded.model(**inputs)
-            for name in ("logits", "pred_boxes"):  # post-process in float32 whatever the model's dtype
-                if getattr(outputs, name, None) is not None:
-                    setattr(outputs, name, getattr(outputs, name).float())
+                outputs = _on_cpu(loaded.model(**inputs))
             sizes = [(image.height, image.width) for image in pils]
             processed = loaded.processor.post_process_object_detection(
                 outputs, threshold=self.threshold, target_sizes=sizes
@@ -110,9 +107,7 @@ class GroundingDinoDetector(LazyBackend):
         results: list[sv.Detections] = []
         for batch in batches(list(images), self.batch_size):
             pils = [to_pil(image) for image in batch]
-            inputs = loaded.to_device(
-                loaded.processor(images=pils, text=[caption] * len(pils), return_tensors="pt", padding=True)
-            )
+            inputs = loaded.encode(images=pils, text=[caption] * len(pils), return_tensors="pt", padding=True)
             with inference():
                 outputs = loaded.model(**inputs)
             probs = outputs.logits.float().sigmoid().cpu().numpy()  # (B, boxes, text positions)
@@ -168,6 +163,16 @@ class GroundingDinoDetector(LazyBackend):
         detections = _detections(corners, scores[keep], class_ids[keep], [names[c] for c in class_ids[keep]],
                                  width, height)
         return best_first_nms(detections, self.nms_iou)
+
+
+def _on_cpu(outputs: Any) -> Any:
+    """A detector's outputs with the ones post-processing reads (``logits``, ``pred_boxes``) on the CPU
+    in float32, whatever the model's device and dtype: the image processors' post-processing then
+    never mixes devices and scores and boxes keep full precision."""
+    for name in ("logits", "pred_boxes"):
+        if getattr(outputs, name, None) is not None:
+            setattr(outputs, name, getattr(outputs, name).float().cpu())
+    return outputs
 
 
 def _detections(boxes: Any, scores: Any, class_ids: np.ndarray, labels: Sequence[str],

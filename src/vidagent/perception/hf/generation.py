@@ -11,6 +11,9 @@ Two prompt styles exist among these models:
 Decoding is greedy (or beam search) so the same frames always give the same text. Only the newly
 generated text is returned: decoder-only models echo their prompt tokens, which are cut off; BLIP
 echoes its text prefix, which is removed from the decoded text.
+
+The processor's outputs reach ``generate`` through ``LoadedModel.encode`` (on the model's device and
+dtype); the generated tokens come back to the CPU before they are compared with the prompt and decoded.
 """
 
 from __future__ import annotations
@@ -68,13 +71,13 @@ def generate(
     if prompts is not None:
         kwargs["text"] = list(prompts)
         kwargs["padding"] = True
-    inputs = loaded.to_device(processor(**kwargs))
+    inputs = loaded.encode(**kwargs)
     with inference():
         output = loaded.model.generate(
             **inputs, max_new_tokens=max_new_tokens, num_beams=num_beams, do_sample=False
-        )
+        ).cpu()
     tokenizer = getattr(processor, "tokenizer", processor)
-    input_ids = inputs.get("input_ids")
+    input_ids = inputs["input_ids"].cpu() if "input_ids" in inputs else None
     if input_ids is not None and output.shape[1] >= input_ids.shape[1] and torch.equal(
         output[:, : input_ids.shape[1]], input_ids
     ):  # a decoder-only model: the output starts with the prompt's tokens

@@ -68,14 +68,15 @@ class LoadedModel:
     dtype: Any  # torch.dtype
 
     def to_device(self, batch: Mapping[str, Any]) -> dict[str, Any]:
-        """Processor outputs on the model's device; floating tensors (pixels) in the model's dtype."""
+        """Processor outputs ready for the model: every tensor (also inside lists, tuples and dicts) on
+        the model's device; floating ones (pixels, box coordinates) in the model's dtype, integer and
+        boolean ones (token ids, masks, sizes) in their own. Other values are kept as they are."""
         torch = require_torch()
-        moved: dict[str, Any] = {}
-        for key, value in batch.items():
-            if isinstance(value, torch.Tensor):
-                value = value.to(self.device, dtype=self.dtype if value.is_floating_point() else None)
-            moved[key] = value
-        return moved
+        return {key: _placed(torch, value, self.device, self.dtype) for key, value in batch.items()}
+
+    def encode(self, **processor_kwargs: Any) -> dict[str, Any]:
+        """The processor's outputs for ``processor_kwargs``, on the model's device (``to_device``)."""
+        return self.to_device(self.processor(**processor_kwargs))
 
 
 def require_torch() -> Any:
@@ -225,6 +226,19 @@ class LazyBackend:
 
 
 # -- internals ------------------------------------------------------------------------------------
+
+
+def _placed(torch: Any, value: Any, device: Any, dtype: Any) -> Any:
+    """``value`` with its tensors on ``device``; floating tensors cast to ``dtype``, others keep theirs."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device, dtype=dtype if value.is_floating_point() else None)
+    if isinstance(value, list):
+        return [_placed(torch, item, device, dtype) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_placed(torch, item, device, dtype) for item in value)
+    if isinstance(value, Mapping):
+        return {key: _placed(torch, item, device, dtype) for key, item in value.items()}
+    return value
 
 
 def _location(source: str, role: str, options: LoadOptions) -> tuple[str, dict[str, Any]]:
