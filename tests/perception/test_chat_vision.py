@@ -185,3 +185,36 @@ def test_the_frames_stage_sends_each_segment_in_one_request_and_the_memory_says_
             assert [s.description for s in memory.segments] == ["A red room.", "A red room.", "A blue room."]
             assert model.name in library.describer(video.content_hash).describer
             assert [text for _, _, text in library.text_in_frames(video.content_hash)] == ["EXIT", "EXIT"]
+
+
+@pytest.mark.models
+def test_vidagent_index_writes_the_endpoint_s_captions_meters_them_and_a_second_library_reads_the_cache(
+        tmp_path, monkeypatch, models_dir):
+    """The CLI end to end on a real clip with the real OCR, speech and text models: each 2-s segment is one
+    request with 4 frames; ``--json`` reports the requests; another library over the same home pays none."""
+    from conftest import video_path
+    from test_cli import run_cli
+
+    clip = video_path("github_LLaMA-Factory/4.mp4")  # 5 s: three segments (0-2, 2-4, 4-5 s)
+
+    def reply(messages):
+        return f"A drawing made from {len(images_of({'messages': messages}))} frames."
+
+    with FaultServer(reply=reply) as server:
+        monkeypatch.setenv("VIDAGENT_CAPTIONER", f"openai:vlm-test?base_url={server.base_url}&price_in=1&price_out=2")
+        first = run_cli("index", "--json", "-q", "--stage", "segments", str(clip), home=tmp_path, models_dir=models_dir)
+        assert first.returncode == 0, first.stderr
+        record = json.loads(first.stdout.strip().splitlines()[-1])
+        usage = record["usage"]["captioner"]
+        assert record["status"] == "built" and record["segments"] == 3
+        assert usage["requests"] == 3 == len(server.requests) and usage["cached"] == 0
+        assert usage["cost"] == pytest.approx((usage["prompt_tokens"] * 1 + usage["completion_tokens"] * 2) / 1e6)
+        assert all(len(images_of(request)) == 4 for request in server.requests)
+        with Library(tmp_path / "library.sqlite") as library:
+            descriptions = {s.description for s in library.segments(Video(clip).content_hash)}
+        assert descriptions == {"A drawing made from 4 frames."}
+        monkeypatch.setenv("VIDAGENT_LIBRARY", str(tmp_path / "other.sqlite"))
+        second = run_cli("index", "--json", "-q", "--stage", "segments", str(clip), home=tmp_path, models_dir=models_dir)
+        assert second.returncode == 0, second.stderr
+        again = json.loads(second.stdout.strip().splitlines()[-1])["usage"]["captioner"]
+        assert again["requests"] == 0 and again["cached"] == 3 and len(server.requests) == 3

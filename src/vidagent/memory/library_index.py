@@ -24,7 +24,7 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -34,6 +34,7 @@ from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.packs import export_pack_bytes, import_pack_bytes
 from vidagent.memory.store import Library
 from vidagent.perception.suite import Perception
+from vidagent.perception.vision_chat import usage_since
 from vidagent.video.video import VIDEO_SUFFIXES, Video
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ class IndexOutcome:
     message: str = ""
     pack: bytes | None = None  # the memory a worker built into its own library, until the driver imports it
     pack_id: str = ""  # the id of the pack the memory came in (Ray)
+    # what the metered models (a vision chat captioner) cost for this video: role -> counts (VisionUsage.snapshot)
+    usage: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ class VideoIndexer:
 
     def __call__(self, job: IndexItem) -> IndexOutcome:
         started = time.perf_counter()
+        before = self.perception.usage()
         pack = None
         try:
             video = Video(job.path)
@@ -154,8 +158,13 @@ class VideoIndexer:
             else:
                 pack = self._build_pack(video, job)
         except VidagentError as error:
-            return IndexOutcome(job.path, "failed", job.duration_s, time.perf_counter() - started, str(error))
-        return IndexOutcome(job.path, "built", job.duration_s, time.perf_counter() - started, pack=pack)
+            return IndexOutcome(job.path, "failed", job.duration_s, time.perf_counter() - started, str(error),
+                                usage=self._usage_since(before))
+        return IndexOutcome(job.path, "built", job.duration_s, time.perf_counter() - started, pack=pack,
+                            usage=self._usage_since(before))
+
+    def _usage_since(self, before: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        return {role: usage_since(before.get(role, {}), counts) for role, counts in self.perception.usage().items()}
 
     def _build_pack(self, video: Video, job: IndexItem) -> bytes:
         with tempfile.TemporaryDirectory(prefix="vidagent-index-") as folder:
