@@ -229,10 +229,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="knowledge the planner may consult (repeat for each): a table (csv, tsv, xlsx, parquet, "
                           "sqlite), a document (pdf, md, html, txt), an http(s) URL of one, or 'web' (the search at "
                           "$VIDAGENT_WEB_SEARCH); FILE#TEXT describes it to the planner")
-    ask.add_argument("--glance", nargs="?", type=float, const=DEFAULT_EVERY_S, default=None, metavar="SECONDS",
-                     help="a video not indexed yet is answered at once from a frame described every SECONDS "
-                          f"(default {DEFAULT_EVERY_S:g}), the stretches the planner reads described in full first; "
-                          "the answer says what it saw (Coverage)")
+    glancing = ask.add_mutually_exclusive_group()
+    glancing.add_argument("--glance", nargs="?", type=float, const=DEFAULT_EVERY_S, default=None, metavar="SECONDS",
+                          help="a video not indexed yet is answered at once from a frame described every SECONDS "
+                               f"(default {DEFAULT_EVERY_S:g}), the stretches the planner reads described in full "
+                               "first; the answer says what it saw (Coverage). The default for a video of 2 minutes "
+                               "or more ($VIDAGENT_GLANCE_AFTER seconds)")
+    glancing.add_argument("--no-glance", dest="glance", action="store_const", const=0.0,
+                          help="index a video not indexed yet whole before answering, however long it is")
     ask.add_argument("--complete", action="store_true",
                      help="after answering, finish indexing the videos (the temporal memory, resumed from the glance)")
     add_llm_options(ask)

@@ -155,6 +155,9 @@ class Settings:
     # tables or passages, and the SearxNG-style JSON search endpoint of the web search ("": none).
     knowledge_max_mib: int = 256
     web_search: str = ""
+    # A question on a video not indexed yet and at least this long (seconds) is answered from a glance by default
+    # (vidagent.memory.glance), its memory completed after; 0: always index it whole first (issue 43, README).
+    glance_after_s: float = 120.0
     # The API keys of the vision models named in ``backends`` (role -> key: ``VIDAGENT_CAPTIONER_API_KEY``,
     # ``VIDAGENT_VQA_API_KEY``); a role without one uses the LLM's key. Never part of a run's identity.
     backend_api_keys: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -263,7 +266,8 @@ class Settings:
         ``VIDAGENT_CAPTIONER`` and ``VIDAGENT_VQA`` also take a vision chat model, ``openai:MODEL?base_url=URL`` or
         ``gguf:MODEL.gguf?mmproj=PROJECTOR.gguf``; ``VIDAGENT_CAPTIONER_API_KEY``/``VIDAGENT_VQA_API_KEY`` are their
         keys (else the LLM's); ``VIDAGENT_VISION_CACHE=0`` stops keeping their replies.
-        ``VIDAGENT_WEB_SEARCH``: a SearxNG-style JSON search endpoint (``--knowledge web`` searches it);
+        ``VIDAGENT_GLANCE_AFTER``: seconds from which a video not indexed yet is answered from a glance by default
+        (0: never). ``VIDAGENT_WEB_SEARCH``: a SearxNG-style JSON search endpoint (``--knowledge web`` searches it);
         ``VIDAGENT_KNOWLEDGE_MAX_MIB``: the largest knowledge file read (default 256).
         """
         env = os.environ if environ is None else environ
@@ -292,6 +296,8 @@ class Settings:
             settings = replace(settings, detector_follows_change=env["VIDAGENT_FOLLOW_CHANGE"] == "1")
         if env.get("VIDAGENT_WEB_SEARCH"):
             settings = replace(settings, web_search=env["VIDAGENT_WEB_SEARCH"].strip())
+        if env.get("VIDAGENT_GLANCE_AFTER"):
+            settings = replace(settings, glance_after_s=max(0.0, float(env["VIDAGENT_GLANCE_AFTER"])))
         if env.get("VIDAGENT_KNOWLEDGE_MAX_MIB"):
             settings = replace(settings, knowledge_max_mib=max(1, int(env["VIDAGENT_KNOWLEDGE_MAX_MIB"])))
         llm = settings.llm

@@ -180,6 +180,8 @@ class Session:
         guess kept. ``glance`` (seconds): a video not indexed yet is answered at once from a partial memory,
         one frame described every ``glance`` seconds, refined where the tools read (``vidagent.memory.glance``);
         ``artifacts["coverage"]`` then says, per video, what the answer saw (``index`` completes it later).
+        ``None`` (the default) glances every 20 s at a video of at least ``settings.glance_after_s`` seconds
+        (120) and indexes a shorter one whole; ``0`` always indexes whole first.
         """
         if isinstance(question, Question) and choices is not None:
             raise TypeError("give the options inside the Question")

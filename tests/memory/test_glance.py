@@ -195,3 +195,20 @@ def test_visual_question_answering_refines_the_window_it_looks_at(clip, video, t
         assert all(s.description for s in memory.segments_between(16.0, 22.0))
         again = tools.visual_question_answering("And now?", 9)
         assert "refined" not in again.artifacts
+
+
+@pytest.mark.parametrize("after_s, glance, glanced", [
+    (50.0, None, True),     # the default: a video at least glance_after_s long is glanced
+    (90.0, None, False),    # ... a shorter one is indexed whole first
+    (50.0, 0.0, False),     # glance=0 (--no-glance) asks the full way
+    (0.0, None, False),     # glance_after_s 0: never by default
+    (0.0, 10.0, True),      # an explicit glance, whatever the length
+])
+def test_a_long_video_not_indexed_yet_is_glanced_by_default(clip, video, tmp_path, after_s, glance, glanced):
+    llm = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a cup"] * 3)  # + the memory selection
+    settings = fake_settings(tmp_path / "home", glance_after_s=after_s)
+    with Session(settings, llm=llm, perception=scripted_perception(clip)) as session:
+        answer = session.ask(video, "What is on the table?", planner="react", glance=glance)
+        assert ("coverage" in answer.artifacts) is glanced
+        built = session.library.stage_names(video.content_hash)
+        assert ("segments" in built) is not glanced  # a glance writes no full stage; the full way builds them

@@ -25,7 +25,7 @@ def test_a_glanced_answer_names_the_job_that_completes_its_memory(tmp_path):
     with running_server(home, home / "models", [path.parent], llm, perception=scripted_perception(clip)) as (
             server, service), httpx.Client(base_url=server.url, timeout=120) as client:
         video_id = client.post("/api/videos", json={"path": str(path)}).json()["video_id"]
-        refused = client.post("/api/ask", json={"videos": [video_id], "question": "What?", "glance": 0})
+        refused = client.post("/api/ask", json={"videos": [video_id], "question": "What?", "glance": -1})
         assert refused.status_code == 400 and "glance" in refused.json()["message"]
         answer = client.post("/api/ask", json={"videos": [video_id], "question": "What is first?", "glance": 10})
         assert answer.status_code == 200, answer.text

@@ -21,6 +21,7 @@ from vidagent.experience.replay import Replay
 from vidagent.experience.store import ExperienceStore
 from vidagent.llm.base import ChatModel
 from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
+from vidagent.memory.coverage import glance_every
 from vidagent.memory.glance import Glance
 from vidagent.memory.sql import ReadOnlyQueries
 from vidagent.memory.store import Library
@@ -75,7 +76,8 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
     tool (or, for AssistGPT's planner, a module) over each of the user's ``knowledge`` sources.
     ``glance`` (seconds): a video whose temporal memory is missing is answered from a partial memory
     that describes a frame every ``glance`` seconds and refines what the tools read
-    (``vidagent.memory.glance``); its object memory is then not built ahead."""
+    (``vidagent.memory.glance``); its object memory is then not built ahead. ``None``: the default, a glance
+    for a video of at least ``settings.glance_after_s`` seconds (``coverage.glance_every``); 0: never."""
     settings = resources.settings
     if not needs.memory:
         yield Toolbox({}, videos=tuple(VideoContext(h.content_hash, h.duration_s, 0, settings.segment_seconds)
@@ -86,8 +88,10 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
     if with_tools and (len(videos) != 1 or len(handles) != 1):
         raise PlannerError("tools over a video take exactly one video as the question's source")
     builder = resources.builder()
+    every = {id(h): glance_every(glance, h.duration_s, settings.glance_after_s) for h in videos}
     selection = None
-    if with_tools and (needs.tools is None or any(name in OBJECT_TOOLS for name in needs.tools)) and not glance:
+    if with_tools and (needs.tools is None or any(name in OBJECT_TOOLS for name in needs.tools)) \
+            and not every[id(videos[0])]:
         selection = _object_memory_ahead(builder, videos[0], llm, question, settings)
     stages = list(TEMPORAL_STAGES) + (["objects"] if selection is not None and selection.objects else [])
     memories: dict[str, VideoMemory] = {}
@@ -96,7 +100,7 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
         if isinstance(handle, Image):
             media.append(image_media(handle))
             continue
-        memory = _glanced(builder, handle, glance, progress) if glance else None
+        memory = _glanced(builder, handle, every[id(handle)], progress) if every[id(handle)] else None
         memory = memory or video_memory(builder, handle, stages, resources.library, progress)
         memories[memory.video_id] = memory
         media.append(video_media(memory))

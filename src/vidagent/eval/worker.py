@@ -64,7 +64,8 @@ class QuestionWorker:
                                 wants_time=item.task == LOCALIZATION,
                                 reference=reference(item) if self.config.teach else None,
                                 task_type=item.group if item.group not in ("", "all") else "")
-            answer = self.session.ask(asked.video_path, question, planner=self.planner, budget=self.config.budget)
+            answer = self.session.ask(asked.video_path, question, planner=self.planner, budget=self.config.budget,
+                                          glance=0)  # a benchmark answers from whole memories
             row.update(answer_fields(answer))
             row.update(score_answer(item, answer))
             if self.config.judge and item.task == OPEN_ENDED and item.has_key:

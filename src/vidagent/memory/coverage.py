@@ -15,6 +15,15 @@ Window = tuple[float, float]
 DEFAULT_EVERY_S = 20.0
 
 
+def glance_every(requested: float | None, duration_s: float, after_s: float) -> float:
+    """The seconds between a glance's frames for a video of ``duration_s`` (0: no glance, index it whole).
+    ``requested``: the caller's choice (0 asks the full way); None is the default, a glance every
+    ``DEFAULT_EVERY_S`` seconds for a video of at least ``after_s`` seconds (``after_s`` 0: never by default)."""
+    if requested is not None:
+        return max(0.0, float(requested))
+    return DEFAULT_EVERY_S if after_s > 0 and duration_s >= after_s else 0.0
+
+
 @dataclass(frozen=True)
 class Coverage:
     """A partial memory's coverage; ``full`` holds disjoint windows, in order."""

@@ -54,7 +54,8 @@ class AskSpec:
     knowledge: tuple[str | KnowledgeSpec, ...] = ()  # files inside the server's folders (resolved), or ``web``
     budget: str | None = None  # ``calls=N,tokens=T,seconds=S,frames=F``: bounds the question's model work
     check_answer: bool | None = None  # check the answer against its evidence (None: the server's setting)
-    glance: float | None = None  # seconds: a video not indexed yet is answered from a glance (memory.glance)
+    glance: float | None = None  # seconds: a video not indexed yet is answered from a glance (memory.glance); 0 never,
+    # None the default (a glance for a video of at least settings.glance_after_s seconds)
 
     def check(self, *, embedded: bool = False) -> Planner:
         """Refuse a malformed question before it queues; the planner, built with its options."""
@@ -80,8 +81,9 @@ class AskSpec:
                 Budget.parse(self.budget)
             except ValueError as error:
                 raise RequestError(str(error)) from None
-        if self.glance is not None and not 0 < self.glance <= MAX_GLANCE_S:
-            raise RequestError(f"glance is the seconds between glanced frames: more than 0, at most {MAX_GLANCE_S:g}")
+        if self.glance is not None and not 0 <= self.glance <= MAX_GLANCE_S:
+            raise RequestError(f"glance is the seconds between glanced frames: at most {MAX_GLANCE_S:g}, "
+                               "0 to index a new video whole first (default: a glance for a video of 2 minutes or more)")
         planner = planner_for(self.planner, dict(self.options), ["video"] * len(self.videos), embedded=embedded)
         if self.knowledge and not planner.needs.knowledge:
             raise RequestError(f"the {planner.name} planner offers its model no tools, so it cannot use knowledge; "

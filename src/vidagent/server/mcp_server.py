@@ -77,7 +77,8 @@ def build_mcp(service: VideoService) -> MCPServer:
         then answers with what it has; the result's budget says what was spent). check: true checks the answer against
         the evidence it cites (off by default); an answer it does not support (for options: another option is likelier on it) abstains. glance: seconds; a video
         not indexed yet is answered at once from a frame described every this many seconds (what the planner reads
-        described in full), its memory completed in the background; the result's coverage says what it saw. Each reasoning step is reported as progress while it is made. Returns
+        described in full), its memory completed in the background; the result's coverage says what it saw (default:
+        every 20 s for a video of 2 minutes or more; 0 indexes the video whole first). Each reasoning step is reported as progress while it is made. Returns
         the answer, the chosen option (its letter and text), its confidence (null when the planner has none)
         and whether it abstained, evidence time spans, candidates, cost and
         every step on one line."""

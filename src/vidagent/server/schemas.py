@@ -41,7 +41,9 @@ class AskBody(_Body):
     glance: float | None = Field(None, description="seconds: a video not indexed yet is answered at once from a "
                                                    "frame described every this many seconds, what the planner reads "
                                                    "described in full first; the answer's coverage says what it saw "
-                                                   "and the index job that completes the memory in the background")
+                                                   "and the index job that completes the memory in the background. "
+                                                   "Default: every 20 s for a video of 2 minutes or more; 0: index "
+                                                   "the video whole first")
 
     def spec(self) -> AskSpec:
         return AskSpec(tuple(self.videos), self.question, tuple(self.choices) if self.choices is not None else None,
