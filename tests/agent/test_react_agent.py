@@ -74,12 +74,12 @@ def test_action_then_final_answer():
 def test_malformed_steps_are_told_to_the_model_and_the_loop_continues():
     llm = ScriptedLLM([
         "I think it's a leash but let me check.",
+        "Thought: x\nAction: caption_retrieval\nAction Input: zero to two",  # usable: a call the tool refuses
         "Thought: x\nAction: watch_video\nAction Input: all",
-        "Thought: x\nAction: caption_retrieval\nAction Input: zero to two",
         "Final Answer: a black leash",
     ])
     answer = ask(llm, "What is attached to the dog?", CHOICES)
-    assert answer.choice_index == 0
+    assert answer.choice_index == 0 and answer.trace.last.how == "model" and len(llm.requests) == 4
     errors = [s for s in answer.trace if isinstance(s, FormatErrorStep)] + \
         [s for s in answer.trace if isinstance(s, ObservationStep) and s.is_error]
     assert len(errors) == 3
@@ -89,15 +89,14 @@ def test_malformed_steps_are_told_to_the_model_and_the_loop_continues():
 
 
 def test_step_limit_forces_a_final_answer():
-    looping = "Thought: more\nAction: caption_retrieval\nAction Input: 0, 0"
-    llm = ScriptedLLM([looping] * 3 + ["Final Answer: a garden hose"])
-    answer = ask(llm, "Which object?", CHOICES, max_steps=3)
+    reading = "Thought: more\nAction: caption_retrieval\nAction Input: {0}, {0}"
+    llm = ScriptedLLM([reading.format(0), reading.format(1), "Final Answer: a garden hose"])
+    answer = ask(llm, "Which object?", CHOICES, max_steps=2)
     assert answer.choice_index == 3
     final = answer.trace.last
     assert isinstance(final, FinalAnswerStep) and final.how == "forced" and final.thought == "(step limit reached)"
     assert [a for a in actions(answer) if a[0] != "observation"] == \
-        [("call", "caption_retrieval"), ("format_error", "You already made thi"), ("format_error", "You already made thi"),
-         ("final", "forced")]
+        [("call", "caption_retrieval"), ("call", "caption_retrieval"), ("final", "forced")]
     assert "used all your steps" in llm.requests[-1][-1].content
 
 
@@ -136,15 +135,20 @@ def test_overview_step_reads_the_first_segments_before_the_model_speaks():
     assert answer.usage.llm_calls == 1
 
 
-def test_a_repeated_call_is_not_run_again_and_repetition_forces_the_answer():
+def test_a_repeated_call_is_not_run_again_and_its_correction_asks_for_the_answer_in_the_same_turn():
     looping = "Thought: more\nAction: caption_retrieval\nAction Input: 0, 2"
-    llm = ScriptedLLM([looping] * 4 + ["Final Answer: a black leash"])
+    llm = ScriptedLLM([looping, "Thought: more\nAction: caption_retrieval\nAction Input: (0, 2)",
+                       "Final Answer: a black leash"])
     answer = ask(llm, "Which object?", CHOICES, max_steps=8)
-    assert answer.choice_index == 0
+    assert answer.choice_index == 0 and len(llm.requests) == 3  # the call, its repetition, the answer
     assert "Segment 2: a dog runs" in answer.trace[2].text
-    repeats = [step for step in answer.trace if isinstance(step, FormatErrorStep)]
-    assert len(repeats) == 3 and all(r.message.startswith("You already made this exact call") for r in repeats)
-    assert len(llm.requests) == 5 and "used all your steps" in llm.requests[-1][-1].content
+    assert [a for a in actions(answer) if a[0] != "observation"] == \
+        [("call", "caption_retrieval"), ("format_error", "You already made thi"), ("final", "forced")]
+    repeat, final = answer.trace[3], answer.trace[4]
+    assert final.parent_id == repeat.id and final.thought == "(a repeated call)"
+    told = llm.requests[-1][-1].content  # the correction is the request for the answer, not a turn of its own
+    assert told.startswith("Observation: You already made this exact call") and "Final Answer: the text" in told
+    assert llm.sampling[-1]["max_tokens"] == 80
 
 
 def test_repeating_the_overview_call_is_caught_too():

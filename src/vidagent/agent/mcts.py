@@ -11,9 +11,14 @@ Each of ``n`` iterations:
    children already took and asks for a different one (that request is not kept in the
    conversation the chain continues with). A step that repeats a child is drawn again.
 3. **Chain execution**: ReAct steps until a final answer (a non-failure) or a failure: an
-   unusable reply, a failed or repeated tool call, or ``max_depth`` steps without an answer.
+   unusable reply, a failed tool call, or ``max_depth`` steps without an answer. A call the path
+   already made is not run: the step asks for the answer instead (``ReActSteps.step``).
 4. **Reward back-propagation**: ``R_i += R_leaf * exp(beta * (1 - d(i, leaf)))`` for the leaf
    and each ancestor, with ``R_leaf = +alpha`` for an answer and ``-alpha`` for a failure.
+
+An unusable reply is retried once, by the next chain (or, with ``errors_fail`` off, by the next step);
+a second unusable reply in a row ends the search, which answers with what it has (issue 42: one run
+spent 11 unusable steps of 9-52 s each).
 
 The answer: a vote over the options the answers name (ties go to the earliest answer), or for an
 open question an LLM summary of the distinct answers. Every answer is a ``Candidate`` with its
@@ -33,7 +38,8 @@ from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers
 from vidagent.agent.parsing import extract_choice, parse_react
 from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.react import VIDEOAGENT_TOOLS
-from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format, offered_tools
+from vidagent.agent.react_steps import (MAX_UNUSABLE_REPLIES, CallKey, ReActSteps, StepOutcome, answer_format,
+                                        offered_tools)
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -176,6 +182,7 @@ class _Search:
         self.leaves: list[Node] = []
         self.evidence: list[Any] = []
         self.iterations: list[dict[str, Any]] = []
+        self.unusable = 0  # unusable replies in a row, across chains
         self.rng = random.Random(planner.seed if planner.seed is not None else self.task.seed)
         self.seed_base = self.rng.randrange(1 << 30)
         overview = self.steps.overview(root_step.id, planner.overview_segments)
@@ -205,6 +212,10 @@ class _Search:
             self.iterations.append({"iteration": iteration + 1, "selected": node.step_id,
                                     "probability": round(probability, 4), "leaf": leaf.step_id,
                                     "failed": leaf.failure is not None})
+            if self.unusable >= MAX_UNUSABLE_REPLIES:
+                self.trace.add(EvaluationStep(parent_id=leaf.step_id, text=f"{self.unusable} unusable replies in a "
+                                              "row: the search ends and answers with what it has"))
+                break
         return self._answer()
 
     # -- the four phases ---------------------------------------------------------------------
@@ -229,7 +240,8 @@ class _Search:
         outcome = None
         for attempt in range(self.planner.expansion_tries + 1):
             seed = self.seed_base + 1000 * iteration + attempt
-            outcome = self.steps.step(messages, node.step_id, seen=self._calls(node), tried=tried,  # type: ignore[arg-type]
+            outcome = self.steps.step(messages, node.step_id, task=self.task, seen=self._calls(node),
+                                      tried=tried,  # type: ignore[arg-type]
                                       temperature=temperature, seed=seed if temperature > 0 else None)
             if not any(_same_action(outcome, child.outcome) for child in node.children if child.outcome):
                 break
@@ -245,20 +257,21 @@ class _Search:
                 break
             temperature = self.planner.chain_temperature
             seed = self.seed_base + 1000 * iteration + 100 + node.depth if temperature > 0 else None
-            outcome = self.steps.step(self._messages(node), node.step_id, seen=self._calls(node),
+            outcome = self.steps.step(self._messages(node), node.step_id, task=self.task, seen=self._calls(node),
                                       temperature=temperature, seed=seed)
             node = self._add(node, outcome)
         return node
 
     def _add(self, parent: Node, outcome: StepOutcome) -> Node:
         child = Node(parent=parent, depth=parent.depth + 1, step_id=outcome.step_id, outcome=outcome)
+        self.unusable = self.unusable + 1 if outcome.unusable else 0
         if outcome.final_answer is not None:
             child.answer = outcome.final_answer
-        elif outcome.is_error and self.planner.errors_fail and outcome.call is None:
+        elif outcome.unusable and (self.planner.errors_fail or self.unusable >= MAX_UNUSABLE_REPLIES):
             child.failure = "unusable reply"  # "an incorrect result format"
         elif outcome.is_error and self.planner.errors_fail and outcome.tool:
             child.failure = f"{outcome.tool} failed"  # "a failed tool call"
-        # A repeated call (refused, not run) goes back to the model as ReAct does; max_depth bounds a loop.
+        # A call a sibling made (refused, not run) goes back to the model; max_depth bounds a loop.
         parent.children.append(child)
         self.nodes.append(child)
         self.evidence.extend(outcome.evidence)

@@ -8,6 +8,8 @@ checks the finished attempt (against a known answer when teaching, else by the m
 self-check); a failed attempt is tried again (up to ``attempts``) with the check's reason, at a
 higher temperature. A trace that succeeded after a failed try is kept in the library's example
 bank, and the most similar kept traces are shown to later questions as in-context examples.
+An attempt whose chain ended in an unusable reply and its unusable retry (its answer forced) is the
+last: it is not checked and not tried again, and the answer is chosen among the attempts made (issue 42).
 
 The trace: the task, one inspection step per user source, any examples replayed, then one branch
 per attempt (its tool calls, observations and new sources, its final answer and the Learner's
@@ -25,7 +27,7 @@ from vidagent.agent.learning.learner import Learner, Verdict
 from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
-from vidagent.agent.steps import FinalAnswerStep, InspectionStep, MemoryStep, Trace
+from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, InspectionStep, MemoryStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
@@ -49,6 +51,7 @@ class Attempt:
     steps: str  # the attempt's steps as text, for the self-check and the example bank
     evidence: tuple[Evidence, ...]
     verdict: Verdict | None = None
+    unusable: bool = False  # its chain ended in unusable replies (``Chain.unusable``)
 
 
 @dataclass
@@ -107,6 +110,11 @@ class PEILPlanner:
         for number in range(1, self.attempts + 1):
             attempt = self._attempt(task, toolbox, modules, model, trace, parent, inspector, examples, number,
                                     attempts[-1] if attempts else None)
+            if attempt.unusable:  # the model's replies were unusable twice in a row: no check, no further try
+                attempts.append(attempt)
+                trace.add(EvaluationStep(parent_id=attempt.final.id, text=f"attempt {number} ended in unusable "
+                                         "replies: no check and no further attempt"))
+                break
             verdict = learner.check(task, attempt.steps, attempt.text, attempt.choice_index, model, trace,
                                     attempt.final.id)
             attempts.append(replace(attempt, verdict=verdict))
@@ -151,7 +159,7 @@ class PEILPlanner:
                             seed=seed, after_step=inspect, errors_count=True, choose_by=self.choose_by)
         return Attempt(number, chain.final, task.answer_text(chain.final.answer, chain.choice_index),
                        chain.choice_index, trace.chain_text(chain.final.id, step_chars=STEP_CHARS),
-                       chain.evidence + opened)
+                       chain.evidence + opened, unusable=chain.unusable)
 
     def _look_first(self, steps: ReActSteps, inspector: Inspector,
                     parent: int) -> tuple[int, set[CallKey], tuple[Evidence, ...]]:

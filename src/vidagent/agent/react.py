@@ -2,7 +2,8 @@
 
 The trace is a chain: the task, an automatic overview of the first segments, then each tool call
 with its observation (or an unusable reply with the message sent back), and the final answer.
-After ``max_steps`` model steps, or three unusable or repeated steps in a row, the answer is forced.
+After ``max_steps`` model steps, or two unusable replies in a row (an unusable reply is retried once),
+the answer is forced; a call the conversation already made is not run, and the answer is asked for at once.
 """
 
 from __future__ import annotations

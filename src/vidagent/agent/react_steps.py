@@ -3,9 +3,15 @@
 One ``step`` asks the model for ``Thought / Action / Action Input`` (or ``Final Answer``),
 parses it leniently, runs the tool and records typed steps in the trace: a ``ToolCallStep`` with
 the parsed arguments and an ``ObservationStep``, a ``FinalAnswerStep``, or a ``FormatErrorStep``
-whose message goes back to the model. The conversation is the planner's opening followed by the
-trace's path to the step (``Trace.conversation``); it only grows at its end, so a local model
-reuses its KV cache for everything before the newest observation.
+whose message goes back to the model.
+
+The conversation is the planner's opening followed by the trace's path to the step
+(``Trace.conversation``); it only grows at its end, so a local model reuses its KV cache for everything
+before the newest observation.
+
+No call is spent on a model that is stuck (issue 42): a call the conversation already made is not run
+again, and its correction asks for the answer in the same turn (the step ends in that answer); an
+unusable reply is told to the model once, and a second one in a row ends a chain with its answer forced.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from vidagent.prompts import Prompt, prompt
 from vidagent.tools.base import Evidence
 
 PROMPTS = "vidagent.agent"
-MAX_FORMAT_ERRORS = 3  # unusable or repeated steps in a row before a chain's answer is forced
+MAX_UNUSABLE_REPLIES = 2  # an unusable reply and its one retry: then a chain's answer is forced (issue 42)
+MAX_FAILED_STEPS = 3  # with errors_count: unusable replies or failed tool calls in a row before it is forced
 CallKey = tuple[str, Hashable]
 
 
@@ -47,6 +54,12 @@ class StepOutcome:
     is_error: bool = False
     evidence: tuple[Evidence, ...] = ()
 
+    @property
+    def unusable(self) -> bool:
+        """A reply that could not be used (no action or answer, an unknown tool, a bare number for words):
+        neither an answer nor a call (a call refused as a sibling's keeps its call)."""
+        return self.is_error and self.call is None and self.final_answer is None
+
     def label(self) -> str:
         """The action as a line for a prompt that lists actions already taken."""
         if self.final_answer is not None:
@@ -64,6 +77,7 @@ class Chain:
     choice_index: int | None
     evidence: tuple[Evidence, ...]
     option_probabilities: tuple[float, ...] | None = None
+    unusable: bool = False  # ended by an unusable reply and its unusable retry (its answer forced)
 
     @property
     def likelihood(self) -> float | None:
@@ -144,13 +158,15 @@ class ReActSteps:
                            evidence=observation.evidence)
 
     # -- one step ----------------------------------------------------------------------------
-    def step(self, messages: Sequence[Message], parent_id: int, *, seen: set[CallKey] | frozenset[CallKey] = frozenset(),
+    def step(self, messages: Sequence[Message], parent_id: int, *, task: Task,
+             seen: set[CallKey] | frozenset[CallKey] = frozenset(),
              tried: set[CallKey] | frozenset[CallKey] = frozenset(), temperature: float | None = None,
              seed: int | None = None) -> StepOutcome:
         """Ask the model for its next step after ``messages`` and carry it out.
 
-        A call already in ``seen`` (made earlier in this conversation) or in ``tried`` (a sibling
-        branch's call) is not run: it comes back as a format error.
+        A call already in ``seen`` (made earlier in this conversation) is not run: its result is in the
+        conversation, so the step ends in the answer, asked for in the same turn (``_answer_repeat``). A call
+        in ``tried`` (a sibling branch's call) is not run either: it comes back as a format error.
         """
         started = time.perf_counter()
         completion = self.chat(messages, temperature=temperature, seed=seed)
@@ -167,9 +183,10 @@ class ReActSteps:
         if parsed.error is not None:
             return self._format_error(parent_id, output, parsed.error, completion, started)
         call = self.call_key(parsed.action or "", parsed.action_input)
-        if call in seen or call in tried:
-            message = prompt(PROMPTS, "repeated_call" if call in seen else "tried_call").text
-            return self._format_error(parent_id, output, message, completion, started, call)
+        if call in seen:
+            return self._answer_repeat(messages, parent_id, output, completion, started, call, task)
+        if call in tried:
+            return self._format_error(parent_id, output, prompt(PROMPTS, "tried_call").text, completion, started, call)
         return self._run_tool(parent_id, parsed.thought, parsed.action or "", parsed.action_input, output,
                               completion, started)
 
@@ -181,45 +198,49 @@ class ReActSteps:
               seen: set[CallKey] | None = None, temperature: float | None = None, seed: int | None = None,
               after_step: Callable[[StepOutcome], int] | None = None, errors_count: bool = False,
               choose_by: str = "text") -> Chain:
-        """Steps until a final answer, ``max_steps`` model steps, or ``MAX_FORMAT_ERRORS`` unusable
-        steps in a row (``errors_count``: tool errors count too); then the answer is forced if
-        needed and mapped to an option. ``after_step`` may record more steps after each one and
-        returns the id the next step hangs from. The conversation is ``opening`` and the path to each step.
-        ``choose_by="likelihood"`` picks the option by the model's probabilities after the whole
-        chain (falling back to reading the answer when the backend gives none); ``"permuted"`` asks
-        so once per cyclic order of the options and averages."""
+        """Steps until a final answer (a repeated call ends in one), ``max_steps`` model steps,
+        ``MAX_UNUSABLE_REPLIES`` unusable replies in a row, or (``errors_count``) ``MAX_FAILED_STEPS``
+        unusable replies and tool errors in a row; then the answer is forced if needed and mapped to an
+        option. ``after_step`` may record more steps after each one and returns the id the next step hangs
+        from. The conversation is ``opening`` and the path to each step. ``choose_by="likelihood"`` picks
+        the option by the model's probabilities after the whole chain (falling back to reading the answer
+        when the backend gives none); ``"permuted"`` asks so once per cyclic order of the options and averages."""
         seen = set() if seen is None else seen
         evidence: list[Evidence] = []
         final: FinalAnswerStep | None = None
-        parent, format_errors = parent_id, 0
+        parent, unusable, failed = parent_id, 0, 0
         for _ in range(max_steps):
             if self.last_call_left():  # a budget's last call is kept for the answer
                 break
-            outcome = self.step(self.conversation(opening, parent), parent, seen=seen, temperature=temperature,
-                                seed=seed)
+            outcome = self.step(self.conversation(opening, parent), parent, task=task, seen=seen,
+                                temperature=temperature, seed=seed)
             parent = outcome.step_id
             if outcome.final_answer is not None:
                 final = self.trace[outcome.step_id]  # type: ignore[assignment]
                 break
             if after_step is not None:
                 parent = after_step(outcome)
-            if outcome.call is not None and outcome.tool:
-                seen.add(outcome.call)
-                evidence.extend(outcome.evidence)
-                format_errors = format_errors + 1 if errors_count and outcome.is_error else 0
+            if outcome.unusable:
+                unusable, failed = unusable + 1, failed + 1
             else:
-                format_errors += 1
-            if format_errors >= MAX_FORMAT_ERRORS:
+                if outcome.call is not None:
+                    seen.add(outcome.call)
+                evidence.extend(outcome.evidence)
+                unusable, failed = 0, failed + 1 if errors_count and outcome.is_error else 0
+            if unusable >= MAX_UNUSABLE_REPLIES or failed >= MAX_FAILED_STEPS:
                 break
         messages = self.conversation(opening, final.parent_id if final is not None else parent)  # type: ignore[arg-type]
+        gave_up = final is None and unusable >= MAX_UNUSABLE_REPLIES
         if final is None:
-            final = self.force_final(messages, parent, task)
+            final = self.force_final(messages, parent, task, thought="(unusable replies)" if gave_up else
+                                     "(step limit reached)")
         if choose_by != "text" and task.choices and self.llm.calls_left() != 0:
             ended = [*messages, Message("assistant", final.model_output or f"Final Answer: {final.answer}")]
             scores = choose(self.llm, ended, task, self.trace, final.id, choose_by)
             if scores is not None:
-                return Chain(final, scores.index, tuple(evidence), scores.probabilities)
-        return Chain(final, self.choose_option(messages, final.answer, task, final.id), tuple(evidence))
+                return Chain(final, scores.index, tuple(evidence), scores.probabilities, unusable=gave_up)
+        return Chain(final, self.choose_option(messages, final.answer, task, final.id), tuple(evidence),
+                     unusable=gave_up)
 
     def chat(self, messages: Sequence[Message], *, contract: str = "react_step", temperature: float | None = None,
              seed: int | None = None) -> Completion:
@@ -236,15 +257,23 @@ class ReActSteps:
         return tool, " ".join(raw_arguments.lower().split())
 
     # -- ending ------------------------------------------------------------------------------
-    def force_final(self, messages: Sequence[Message], parent_id: int, task: Task) -> FinalAnswerStep:
-        """Out of steps: ask for the best answer now."""
-        started = time.perf_counter()
+    def force_final(self, messages: Sequence[Message], parent_id: int, task: Task, *,
+                    thought: str = "(step limit reached)") -> FinalAnswerStep:
+        """Out of steps (or of usable replies: ``thought`` says which): ask for the best answer now."""
         request = prompt(PROMPTS, "force_final").render(answer_format=answer_format(task))
-        completion = self.chat(list(messages) + [Message("user", request)], contract="force_final")
-        parsed = parse_react(completion.text, self.toolbox.names)
-        answer = parsed.final_answer or completion.text.strip()
-        return self.trace.add(FinalAnswerStep(parent_id=parent_id, thought="(step limit reached)", answer=answer,
-                                              how="forced", model_output=completion.text, **model_cost(completion, started)))
+        return self._answer_now([*messages, Message("user", request)], parent_id, "force_final", thought)
+
+    def _answer_repeat(self, messages: Sequence[Message], parent_id: int, output: str, completion: Completion,
+                       started: float, call: CallKey, task: Task) -> StepOutcome:
+        """A call this conversation already made (its reply ``output``): not run, and not answered by a
+        correction of its own either, which cost the 1.5B model a call each time it looped. The correction
+        (``repeated_call``: the result is above) asks for the answer in the same turn, and the step ends in
+        that answer; so a repetition costs one call, the answer's, and cannot loop."""
+        message = prompt(PROMPTS, "repeated_call").render(answer_format=answer_format(task)).strip()
+        refused = self._format_error(parent_id, output, message, completion, started, call)
+        told = self.trace[refused.step_id].messages(self.trace)
+        final = self._answer_now([*messages, *told], refused.step_id, "repeated_call", "(a repeated call)")
+        return StepOutcome(final.model_output, final.id, final_answer=final.answer)
 
     def choose_option(self, messages: Sequence[Message], answer: str, task: Task, parent_id: int, *,
                       allow_none: bool = False) -> int | None:
@@ -275,6 +304,16 @@ class ReActSteps:
         return left is not None and left <= 1
 
     # -- helpers -----------------------------------------------------------------------------
+    def _answer_now(self, messages: Sequence[Message], parent_id: int, contract: str, thought: str) -> FinalAnswerStep:
+        """The model's answer to ``messages``, which end in a request for it (the prompt ``contract``),
+        recorded as a forced final answer (its text as it is where it has no ``Final Answer:``)."""
+        started = time.perf_counter()
+        completion = self.chat(messages, contract=contract)
+        parsed = parse_react(completion.text, self.toolbox.names)
+        answer = parsed.final_answer or completion.text.strip()
+        return self.trace.add(FinalAnswerStep(parent_id=parent_id, thought=thought, answer=answer, how="forced",
+                                              model_output=completion.text, **model_cost(completion, started)))
+
     def _run_tool(self, parent_id: int, thought: str, tool: str, raw_arguments: str, output: str,
                   completion: Completion, started: float) -> StepOutcome:
         cost = model_cost(completion, started)
