@@ -59,7 +59,7 @@ PLACEHOLDERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("memory", "memory_note_imported"): ("captioner", "conventions", "covers"),
     ("perception", "memory_note_caption"): ("then",), ("perception", "memory_note_detector"): ("sources",),
     ("perception", "vqa_vision"): ("question", "times"), ("perception", "hf_vqa_frame"): ("question",),
-    ("perception", "hf_caption_chat"): (),
+    ("perception", "hf_caption_chat"): (), ("perception", "segment_caption"): ("count",),
     ("server", "mcp_instructions"): (),
     ("tools", "assist_knowledge"): ("history", "query"),
     ("tools", "assist_reason"): ("material", "material_name", "material_note", "query", "what"),
