@@ -63,9 +63,9 @@ def test_the_sources_are_summarised_and_wrong_calls_come_back_as_precise_errors(
         answer = session.ask([scripted.toy, scripted.text, photo], "What is drawn?",
                              CHOICES, planner="peil", planner_options=PLAIN)
     first_prompt = llm.requests[0][-1].content
-    assert "visual[0]: a 5.0 s video, given by the user; audio: none" in first_prompt
-    assert "visual[1]: a 6.1 s video, given by the user" in first_prompt
-    assert "visual[2]: a 224x224 image, given by the user; text: " in first_prompt
+    assert "visual[0] (toy.mp4): a 5.0 s video, given by the user; audio: none" in first_prompt
+    assert f"visual[1] ({Path(scripted.text).name}): a 6.1 s video, given by the user" in first_prompt
+    assert f"visual[2] ({Path(photo).name}): a 224x224 image, given by the user; text: " in first_prompt
     system = llm.requests[0][0].content
     # the module list invites a query where the module uses one (the paper's caption(query, visual[i]))
     assert 'caption("query", visual[i])' not in first_prompt and 'caption("query", visual[i])' in system
@@ -457,3 +457,13 @@ def test_an_open_vocabulary_detector_serves_object_detect_and_region_ground(tmp_
                                                   backends=BackendSettings(grounding=f"hf:{tmp_path / 'gd'}")))
     assert isinstance(configured.grounder, GroundingDinoDetector)
     configured.close()
+
+
+def test_an_answer_naming_a_source_says_the_user_s_file_not_the_planner_s_label(scripted, settings, tmp_path):
+    photo = tmp_path / "dogphoto.jpg"
+    PILImage.fromarray(np.full((64, 64, 3), 200, np.uint8)).save(photo)
+    llm = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: visual[2], not visual [0]", "Yes"])
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask([scripted.toy, scripted.text, photo], "Which source shows the dog?", planner="peil",
+                             planner_options=PLAIN)
+    assert answer.text == f"dogphoto.jpg, not {Path(scripted.toy).name}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
 
 from vidagent.perception.base import FrameDescriber
@@ -34,7 +35,8 @@ class SourceEntry:
 
     @property
     def label(self) -> str:
-        return self.summary.split(":", 1)[0]
+        """``visual[i]``, the planner's name for it."""
+        return self.summary.split(":", 1)[0].split(" (", 1)[0]
 
 
 @dataclass
@@ -50,7 +52,8 @@ class Inspector:
             if entry.media.source.id == media.source.id:
                 return entry, False
         index = len(self.entries)
-        summary = f"visual[{index}]: {self._describe(media, origin, facts(media, self.describer))}"
+        named = f" ({self._user_name(media)})" if media.source.parent is None else ""
+        summary = f"visual[{index}]{named}: {self._describe(media, origin, facts(media, self.describer))}"
         entry = SourceEntry(media, origin, summary)
         self.entries.append(entry)
         return entry, True
@@ -63,6 +66,36 @@ class Inspector:
 
     def summaries(self) -> str:
         return "\n".join(entry.summary for entry in self.entries)
+
+    def name(self, index: int) -> str:
+        """What the user calls ``visual[index]``: a file name (the path where two share a name), or a clip or crop
+        said by its window of such a file."""
+        source = self.entries[index].media.source
+        if source.parent is None:
+            return self._user_name(self.entries[index].media)
+        parent = next((i for i, e in enumerate(self.entries) if e.media.source.id == source.parent), None)
+        of = self.name(parent) if parent is not None else source.root
+        if source.kind == "clip" and source.window:
+            return f"{source.window[0]:g}-{source.window[1]:g} s of {of}"
+        at = f" at {source.window[0]:g} s" if source.window and source.kind == "crop" else ""
+        return f"a crop of {of}{at}"
+
+    def readable(self, text: str) -> str:
+        """``text`` with every ``visual[i]`` of this attempt's sources said by its name (``name``): the words of
+        an answer the user reads, who never saw the planner's labels."""
+        def named(match: re.Match[str]) -> str:
+            index = int(match.group(1))
+            return self.name(index) if 0 <= index < len(self.entries) else match.group(0)
+        return re.sub(r"visual\s*\[\s*(\d+)\s*\]", named, text)
+
+    def _user_name(self, media: Media) -> str:
+        source = media.source
+        if not source.path:
+            return source.id
+        name = Path(source.path).name
+        same = [e for e in self.entries if e.media.source.parent is None and e.media.source.id != source.id
+                and Path(e.media.source.path).name == name]
+        return source.path if same else name
 
     def _describe(self, media: Media, origin: str, known: MediaFacts) -> str:
         source = media.source

@@ -123,7 +123,7 @@ class PEILPlanner:
         chosen = self._choose(attempts)
         if chosen.verdict and chosen.verdict.passed and chosen.number > 1:
             self._keep(task, toolbox, trace, chosen)
-        return run.answer(chosen.text, chosen.choice_index, candidates=self._candidates(attempts),
+        return run.answer(inspector.readable(chosen.text), chosen.choice_index, candidates=self._candidates(attempts),
                           evidence=[e for a in attempts for e in a.evidence],
                           artifacts={"attempts": len(attempts),
                                      "checks": [{"attempt": a.number, "answer": a.text,
