@@ -198,3 +198,21 @@ def test_a_search_stops_before_a_call_that_would_pass_the_seconds():
     with pytest.raises(BudgetSpentError, match="a call takes up to 30 s"):  # the session answers with what it reached
         MCTSPlanner(n=4, overview_segments=0, seed=7).run(Task(QUESTION, CHOICES), toolbox(Reads()), llm)
     assert clock.now == 90 and llm.usage.llm_calls == 3  # within 100 s: a fourth call would have ended at 120 s
+
+
+@pytest.mark.parametrize("said, none", [("None", True), ("N/A", True), ("unknown.", True), ("Cannot be determined", True),
+                                        ("none of the above", True), ("a dog", False), ("B", False), ("none", False)])
+def test_a_final_answer_that_reaches_none_is_told_from_an_answer(said, none):
+    from vidagent.agent.parsing import reaches_no_answer
+
+    choices = ["a cat", "a dog", "none"] if said == "none" else ["a cat", "a dog", "a bird"]
+    assert reaches_no_answer(said, choices) is none
+
+
+def test_react_abstains_when_its_final_answer_is_none_instead_of_having_an_option_pushed_on_it():
+    # Before: "Final Answer: None" was mapped to an option (a call asking which option it means, or the scores).
+    llm = ScriptedLLM([READ_ALL, "Thought: nothing says\nFinal Answer: None"])
+    answer = ReActPlanner(overview_segments=0, choose_by="text").run(Task(QUESTION, CHOICES), toolbox(Reads()), llm)
+    assert len(llm.requests) == 2  # no call asking which option "None" means
+    assert answer.choice_index is None and answer.abstained.startswith("the planner reached no answer")
+    assert answer.to_dict()["abstained"] is True

@@ -125,6 +125,24 @@ def lone_option_number(answer: str, count: int) -> int | None:
     return None
 
 
+# A final answer that says the planner reached none (read after normalise_answer: folded, no punctuation or articles).
+_NO_ANSWER = re.compile(
+    r"(none( of (them|these|those|above|options|choices))?|n|n a|na|nan|null|nothing|unknown|no answer|"
+    r"not (enough|sufficient) information( to answer)?|insufficient information|(it )?cannot be determined|"
+    r"(it )?can not be determined|i (do not|don t|cannot|can t|can not) (know|tell|say)|unclear|not sure)")
+
+
+def reaches_no_answer(answer: str, choices: Sequence[str] | None = None) -> bool:
+    """Whether a final answer says no answer was reached ("None", "N/A", "unknown", "cannot be determined",
+    an empty reply), unless it is exactly one of the options ("none" can be an option's text)."""
+    plain = normalise_answer(answer)
+    if not plain:
+        return True
+    if choices and any(plain == normalise_answer(choice) for choice in choices):
+        return False
+    return _NO_ANSWER.fullmatch(plain) is not None
+
+
 def extract_choice(answer: str, choices: Sequence[str], *, bare_numbers: bool = True) -> int | None:
     """The index of the option ``answer`` names (letter, number or the option's text), else None.
 

@@ -138,11 +138,13 @@ class Run:
 
     def answer(self, text: str, choice_index: int | None = None, *, step_id: int | None = None,
                likelihood: float | None = None, candidates: Sequence[Candidate] | None = None,
-               evidence: Iterable[Evidence] = (), artifacts: Mapping[str, Any] | None = None) -> Answer:
+               evidence: Iterable[Evidence] = (), artifacts: Mapping[str, Any] | None = None,
+               abstained: str = "") -> Answer:
         """The answer ``text`` (the option ``choice_index``), with its candidates (default: itself
         alone, reached at step ``step_id``), the evidence of the tool calls (duplicates dropped), what
         the planner wants to show besides, the trace and the question's model usage. An answer named
-        only by video text that gives orders to a model is replaced first (``orders_guard``)."""
+        only by video text that gives orders to a model is replaced first (``orders_guard``). ``abstained``:
+        why the planner gives no answer (its guesses stay candidates)."""
         chosen = list(candidates) if candidates is not None else [
             Candidate(text, choice_index, step_id=step_id, likelihood=likelihood)]
         guarded = guard_answer(self.task, text, choice_index, chosen, self.trace, self.toolbox.memories.values(),
@@ -150,7 +152,7 @@ class Run:
         return Answer(task=self.task, text=guarded.text, planner=self.planner, choice_index=guarded.choice_index,
                       evidence=dedupe_evidence(list(evidence)), candidates=guarded.candidates or chosen,
                       artifacts=guarded_artifacts(dict(artifacts or {}), guarded), trace=self.trace,
-                      usage=self.llm.usage, abstained=guarded.abstained)
+                      usage=self.llm.usage, abstained=abstained or guarded.abstained)
 
 
 def anytime_answer(planner: str, task: Task, trace: Trace, llm: MeteredChat, why: str,

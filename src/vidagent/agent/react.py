@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from vidagent.agent.answer import Answer
+from vidagent.agent.answer import Answer, Candidate
 from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.react_steps import CallKey, ReActSteps, offered_tools
@@ -68,6 +68,12 @@ class ReActPlanner:
             seen.add(consulted.call)  # type: ignore[arg-type]
             parent = consulted.step_id
         chain = steps.chain(task, opening, parent, max_steps=self.max_steps, seen=seen, choose_by=self.choose_by)
+        if chain.no_answer:  # "Final Answer: None": it abstains, the option its scores favoured kept as a guess
+            guesses = [] if chain.guess is None else [Candidate(
+                task.answer_text("", chain.guess), chain.guess, step_id=chain.final.id,
+                likelihood=round(chain.option_probabilities[chain.guess], 4) if chain.option_probabilities else None)]
+            return run.answer("", None, candidates=guesses, evidence=[*evidence, *chain.evidence],
+                              abstained=f"the planner reached no answer (its final answer: {chain.final.answer!r})")
         text = task.answer_text(chain.final.answer, chain.choice_index)
         return run.answer(text, chain.choice_index, step_id=chain.final.id, likelihood=chain.likelihood,
                           evidence=[*evidence, *chain.evidence])

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
 from vidagent.agent.option_scoring import choose
-from vidagent.agent.parsing import extract_choice, is_bare_number, lone_option_number, parse_react
+from vidagent.agent.parsing import (extract_choice, is_bare_number, lone_option_number, parse_react,
+                                    reaches_no_answer)
 from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace, model_cost
 from vidagent.agent.task import Task, open_answer
 from vidagent.agent.toolbox import Toolbox
@@ -78,6 +79,10 @@ class Chain:
     evidence: tuple[Evidence, ...]
     option_probabilities: tuple[float, ...] | None = None
     unusable: bool = False  # ended by an unusable reply and its unusable retry (its answer forced)
+    # the final answer said none was reached ("None", "unknown"): no option is mapped for it; ``guess`` is the
+    # option the scores favoured (a candidate of an answer that abstains), None where none was scored
+    no_answer: bool = False
+    guess: int | None = None
 
     @property
     def likelihood(self) -> float | None:
@@ -234,11 +239,17 @@ class ReActSteps:
         if final is None:
             final = self.force_final(messages, parent, task, thought="(unusable replies)" if gave_up else
                                      "(step limit reached)")
+        none = bool(task.choices) and reaches_no_answer(final.answer, task.choices)
         if choose_by != "text" and task.choices and self.llm.calls_left() != 0:
             ended = [*messages, Message("assistant", final.model_output or f"Final Answer: {final.answer}")]
             scores = choose(self.llm, ended, task, self.trace, final.id, choose_by)
             if scores is not None:
+                if none:
+                    return Chain(final, None, tuple(evidence), scores.probabilities, unusable=gave_up, no_answer=True,
+                                 guess=scores.index)
                 return Chain(final, scores.index, tuple(evidence), scores.probabilities, unusable=gave_up)
+        if none:
+            return Chain(final, None, tuple(evidence), unusable=gave_up, no_answer=True)
         return Chain(final, self.choose_option(messages, final.answer, task, final.id), tuple(evidence),
                      unusable=gave_up)
 
@@ -280,7 +291,7 @@ class ReActSteps:
         """The option a final answer names; when it names none, ask the model once which it means.
         ``allow_none`` lets the model say the answer is none of them (a vote over answers must not count
         "the ball is not held by anyone" for an option it was only pushed to)."""
-        if not task.choices:
+        if not task.choices or reaches_no_answer(answer, task.choices):  # "None": no option is pushed on it
             return None
         index = extract_choice(answer, task.choices, bare_numbers=False)
         if index is None:
