@@ -1,6 +1,7 @@
 """Vision chat models as the captioner and the VQA (vidagent.perception.chat_vision) against a real HTTP server
 on loopback that checks each request's image parts; the frames stage grouping a segment's frames into one
-request; specs, keys and bad input."""
+request; specs, keys and bad input; the local GGUF path (llama.cpp in-process) with a tiny random vision model
+(tiny_gguf_vlm.py): a segment described, a wrong projector and a missing one refused."""
 
 from __future__ import annotations
 
@@ -218,3 +219,77 @@ def test_vidagent_index_writes_the_endpoint_s_captions_meters_them_and_a_second_
         assert second.returncode == 0, second.stderr
         again = json.loads(second.stdout.strip().splitlines()[-1])["usage"]["captioner"]
         assert again["requests"] == 0 and again["cached"] == 3 and len(server.requests) == 3
+
+
+# The local GGUF path (GGUFVisionChat: llama.cpp's mtmd through xllamacpp, in-process) with a tiny vision model of
+# random weights written here (tests/perception/tiny_gguf_vlm.py): a qwen2 language model of hidden size 64 and an
+# LLaVA-style ``mlp`` projector whose 32x32 images are 4 tokens each. It writes gibberish, but it loads, reads
+# images and answers like a real one, and a projector made for another model is refused.
+
+@pytest.fixture(scope="module")
+def tiny_vlm(tmp_path_factory, models_dir):
+    """The tiny model's files; the tokenizer comes from an installed Qwen2.5 chat model (its weights are not read)."""
+    from tiny_gguf_vlm import write_tiny_vlm
+
+    from vidagent.models.registry import LOCAL_CHAT_MODELS
+
+    sources = [models_dir / LOCAL_CHAT_MODELS[name].filename for name in ("qwen2.5-1.5b", "qwen2.5-0.5b")]
+    source = next((path for path in sources if path.is_file()), None)
+    if source is None:
+        pytest.skip("no Qwen2.5 GGUF to take the tokenizer from (run `vidagent models install`)")
+    return write_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm"), source)
+
+
+@pytest.mark.models
+def test_a_local_gguf_vision_model_describes_a_segment_from_its_frames_in_one_request(tiny_vlm):
+    import time
+
+    from tiny_gguf_vlm import IMAGE_SIZE, PATCH_SIZE
+
+    from vidagent.perception.base import FrameDescription
+
+    chat = GGUFVisionChat(tiny_vlm.model, tiny_vlm.projector, threads=1)
+    model = ChatCaptioner(chat, frames_per_request=2)
+    try:
+        started = time.perf_counter()
+        instruction = model._instruction.render(count="2")
+        text_only = chat.ask(instruction, [], max_tokens=1)  # loads the model and the projector
+        loaded = time.perf_counter() - started
+        started = time.perf_counter()
+        described = model.describe_groups([frames(2, 240, 320, seed=7)])
+        seconds = time.perf_counter() - started
+    finally:
+        model.close()
+    assert [len(group) for group in described] == [2]
+    assert all(isinstance(d, FrameDescription) and isinstance(d.caption, str) and d.size == (320, 240)
+               for d in described[0])
+    assert described[0][0].caption == described[0][1].caption  # one caption for the segment
+    usage = model.usage.snapshot()
+    assert usage["requests"] == 1 and usage["cached"] == 0
+    # both frames reached the model: each is (32/16)^2 = 4 image tokens in the prompt beside the same instruction
+    assert usage["prompt_tokens"] == text_only.prompt_tokens + 2 * (IMAGE_SIZE // PATCH_SIZE) ** 2
+    print(f"\nGGUF vision path, tiny random model, 1 thread: load {loaded:.2f} s; {seconds / 2:.3f} s per frame "
+          f"(2 frames, {usage['completion_tokens']:.0f} tokens written): {described[0][0].caption[:60]!r}")
+
+
+@pytest.mark.models
+def test_a_projector_made_for_another_model_is_refused_with_a_model_error(tiny_vlm, tmp_path):
+    """mtmd refuses a projector whose image tokens are not the size of the model's (here 80 against 64): a
+    ModelUnavailableError, not a crash of the process."""
+    from tiny_gguf_vlm import TEXT_HIDDEN, write_projector
+
+    wrong = write_projector(tmp_path / "other-mmproj.gguf", projection_dim=TEXT_HIDDEN + 16)
+    model = ChatCaptioner(GGUFVisionChat(tiny_vlm.model, wrong, threads=1), frames_per_request=2)
+    with pytest.raises(ModelUnavailableError, match=r"cannot load the vision model tiny-qwen2\.gguf with the "
+                                                    r"projector other-mmproj\.gguf"):
+        model.describe_groups([frames(2, 48, 64)])
+    model.close()
+
+
+@pytest.mark.models
+def test_a_model_without_a_projector_is_refused_with_a_model_error(tiny_vlm):
+    """The language model given as its own projector (a GGUF file, but no vision encoder in it)."""
+    model = ChatCaptioner(GGUFVisionChat(tiny_vlm.model, tiny_vlm.model, threads=1), frames_per_request=2)
+    with pytest.raises(ModelUnavailableError, match=r"with the projector tiny-qwen2\.gguf"):
+        model.describe_groups([frames(2, 48, 64)])
+    model.close()
