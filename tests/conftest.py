@@ -175,6 +175,7 @@ _MODEL_LOADS = (
     ("vidagent.perception.tfjs_graph", "InstalledTfjsModel", "_ensure_loaded"),
     ("vidagent.perception.hf.loading", "LazyModel", "get"),
     ("vidagent.llm.local", "LocalGGUFBackend", "_ensure_loaded"),
+    ("vidagent.perception.vision_chat", "GGUFVisionChat", "_start"),
 )
 
 

@@ -38,6 +38,7 @@ from vidagent.index_cli import add_index_parser
 from vidagent.llm.budget import Budget
 from vidagent.memory.coverage import DEFAULT_EVERY_S
 from vidagent.experience_cli import add_experience_parser
+from vidagent.tools.base import EVIDENCE_KINDS
 from vidagent.video.image import IMAGE_SUFFIXES
 from vidagent.video.video import VIDEO_SUFFIXES
 
@@ -135,6 +136,8 @@ def _print_answer(answer: Answer, *, trace: bool) -> None:
             print(f"  (checked: {answer.check.verdict}; + marks what the answer rests on)")
         for item in sorted(answer.evidence, key=lambda e: e.supports is not True)[:8]:  # what it rests on first
             text = item.text if len(item.text) <= 160 else item.text[:157] + "..."
+            if item.kind != "description":  # a model's answer, speech, on-screen text, ...: never the video's caption
+                text = f"[{EVIDENCE_KINDS.get(item.kind, item.kind)}] {text}"
             where = f"{names.get(item.source.split('@')[0].split('[')[0], '')}  " if len(names) > 1 else ""
             mark = "+ " if item.supports else "  "
             if item.where:  # a knowledge source's page, section, address or SQL: no time span

@@ -237,6 +237,11 @@ class GGUFVisionChat:
             with path.open("rb") as f:
                 if f.read(4) != _GGUF_MAGIC:
                     raise ModelUnavailableError(f"the vision {role} file {path} is not a GGUF file")
+        self._server = self._start()
+        return self._server
+
+    def _start(self) -> Any:
+        """The engine with the model and its projector loaded (the files are checked first)."""
         try:
             import xllamacpp
         except ImportError as exc:
@@ -251,12 +256,11 @@ class GGUFVisionChat:
             params.cpuparams.n_threads = self.threads
             params.cpuparams_batch.n_threads = self.threads
         try:
-            self._server = xllamacpp.Server(params)
+            return xllamacpp.Server(params)
         except Exception as exc:
             raise ModelUnavailableError(
-                f"cannot load the vision model {self.model_path.name} with the projector {self.projector_path.name} "
-                f"(is the projector the one made for this model?): {exc}") from exc
-        return self._server
+                f"cannot load the vision model {self.model_path.name} with the projector {self.projector_path.name}: "
+                f"{exc} (a projector made for another model, or a file that holds no vision encoder)") from exc
 
     def close(self) -> None:
         with self._lock:

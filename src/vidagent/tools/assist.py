@@ -150,7 +150,7 @@ class AssistModules:
         frame = SampledFrame(image.source.window[0] if image.source.window else 0.0, image.pixels)
         result = self.vqa.answer(query, [frame])
         return Observation(f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}",
-                           evidence=_evidence(image, result.answer))
+                           evidence=_evidence(image, result.answer, "model"))
 
     def video_narration(self, query: str, media: Media | None) -> Observation:
         return self._narration(_moving(media), self.shapes.module_lines)
@@ -183,7 +183,7 @@ class AssistModules:
             text = f"{'; '.join(f'{counts[label]} {label}' for label in asked)} found. " + text
         elif _given(query) and missing:
             text = f"None of '{query}' was detected (the detector knows 80 COCO classes). " + text
-        return Observation(text, evidence=_evidence(image, listing))
+        return Observation(text, evidence=_evidence(image, listing, "objects"))
 
     def text_detect(self, query: str, media: Media | None) -> Observation:
         if isinstance(media, VideoMedia):
@@ -196,13 +196,13 @@ class AssistModules:
                 return Observation("No on-screen text was read in this source.")
             read = [f"{t:.1f} s: {quote_all(texts)}" for t, texts in by_time.items()]
             return Observation("\n".join(spread_evenly(read, self.shapes.module_lines)),
-                               evidence=(Evidence(start, end, "on-screen text", media.source.id),))
+                               evidence=(Evidence(start, end, "on-screen text", media.source.id, kind="text"),))
         image = _still(media)
         boxes = [box for box in self.reader.read(image.pixels) if box.score >= MIN_OCR_SCORE]
         if not boxes:
             return Observation("No text was read in this image.", evidence=_evidence(image, ""))
         text = " | ".join(box.text for box in boxes)
-        return Observation(f"Text: {quote(text)}", evidence=_evidence(image, text))
+        return Observation(f"Text: {quote(text)}", evidence=_evidence(image, text, "text"))
 
     def asr(self, query: str, media: Media | None) -> Observation:
         return self._speech(_moving(media), self.shapes.module_lines)
@@ -215,7 +215,8 @@ class AssistModules:
         if not heard:
             return Observation("No speech was recognised in this source.")
         text, kept = _shown(heard, "lines", max_lines, max_chars)
-        return Observation(text, evidence=tuple(Evidence(spoken[i][0], spoken[i][1], spoken[i][2], video.source.id)
+        return Observation(text, evidence=tuple(Evidence(spoken[i][0], spoken[i][1], spoken[i][2], video.source.id,
+                                                         kind="speech")
                                                 for i in kept))
 
     # -- locators ------------------------------------------------------------------------------
@@ -269,7 +270,7 @@ class AssistModules:
                 best, note = matches[on_object], f" (on the {object_name})"
         crop = image.crop(boxes[best].box)
         return Observation(f"Found {quote(boxes[best].text)} at {[int(v) for v in boxes[best].box]}{note}.",
-                           evidence=_evidence(image, boxes[best].text), media=(crop,))
+                           evidence=_evidence(image, boxes[best].text, "text"), media=(crop,))
 
     def _on_object(self, image: ImageMedia, object_name: str, text_boxes: Sequence[Sequence[float]]) -> int | None:
         """Which of ``text_boxes`` lies most inside a box of the object named (None: no such object found)."""
@@ -314,7 +315,7 @@ class AssistModules:
         start, end = clip.window
         return Observation(f"The speech that matches best (similarity {scores[best]:.2f}) is at "
                            f"{start_s:.1f}-{end_s:.1f} s: {quote(text)}\nCut the clip {start:.1f}-{end:.1f} s.",
-                           evidence=(Evidence(start, end, text.strip(), video.source.id),), media=(clip,))
+                           evidence=(Evidence(start, end, text.strip(), video.source.id, kind="speech"),), media=(clip,))
 
     def temporal_reason(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
@@ -469,10 +470,9 @@ def _text_match(target: str, text: str) -> float:
     return difflib.SequenceMatcher(None, target, text).ratio()
 
 
-def _evidence(image: ImageMedia, text: str) -> tuple[Evidence, ...]:
-    window = image.source.window
-    return (Evidence(window[0], window[1], text, image.source.id),) if window else \
-        (Evidence(0.0, 0.0, text, image.source.id),)
+def _evidence(image: ImageMedia, text: str, kind: str = "description") -> tuple[Evidence, ...]:
+    window = image.source.window or (0.0, 0.0)
+    return (Evidence(window[0], window[1], text, image.source.id, kind=kind),)
 
 
 def _article(kind: str) -> str:

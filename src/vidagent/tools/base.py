@@ -46,6 +46,15 @@ class Parameter:
     needed: bool = False  # ``None`` parses, but the tool needs a value: the call is refused with how to write it
 
 
+# What an evidence item's text is, and how the faces say it: what the memory holds about the video (its
+# descriptions, speech, on-screen text, object rows), a passage of an attached document, a file a tool made, or
+# what a model said about frames it was shown (a visual-QA reply: the model's words, never the video's own).
+EVIDENCE_KINDS: dict[str, str] = {
+    "description": "description", "speech": "speech", "text": "on-screen text", "objects": "object memory",
+    "document": "document", "file": "file made", "model": "a model's answer",
+}
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What supports an observation: a stretch of a video (``source`` names the video, by its id), or a
@@ -58,9 +67,11 @@ class Evidence:
     source: str = ""
     where: str = ""
     supports: bool | None = None  # the answer's check: this span shows the answer right (None: not checked)
+    kind: str = "description"  # what the text is (EVIDENCE_KINDS): read from the memory, or said by a model
 
     def to_dict(self) -> dict[str, Any]:
-        spans = {"start_s": self.start_s, "end_s": self.end_s, "text": self.text, "source": self.source}
+        spans = {"start_s": self.start_s, "end_s": self.end_s, "text": self.text, "source": self.source,
+                 "kind": self.kind}
         if self.where:
             spans["where"] = self.where
         if self.supports is not None:

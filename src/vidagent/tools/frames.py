@@ -77,7 +77,7 @@ class FrameTools:
         result = self.vqa.answer(question, frames)
         return Observation(f"Answer: {quote(result.answer)}",
                            evidence=(Evidence(frames[0].time_s, frames[-1].time_s, result.answer,
-                                              self.memory.video_id),),
+                                              self.memory.video_id, kind="model"),),
                            artifacts={"frame_times": [round(f.time_s, 3) for f in frames],
                                       "description": result.description})
 

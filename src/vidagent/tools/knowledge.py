@@ -78,7 +78,7 @@ class KnowledgeTools:
         if not answer or NO_INFORMATION.match(answer):
             return Observation(f"{text}\nThe document has no such information; ask another question or use "
                                f"another tool.", is_error=True)
-        evidence = tuple(Evidence(0.0, 0.0, p.text, source.name, where=f"{source.origin}, {p.where}") for p in found)
+        evidence = tuple(Evidence(0.0, 0.0, p.text, source.name, where=f"{source.origin}, {p.where}", kind="document") for p in found)
         return Observation(text, evidence=evidence)
 
     def search_web(self, source: WebSource, question: str) -> Observation:
@@ -98,5 +98,5 @@ class KnowledgeTools:
         if not answer or NO_INFORMATION.match(answer):
             return Observation(f"{text}\nThe results hold no such information; rephrase the search or use another "
                                f"tool.", is_error=True)
-        evidence = tuple(Evidence(0.0, 0.0, r.snippet, source.name, where=r.url) for r in found)
+        evidence = tuple(Evidence(0.0, 0.0, r.snippet, source.name, where=r.url, kind="document") for r in found)
         return Observation(text, evidence=evidence)

@@ -79,7 +79,7 @@ class Segmentation:
     def evidence(self) -> tuple[Evidence, ...]:
         fact = self.referent.fact
         return (Evidence(fact.first_s, fact.last_s, f"object {fact.object_id} ({fact.category}: {fact.line}) is "
-                         f"\"{self.referent.expression.text}\"", self.video_id),)
+                         f"\"{self.referent.expression.text}\"", self.video_id, kind="objects"),)
 
     def about(self) -> dict[str, Any]:
         """What was referred to and how (the manifest's head, and the artifacts' and the faces' JSON)."""

@@ -159,7 +159,7 @@ class SQLSubAgent:
                                "sub-question or use another tool.", is_error=True, artifacts={"sql": result.sql})
         if self.kind == KNOWLEDGE_KIND:
             evidence: tuple[Evidence, ...] = (Evidence(0.0, 0.0, answer, self.queries.source,
-                                                       where=f"SQL: {result.sql}"),)
+                                                       where=f"SQL: {result.sql}", kind="model"),)
         else:
             evidence = _evidence(result, answer, self.queries.source)
         return Observation(text, evidence=evidence, artifacts={"sql": result.sql})
@@ -292,6 +292,6 @@ def _evidence(result: QueryResult, answer: str, video_id: str) -> tuple[Evidence
             for row in result.rows[:10]:
                 start, end = row[start_i], row[end_i]
                 if isinstance(start, (int, float)) and isinstance(end, (int, float)):
-                    spans.append(Evidence(float(start), float(end), answer, video_id))
+                    spans.append(Evidence(float(start), float(end), answer, video_id, kind="model"))
             return tuple(spans)
     return ()

@@ -108,7 +108,8 @@ class TemporalTools:
         result = self.vqa.answer(question, frames)
         text = f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s).\n" \
                f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}"
-        return Observation(text, evidence=(Evidence(first.start_s, last.end_s, result.answer, self.memory.video_id),),
+        return Observation(text, evidence=(Evidence(first.start_s, last.end_s, result.answer, self.memory.video_id,
+                                                     kind="model"),),
                            artifacts={"frame_times": [f.time_s for f in frames]} | _refined(refined))
 
 

@@ -110,7 +110,7 @@ class UtilityTools:
     def _made(self, edit: Edit, what: str, media: tuple[VideoMedia | ImageMedia, ...], **more: object) -> Observation:
         start, end = edit.window
         text = f"{what}: saved to {edit.path}{' (made before)' if edit.reused else ''}."
-        return Observation(text, evidence=(Evidence(start, end, text, self.memory.video_id),),
+        return Observation(text, evidence=(Evidence(start, end, text, self.memory.video_id, kind="file"),),
                            artifacts=edit.artifacts() | more, media=media)
 
     def _new_video(self, edit: Edit) -> VideoMedia:
