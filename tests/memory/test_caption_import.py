@@ -327,3 +327,20 @@ def test_a_wide_range_is_skimmed_evenly_and_react_skims_a_long_video_first(tmp_p
                              planner="react")
     overview = next(s for s in answer.trace if s.kind == "tool_call")
     assert overview.automatic and overview.arguments == {"start_segment": 0, "end_segment": 179}
+
+
+def test_a_caption_bomb_and_a_zip_bomb_are_refused_before_any_work_and_a_top_level_zip_member_is_read(tmp_path):
+    long_line = tmp_path / "long.jsonl"
+    long_line.write_text(json.dumps({"video_id": "v1", "start_s": 0, "end_s": 2, "caption": "x " * 60_000}) + "\n")
+    with pytest.raises(CaptionFormatError, match=r"long.jsonl.*a caption of 120,000 characters \(at most 8,000\)"):
+        read_caption_set(long_line)
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("nextqa/1234_cap.json", "{" + " " * (20 * 1024 * 1024) + "}")
+    with pytest.raises(CaptionFormatError, match=r"1234_cap.json: inflates \d[\d,]* times"):
+        read_caption_set(bomb)
+    flat = tmp_path / "flat.zip"
+    with zipfile.ZipFile(flat, "w") as archive:
+        archive.writestr("5678_cap.json", json.dumps({"0": "a man walks", "1": "he sits down"}))
+    _, videos = read_caption_set(flat)
+    assert [video.video for video in videos] == ["5678"]  # not "flat.zip!5678"

@@ -305,3 +305,16 @@ def test_pack_bytes_are_a_zip_with_the_mimetype_first(built):
     assert manifest["schema_version"] == SCHEMA_VERSION and manifest["video_id"] == _toy_id()
     assert {s["stage"] for s in manifest["stages"]} == {"frames", "speech", "segments", *OBJECT_STAGES}
     assert manifest["tables"]["segments"]["rows"] == 3
+
+
+@pytest.mark.parametrize("member", ["manifest.json", "tables/segments.jsonl"])
+def test_a_zip_bomb_is_refused_from_what_it_declares_before_anything_is_inflated(tmp_path, member):
+    bomb = tmp_path / "bomb.vidpack"
+    with zipfile.ZipFile(bomb, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), packs.MIMETYPE)
+        if member != "manifest.json":
+            archive.writestr("manifest.json", json.dumps({"format": "vidagent-pack"}))
+        archive.writestr(member, b"0" * (12 * 1024 * 1024), compress_type=zipfile.ZIP_DEFLATED)  # ~12 KB packed
+    with Library(tmp_path / "target.sqlite") as target:
+        with pytest.raises(PackError, match=rf"bomb.vidpack: .*{member} inflates \d[\d,]* times .*zip bomb"):
+            import_pack(target, bomb)

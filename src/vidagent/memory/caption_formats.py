@@ -33,6 +33,13 @@ from vidagent.memory.stored_video import is_memory_id
 FORMATS = ("llovi", "videoagent", "jsonl", "csv")
 VIDEOAGENT_SUFFIX = "_cap.json"
 GENERIC_COLUMNS = ("video_id", "start_s", "end_s", "caption")
+# The longest caption read (characters): the released captions are sentences (LaViLa's under 200, CogAgent's under
+# 2,000); a line of 100 KB took the text embedder over a minute of CPU (issue 41), so one is refused before any work.
+MAX_CAPTION_CHARS = 8000
+# The most a VideoAgent zip's member may inflate to, and by how much it may inflate (a zip bomb is refused before
+# it is read): one video's captions are a few hundred KB, JSON compresses about 5-10 times.
+MAX_MEMBER_BYTES = 64 * 1024 * 1024
+MAX_INFLATION = 100
 
 
 class CaptionFormatError(VidagentError):
@@ -127,6 +134,8 @@ def _videoagent_members(path: Path) -> Iterable[tuple[str, bytes]]:
             names = sorted(n for n in archive.namelist() if n.endswith(VIDEOAGENT_SUFFIX) and not n.startswith("__MACOSX"))
             if not names:
                 raise CaptionFormatError(f"{path}: no *{VIDEOAGENT_SUFFIX} files in this zip (VideoAgent's format)")
+            for name in names:
+                _check_member_size(archive.getinfo(name), f"{path}!{name}")
             return [(f"{path}!{name}", archive.read(name)) for name in names]
     except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile) as error:
         raise CaptionFormatError(f"{path}: not a readable zip ({error}); is it truncated?") from None
@@ -134,8 +143,18 @@ def _videoagent_members(path: Path) -> Iterable[tuple[str, bytes]]:
         raise CaptionFormatError(f"{path}: cannot read the zip ({error}); is it truncated?") from None
 
 
+def _check_member_size(info: zipfile.ZipInfo, where: str) -> None:
+    """Refuse a member that declares more than ``MAX_MEMBER_BYTES`` or inflates more than ``MAX_INFLATION`` times
+    (zipfile reads no more than a member declares, so the declaration bounds the work)."""
+    if info.file_size > MAX_MEMBER_BYTES:
+        raise CaptionFormatError(f"{where}: inflates to {info.file_size:,} bytes (at most {MAX_MEMBER_BYTES:,})")
+    if info.file_size > 1024 * 1024 and info.file_size > MAX_INFLATION * max(1, info.compress_size):
+        raise CaptionFormatError(f"{where}: inflates {info.file_size // max(1, info.compress_size):,} times "
+                                 f"(at most {MAX_INFLATION}): not a caption file")
+
+
 def _videoagent_file(name: str, data: bytes) -> CaptionedVideo:
-    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    base = name.replace("\\", "/").rsplit("!", 1)[-1].rsplit("/", 1)[-1]  # a zip's member at its top level too
     video = base[: -len(VIDEOAGENT_SUFFIX)]
     where = f"{name}"
     record = _json(data, where)
@@ -231,6 +250,8 @@ def _text(path: Path) -> str:
 def _caption_text(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise CaptionFormatError(f"{where}: a caption must be text, found {type(value).__name__}")
+    if len(value) > MAX_CAPTION_CHARS:
+        raise CaptionFormatError(f"{where}: a caption of {len(value):,} characters (at most {MAX_CAPTION_CHARS:,})")
     text = " ".join(value.split())
     if not text:
         raise CaptionFormatError(f"{where}: the caption is empty")

@@ -66,6 +66,11 @@ FORMAT_VERSION = 1
 NOT_PACKED = frozenset({"stage_checkpoints"})
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _SIGNATURE_BYTES = 30 + len("mimetype") + len(MIMETYPE)  # a zip local header, the name, the content
+# Zip bombs are refused by what the members declare, before any is inflated (zipfile reads no more than a member
+# declares): a 2-hour video's pack inflates to tens of MB, its rows compress 2-10 times.
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+MAX_MEMBER_BYTES = 1024 * 1024 * 1024
+MAX_INFLATION = 200
 
 
 class PackError(VidagentError):
@@ -404,6 +409,7 @@ def _read_pack(file: BinaryIO, name: str) -> _Pack:
     with archive:
         try:
             members = set(archive.namelist())
+            _check_sizes(archive, damaged)
             if "mimetype" not in members or archive.read("mimetype") != MIMETYPE or "manifest.json" not in members:
                 raise damaged("no vidagent pack mimetype and manifest")
             manifest = json.loads(archive.read("manifest.json").decode("utf-8"))
@@ -435,6 +441,17 @@ def _read_pack(file: BinaryIO, name: str) -> _Pack:
                 AttributeError, zlib.error) as error:
             raise damaged(f"{error.__class__.__name__}: {error}") from None
     return pack
+
+
+def _check_sizes(archive: zipfile.ZipFile, damaged: Any) -> None:
+    """Refuse a member whose declared size is past its cap or that inflates more than ``MAX_INFLATION`` times."""
+    for info in archive.infolist():
+        cap = MAX_MANIFEST_BYTES if info.filename in ("manifest.json", "mimetype") else MAX_MEMBER_BYTES
+        if info.file_size > cap:
+            raise damaged(f"{info.filename} inflates to {info.file_size:,} bytes (at most {cap:,})")
+        if info.file_size > 1024 * 1024 and info.file_size > MAX_INFLATION * max(1, info.compress_size):
+            raise damaged(f"{info.filename} inflates {info.file_size // max(1, info.compress_size):,} times "
+                          f"(at most {MAX_INFLATION}): a zip bomb, not a pack")
 
 
 def _check_versions(manifest: Mapping[str, Any], name: str) -> None:
