@@ -50,7 +50,10 @@ class MemoryStoreError(VidagentError):
 
 
 class ToolInputError(VidagentError):
-    """A tool was called with arguments it cannot use (reported back to the agent)."""
+    """A tool was called with arguments it cannot use (reported back to the agent; from the command line, bad
+    input: exit 2)."""
+
+    exit_code = 2
 
 
 class QueryRefusedError(VidagentError):

@@ -152,3 +152,9 @@ def test_cli_formats_an_overflowing_float_instead_of_crashing(scripted, home, ca
     out = capsys.readouterr().out
     assert "Infinity" not in out
     assert json.loads(out)["rows"] == [["inf", "-inf", "<2-byte blob>"]]
+
+
+@pytest.mark.parametrize("statement", ["DROP TABLE objects", "DROP VIEW segments", "CREATE VIEW v AS SELECT 1"])
+def test_a_change_of_schema_is_refused_saying_so(queries, statement):
+    with pytest.raises(QueryRefusedError, match="tried to change the schema: create, drop or alter"):
+        queries.run(statement)

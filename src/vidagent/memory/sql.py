@@ -38,6 +38,7 @@ _PROGRESS_STEPS = 2000  # SQLite VM instructions between deadline checks
 _ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 _READ_ONLY_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list"}
 _REFUSED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer", "sqlite_offset"}
+_SCHEMA_TABLES = {"sqlite_master", "sqlite_temp_master", "sqlite_schema", "sqlite_temp_schema"}
 _ACTION_NAMES = {
     getattr(sqlite3, f"SQLITE_{name.upper().replace(' ', '_')}"): name
     for name in ("create index", "create table", "create temp index", "create temp table", "create temp trigger",
@@ -172,7 +173,10 @@ class ReadOnlyDatabase:
             return sqlite3.SQLITE_OK
         what = _ACTION_NAMES.get(action, f"action {action}")
         target = f" {arg1}" if arg1 else ""
-        self._refusal = f"only reading is allowed (the statement tried: {what}{target})"
+        if (arg1 or "").lower() in _SCHEMA_TABLES:  # DROP/CREATE/ALTER reach SQLite's own schema table first
+            self._refusal = "only reading is allowed (the statement tried to change the schema: create, drop or alter)"
+        else:
+            self._refusal = f"only reading is allowed (the statement tried: {what}{target})"
         return sqlite3.SQLITE_DENY
 
     def _check_deadline(self) -> int:

@@ -33,7 +33,7 @@ def add_serve_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     serve.set_defaults(run=lambda args: _serve(args, settings_of))
 
     mcp = sub.add_parser("mcp", help="the MCP server (stdio for desktop agents, or streamable HTTP)",
-                         description="Tools list_videos, index_video, ask_video, query_video_memory over MCP.")
+                         description="Tools list_videos, index_video, ask_video, segment_object, query_video_memory over MCP.")
     mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                      help="stdio (default: the agent starts this command) or streamable HTTP at /mcp")
     _add_common(mcp, default_port=8001)
