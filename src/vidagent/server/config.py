@@ -50,6 +50,11 @@ class ServeConfig:
     def clips_dir(self) -> Path:
         return self.settings.home / "serve-clips"
 
+    @property
+    def proxies_dir(self) -> Path:
+        """Where the copies of videos browsers do not play are kept (``server.proxies``), by content hash."""
+        return self.settings.home / "playable"
+
     def check_binding(self) -> None:
         """Refuse to listen beyond loopback without a token: anyone who can reach the port could
         otherwise read the registered videos and spend the machine's time."""

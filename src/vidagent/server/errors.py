@@ -48,6 +48,11 @@ class UploadError(RequestError, status=413):
     """An upload over the size limit (413), or one that is no video (415) or empty (400)."""
 
 
+class NoPlayableCopyError(RequestError, status=422):
+    """A video browsers do not play whose playable copy cannot be made: its data cannot be decoded (422), the
+    server's FFmpeg encodes no format browsers play (501), or the copy cannot be written (500)."""
+
+
 class BusyError(RequestError, status=503):
     """The model lane already holds as many jobs as the server takes; the client may try again later."""
 

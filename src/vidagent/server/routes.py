@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -12,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from vidagent import __version__
 from vidagent.agent.planner import default_planner, planner_names
 from vidagent.server import sse
+from vidagent.server.errors import NoPlayableCopyError
 from vidagent.server.schemas import AskBody, ImportBody, IndexBody, RegisterBody, SqlBody
 from vidagent.server.service import VideoService
 from vidagent.server.uploads import upload_name
@@ -109,11 +111,34 @@ def api_router(service: VideoService) -> APIRouter:
         return StreamingResponse(sse.stream(run.events, on_abandon=run.cancel), media_type=sse.MEDIA_TYPE,
                                  headers=sse.HEADERS)
 
-    @router.get("/videos/{video_id}/file", summary="the video file, for a player (supports ranges)")
-    def file(video_id: str) -> FileResponse:
+    @router.get("/videos/{video_id}/playback",
+                summary="how the video plays in a browser: its own file, or a playable copy (made once, in the "
+                        "background, when the file's format is not one browsers play; its progress while it is made)")
+    def playback(video_id: str, proxy: bool = Query(False, description="a copy even of a file that should play "
+                                                                        "as it is (one the browser failed to play)")
+                 ) -> dict[str, Any]:
+        return service.playback(video_id, force_copy=proxy).to_dict()
+
+    @router.get("/videos/{video_id}/file",
+                summary="the video for a player (supports ranges): its own file, or its playable copy where browsers "
+                        "do not play the file (202 with the copy's progress while it is made; ?original=true: the file "
+                        "as it is)")
+    def file(video_id: str, original: bool = Query(False), proxy: bool = Query(False)) -> Response:
         entry = service.video(video_id)
-        service.handle(video_id)  # the file is still there and still this video
-        return FileResponse(entry.path, media_type=_video_type(entry.path), filename=entry.name,
+        if original:
+            service.handle(video_id)  # the file is still there and still this video
+            return FileResponse(entry.path, media_type=_video_type(entry.path), filename=entry.name,
+                                content_disposition_type="inline")
+        play = service.playback(video_id, force_copy=proxy)
+        if play.state == "failed":
+            raise NoPlayableCopyError(play.message, status=play.status)
+        if not play.ready:
+            return JSONResponse(play.to_dict(), status_code=202, headers={"Retry-After": "2"})
+        assert play.path is not None
+        if play.source == "original":
+            return FileResponse(play.path, media_type=_video_type(str(play.path)), filename=entry.name,
+                                content_disposition_type="inline")
+        return FileResponse(play.path, media_type=play.media_type, filename=Path(entry.name).stem + play.path.suffix,
                             content_disposition_type="inline")
 
     @router.get("/videos/{video_id}/frame", summary="the frame at t seconds as a JPEG thumbnail")

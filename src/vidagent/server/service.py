@@ -34,6 +34,7 @@ from vidagent.server.jobs import IndexJob, IndexJobs
 from vidagent.server.lane import ModelLane
 from vidagent.server.media import MediaCutter
 from vidagent.server.paths import AllowedFolders
+from vidagent.server.proxies import PlayableCopies, Playback
 from vidagent.server.uploads import UPLOAD_SUFFIXES, UploadFolder
 from vidagent.session import Session
 from vidagent.video.video import Video
@@ -54,6 +55,7 @@ class VideoService:
         self.catalog = Catalog(self._library, lambda path: self.folders.contains(path) or upload_folder.contains(path))
         self.lane = ModelLane()
         self.media = MediaCutter(config.clips_dir, config.max_clip_seconds)
+        self.proxies = PlayableCopies(config.proxies_dir)
         self.edits = ServerEdits(config.settings.artifacts_dir, self.lane, self.handle, self.session.builder,
                                  config.max_queued, max_seconds=config.max_edit_seconds, max_running=config.max_edits,
                                  chat=self.chat_model)
@@ -131,6 +133,8 @@ class VideoService:
         with self._handles_lock:
             self._handles.pop(video_id, None)
         removed = entry.has_file and self.uploads.remove(Path(entry.path))
+        if entry.has_file:
+            self.proxies.forget(video_id)
         self.catalog.forget_path(entry.path)
         log.info("removed %s (%s)%s", entry.name, video_id, " and its uploaded file" if removed else "")
         return {"video_id": video_id, "name": entry.name, "removed": True, "file_removed": removed}
@@ -267,9 +271,15 @@ class VideoService:
     def clip(self, video_id: str, start_s: float, end_s: float) -> Path:
         return self.media.clip(self.handle(video_id), start_s, end_s)
 
+    def playback(self, video_id: str, *, force_copy: bool = False) -> Playback:
+        """How the video plays in a browser: its own file, or a playable copy (made in the background when it
+        is not made yet; ``force_copy``: even of a file that should play as it is)."""
+        return self.proxies.playback(self.handle(video_id), force_copy=force_copy)
+
     def close(self) -> None:
         """Stop the questions under way (at their next step), wait for the lane and the edits, free the models."""
         self.asks.cancel_all()
+        self.proxies.close()
         self.lane.close()
         self.edits.close()
         self.session.close()

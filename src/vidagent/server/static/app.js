@@ -74,15 +74,51 @@ async function loadVideos(selectId) {
   if (wanted) await selectVideo(wanted);
 }
 
-// the files in the server's folders that are not registered yet: one click adds one
+// the files in the server's folders that are not registered yet, grouped by folder (two clips of one name in two
+// folders are told apart), narrowed by the filter above them: one click adds one
 async function loadFiles() {
-  let files = [];
-  try { ({ files } = await api("/api/files")); } catch (error) { return; }
+  let files = [], folders = [];
+  try { ({ files, folders } = await api("/api/files")); } catch (error) { return; }
   state.files = files;
-  const fresh = files.filter((file) => !file.registered).slice(0, 200);
-  $("#file-list").replaceChildren(...fresh.map((file) => el("li", { title: file.path, "data-path": file.path,
-    onclick: () => registerPath(file.path) },
-    el("div", { class: "name" }, file.name), el("div", { class: "meta" }, `${(file.bytes / 1e6).toFixed(1)} MB · add`))));
+  state.roots = folders;
+  renderFiles();
+}
+
+// a folder's name as the list shows it: the served folder's own name, then the path below it
+function folderLabel(folder) {
+  const root = (state.roots || []).filter((r) => folder === r || folder.startsWith(`${r}/`) || folder.startsWith(`${r}\\`))
+    .sort((a, b) => b.length - a.length)[0];
+  if (!root) return folder;
+  const base = root.split(/[\\/]/).filter(Boolean).pop() || root;
+  return folder === root ? base : `${base}/${folder.slice(root.length + 1)}`;
+}
+
+function renderFiles() {
+  const fresh = (state.files || []).filter((file) => !file.registered);
+  const terms = $("#file-filter").value.toLowerCase().split(/\s+/).filter(Boolean);
+  const groups = new Map();
+  for (const file of fresh) {
+    const label = folderLabel(file.folder);
+    const haystack = `${label}/${file.name}`.toLowerCase();
+    if (!terms.every((term) => haystack.includes(term))) continue;
+    if (!groups.has(file.folder)) groups.set(file.folder, { label, files: [] });
+    groups.get(file.folder).files.push(file);
+  }
+  const closed = state.closedFolders || (state.closedFolders = new Set());
+  let shown = 0;
+  const sections = [...groups.entries()].sort((a, b) => a[1].label.localeCompare(b[1].label)).map(([folder, group]) => {
+    const items = group.files.sort((a, b) => a.name.localeCompare(b.name)).slice(0, Math.max(0, 200 - shown));
+    shown += items.length;
+    const details = el("details", { class: "folder", "data-folder": folder, ...(terms.length || !closed.has(folder) ? { open: "" } : {}) },
+      el("summary", { title: folder }, el("span", { class: "folder-name" }, group.label), el("span", { class: "count" }, String(group.files.length))),
+      el("ul", { class: "video-list files" }, items.map((file) => el("li", { title: file.path, "data-path": file.path,
+        onclick: () => registerPath(file.path) },
+        el("div", { class: "name" }, file.name), el("div", { class: "meta" }, `${(file.bytes / 1e6).toFixed(1)} MB · add`)))));
+    details.addEventListener("toggle", () => { if (!terms.length) { if (details.open) closed.delete(folder); else closed.add(folder); } });
+    return details;
+  });
+  $("#file-list").replaceChildren(...sections);
+  $("#file-none").hidden = sections.length > 0 || !terms.length;
   $("#folder-files").hidden = fresh.length === 0;
 }
 
@@ -114,13 +150,78 @@ function showPlayer(video) {
   $("#player-nofile").hidden = hasFile;
   $(".legend").hidden = !hasFile;  // what the stages and offline descriptions are; an imported memory has its own
   $("#caption-legend").hidden = hasFile;
-  if (hasFile) { player.src = `/api/videos/${video.video_id}/file`; return; }
+  if (hasFile) { preparePlayback(video); return; }
+  state.playback = null; playerStatus("");
   player.removeAttribute("src"); player.load();
   $("#player-nofile").replaceChildren(el("b", {}, "No video file: "),
     `a memory imported from a released caption set, ${video.captions} captions by ${video.captioner} over ${seconds(video.duration_s)}. `,
     "Its captions are the timeline below (click one to read it); ask about it as about any video.");
 }
 const hasFile = () => state.video?.has_file !== false;
+
+// the file plays as it is, or the server makes a copy this browser plays (once; its progress shown over the player);
+// a file that should play and does not (the player fails on it) is copied too; a copy that cannot be made says why
+async function preparePlayback(video, forceCopy = false) {
+  const player = $("#player");
+  const ticket = { videoId: video.video_id, forceCopy, source: null };
+  state.playback = ticket;
+  player.removeAttribute("src"); player.load();
+  playerStatus("");
+  for (;;) {
+    let play;
+    try {
+      play = await api(`/api/videos/${video.video_id}/playback${forceCopy ? "?proxy=true" : ""}`);
+    } catch (error) {
+      if (state.playback === ticket) playerStatus(error.message, "failed");
+      return;
+    }
+    if (state.playback !== ticket) return;  // another video was picked meanwhile
+    if (play.state === "ready") {
+      ticket.source = play.source;
+      playerStatus("");
+      player.src = play.url;
+      return;
+    }
+    if (play.state === "failed") { playerStatus(play.message, "failed", video); return; }
+    const why = forceCopy ? "This browser could not play the file as it is." : `${play.reason}.`;
+    playerStatus(`${why} Making a copy it plays (once): ${Math.round(play.progress * 100)} %`, "making", video, play.progress);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+function onPlayerError() {
+  const ticket = state.playback;
+  const player = $("#player");
+  if (!ticket || !player.getAttribute("src") || ticket.videoId !== state.video?.video_id) return;
+  if (ticket.source === "original" && !ticket.forceCopy) { preparePlayback(state.video, true); return; }
+  playerStatus(`This browser cannot play ${state.video.name} (${player.error?.message || "an unsupported format"}).`, "failed", state.video);
+}
+
+// a file that plays its sound and shows no picture (MPEG-4 Part 2 beside AAC: the browser drops what it cannot decode)
+function onPlayerMetadata() {
+  drawMask();
+  const ticket = state.playback;
+  if (ticket?.source === "original" && !ticket.forceCopy && ticket.videoId === state.video?.video_id
+      && $("#player").videoWidth === 0) preparePlayback(state.video, true);
+}
+
+// what the player area says instead of playing: a copy being made (with its bar) or why nothing plays ("" hides it)
+function playerStatus(message, kind = "", video = null, progress = 0) {
+  const box = $("#player-status");
+  box.hidden = !message;
+  box.dataset.state = kind;
+  if (!message) { box.replaceChildren(); return; }
+  const parts = [el("div", { class: "player-status-text" }, message)];
+  if (kind === "making") {
+    const bar = el("div", { class: "progress" }, el("div", { class: "progress-fill" }));
+    bar.firstChild.style.width = `${Math.round(progress * 100)}%`;
+    parts.push(bar);
+  }
+  if (kind === "failed" && video) {
+    parts.push(el("a", { class: "file-link", href: `/api/videos/${video.video_id}/file?original=true`, download: video.name }, "download the file as it is"));
+  }
+  box.replaceChildren(...parts);
+}
 
 // what was shown about the previous video (its segment text, reasoning, answer, SQL rows, notices) goes with it
 function forgetVideoState() {
@@ -634,6 +735,7 @@ async function removeVideo() {
     forgetVideoState();
     state.video = null;
     const player = $("#player");
+    state.playback = null; playerStatus("");
     player.removeAttribute("src"); player.load();
     $(".player-wrap").classList.remove("has-video", "no-file"); $("#player-nofile").hidden = true;
     $(".legend").hidden = false; $("#caption-legend").hidden = true;
@@ -712,6 +814,7 @@ async function start() {
   $("#import-form").addEventListener("submit", importCaptions);
   $("#upload-input").addEventListener("change", upload);
   $("#sql-form").addEventListener("submit", runSql);
+  $("#file-filter").addEventListener("input", renderFiles);
   $("#refer-form").addEventListener("submit", referObject);
   $("#refer-clear").addEventListener("click", clearRefer);
   window.addEventListener("resize", drawMask);
@@ -719,7 +822,8 @@ async function start() {
   const player = $("#player");
   player.addEventListener("timeupdate", drawOverlay);
   player.addEventListener("seeked", drawOverlay);
-  player.addEventListener("loadedmetadata", drawMask);
+  player.addEventListener("loadedmetadata", onPlayerMetadata);
+  player.addEventListener("error", onPlayerError);
   window.addEventListener("keydown", (e) => { if (e.key === "Escape" && state.asking) { state.asking.abort(); status("stopped"); } });
   try {
     const { planners, default: fallback } = await api("/api/planners");
