@@ -31,9 +31,9 @@ def test_memory_selection_is_set_by_the_environment_and_the_ask_command():
     from vidagent.cli import _settings, build_parser
     from vidagent.errors import VidagentError
 
-    assert Settings.from_env({}).memory_selection == "llm"
+    assert Settings.from_env({}).memory_selection == "tools"
     assert Settings.from_env({"VIDAGENT_MEMORY_SELECTION": " All "}).memory_selection == "all"
-    with pytest.raises(VidagentError, match="memory selection must be one of llm, all, not 'some'"):
+    with pytest.raises(VidagentError, match="memory selection must be one of tools, llm, all, not 'some'"):
         Settings.from_env({"VIDAGENT_MEMORY_SELECTION": "some"})
     args = build_parser().parse_args(["ask", "clip.mp4", "How many dogs?", "--memory-selection", "all"])
     assert _settings(args).memory_selection == "all"

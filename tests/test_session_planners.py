@@ -33,7 +33,7 @@ def settings(scripted) -> Settings:
 def test_react_gets_videoagents_tools_and_streams_each_step(scripted, settings):
     streamed: list[Step] = []
     llm = ScriptedLLM(["no", "Thought: read it\nFinal Answer: a guitar"])
-    with scripted.session(llm) as session:
+    with scripted.session(llm, memory_selection="llm") as session:
         answer = session.ask(scripted.toy, "What is being drawn?", CHOICES, on_step=streamed.append)
     assert "Does answering it need the space-dominant memory?" in llm.requests[0][-1].content
     system = llm.requests[1][0].content
@@ -65,7 +65,7 @@ def test_mcts_gets_the_sub_task_tools_and_they_answer_from_the_memory(scripted, 
         "It starts at 0 s.",  # the When sub-agent's answer
         "Thought: I now know the final answer\nFinal Answer: at the start",
     ])
-    with scripted.session(llm) as session:
+    with scripted.session(llm, memory_selection="llm") as session:
         answer = session.ask(scripted.toy, "When does the drawing start?", planner="mcts",
                              planner_options={"n": 1, "overview_segments": 0})
     system = llm.requests[1][0].content
@@ -86,7 +86,7 @@ def test_mcts_takes_doraemongpts_own_tool_set_and_a_bare_root_by_options(scripte
               "SELECT start_s, end_s FROM segments ORDER BY start_s LIMIT 1", "It starts at 0 s.",
               "Thought: I now know the final answer\nFinal Answer: at the start"]
     llm = ScriptedLLM(list(script))
-    with scripted.session(llm) as session:
+    with scripted.session(llm, memory_selection="llm") as session:
         answer = session.ask(scripted.toy, "When does the drawing start?", planner="mcts",
                              planner_options={"n": "1", "tools": "doraemongpt", "overview_segments": "0"})
     system = llm.requests[1][0].content
@@ -125,7 +125,7 @@ def test_a_sub_task_tool_builds_the_object_memory_the_selection_left_out(scripte
         "There is 1 person.",
         "Thought: I now know the final answer\nFinal Answer: 1",
     ])
-    with scripted.session(llm, home=home) as session:
+    with scripted.session(llm, home=home, memory_selection="llm") as session:
         before = session.library.stage_names(session.index(scripted.toy, ["segments"], progress=False)
                                              .video_id)
         answer = session.ask(scripted.toy, "How many people are there?", planner="mcts",

@@ -1,7 +1,7 @@
 """The ``vidagent`` command line.
 
 vidagent ask SOURCE [SOURCE ...] QUESTION [--choice TEXT ...] [--planner NAME] [--planner-option K=V ...]
-             [--json] [--trace] [--experience none|semantic|procedural|all] [--memory-selection llm|all]
+             [--json] [--trace] [--experience none|semantic|procedural|all] [--memory-selection tools|llm|all]
              [--knowledge FILE|URL|web ...] [--budget calls=N,tokens=T,seconds=S,frames=F]
              (sources: videos or images; the last argument is the question)
 vidagent index PATH [PATH ...] [--stage NAME ...] [--workers N] [--ray [ADDRESS]]   (videos or folders)
@@ -219,8 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--experience", choices=EXPERIENCE_MODES, default=None,
                      help="memory across questions to replay and keep (default: none, or $VIDAGENT_EXPERIENCE)")
     ask.add_argument("--memory-selection", choices=MEMORY_SELECTIONS, default=None,
-                     help="build the object memory ahead when the model says the question needs it (llm), or "
-                          "always (all) (default: llm, or $VIDAGENT_MEMORY_SELECTION)")
+                     help="build the object memory when a tool first reads it, without a model call (tools), "
+                          "ahead when the model says the question needs it (llm), or always ahead (all) "
+                          "(default: tools, or $VIDAGENT_MEMORY_SELECTION)")
     ask.add_argument("--budget", metavar="calls=N,tokens=T,seconds=S,frames=F",
                      help="bound the question's model work (every call counted); once spent, the planner answers "
                           "with what it has")

@@ -39,7 +39,7 @@ class LLMSettings:
 PERCEPTION_SOURCES: tuple[str, ...] = ("imagenet", "pose", "motion")
 # Settings.memory_selection: "llm" asks the model per question whether the object memory is needed
 # (DoraemonGPT's task-related memory); "all" builds it for every question that may read it.
-MEMORY_SELECTIONS: tuple[str, ...] = ("llm", "all")
+MEMORY_SELECTIONS: tuple[str, ...] = ("tools", "llm", "all")
 
 
 def parse_perception(text: str) -> frozenset[str]:
@@ -57,7 +57,7 @@ def parse_perception(text: str) -> frozenset[str]:
 
 
 def parse_memory_selection(text: str) -> str:
-    """``llm`` or ``all`` (any case, spaces ignored); anything else is an error naming both."""
+    """``tools``, ``llm`` or ``all`` (any case, spaces ignored); anything else is an error naming them."""
     mode = text.strip().lower()
     if mode not in MEMORY_SELECTIONS:
         raise VidagentError(f"memory selection must be one of {', '.join(MEMORY_SELECTIONS)}, not {text!r}")
@@ -133,7 +133,10 @@ class Settings:
     # "imagenet" (ImageNet-1k labels of frames and object crops), "pose" (body pose words for people),
     # "motion" (camera motion, scene cuts). Off by default until measured; see README.
     perception: frozenset[str] = frozenset()
-    memory_selection: str = "llm"  # MEMORY_SELECTIONS: "llm" decides per question whether objects are needed; "all"
+    # MEMORY_SELECTIONS: "tools" (no model call: the object memory is built when a tool first reads it; issue 42:
+    # the selection call cost 9-22 s a question), "llm" (the model says per question whether it is built ahead,
+    # DoraemonGPT's task-related selection), "all" (always built ahead)
+    memory_selection: str = "tools"
     tools: ToolShapes = field(default_factory=ToolShapes)  # how much each tool reads and shows
     # Memory across questions (DigimonGPT): which memories are replayed and kept, "none", "semantic",
     # "procedural" or "all"; and whose they are ("" the user's; an evaluation run keeps its own).

@@ -197,7 +197,7 @@ class Agent:
 def settings(scripted, tmp_path: Path) -> Settings:
     library = tmp_path / "library.sqlite"
     library.write_bytes((scripted.home / "library.sqlite").read_bytes())
-    return scripted.settings(library=library, experience="all")
+    return scripted.settings(library=library, experience="all", memory_selection="llm")  # its replies script the selection
 
 
 def _ask(settings: Settings, agent: Agent, question: str, **options) -> "Session.ask":

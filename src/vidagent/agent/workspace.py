@@ -234,6 +234,8 @@ def _object_memory_ahead(builder: MemoryBuilder, video: Video | StoredVideo, llm
         return MemorySelection(True, "built")
     if settings.memory_selection == "all":
         return MemorySelection(True, "all")
+    if settings.memory_selection == "tools":  # the object tools build it when they first read it: no model call
+        return None
     return select_memory(llm, question)
 
 
