@@ -55,6 +55,14 @@ const el = (tag, attrs = {}, ...children) => {
   return node;
 };
 const seconds = (t) => `${Number(t).toFixed(1)} s`;
+// What an evidence item's text is, said for every kind but the memory's own descriptions: a model's answer about
+// the frames must never read as something the video said (tools/base.py EVIDENCE_KINDS).
+const EVIDENCE_KINDS = { speech: "speech", text: "on-screen text", objects: "object memory", document: "document",
+  file: "file made", model: "a model's answer" };
+function evidenceKind(item) {
+  const label = EVIDENCE_KINDS[item.kind];
+  return label ? el("div", { class: `kind kind-${item.kind}` }, label) : null;
+}
 const clock = (t) => { const s = Math.max(0, t); return `${Math.floor(s / 60)}:${String(Math.floor(s % 60)).padStart(2, "0")}`; };
 
 // -- videos -------------------------------------------------------------------------------------------------------
@@ -658,7 +666,7 @@ function renderAnswer(answer) {
   const items = shown.map((item) => {
     if (item.where) {  // a knowledge source's page, section, address or SQL: no time span to seek to
       return el("div", { class: "evidence-item caption knowledge", title: item.text },
-        el("div", { class: "when" }, item.where), el("div", { class: "what" }, item.text));
+        el("div", { class: "when" }, item.where), evidenceKind(item), el("div", { class: "what" }, item.text));
     }
     // a clip or crop's source is its video's id with "@..." or "[...]" after it; a memory id may hold "@" itself
     const videoId = state.videos.some((v) => v.video_id === item.source) ? item.source
@@ -670,7 +678,8 @@ function renderAnswer(answer) {
       : item.supports === false ? el("div", { class: "verdict" }, "re-read: does not show it") : null;
     return el("button", { type: "button", class: `evidence-item${image ? "" : " caption"}${verdict}`, "data-start": item.start_s, "data-end": item.end_s, title: item.text,
                           onclick: () => showEvidence(videoId, item) },
-      image, el("div", { class: "when" }, `${seconds(item.start_s)} – ${seconds(item.end_s)}`), mark, el("div", { class: "what" }, item.text));
+      image, el("div", { class: "when" }, `${seconds(item.start_s)} – ${seconds(item.end_s)}`), mark, evidenceKind(item),
+      el("div", { class: "what" }, item.text));
   });
   $("#evidence").replaceChildren(...items);
   const made = [...new Map(answer.trace.filter((step) => step.type === "observation" && madeFile(step))
