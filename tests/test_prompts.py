@@ -21,6 +21,8 @@ PLACEHOLDERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("agent", "check_evidence"): ("evidence", "options", "question"), ("agent", "check_support"): ("answer",),
     ("agent", "orders_choose_again"): ("excluded", "material", "options", "question"),
     ("agent", "orders_answer_again"): ("excluded", "material", "question"),
+    ("agent", "text_withheld_choose"): ("material", "options", "question"),
+    ("agent", "text_withheld_answer"): ("material", "question"),
     ("agent", "caption_only_system"): ("memory_note",), ("agent", "caption_only"): ("captions", "options", "question"),
     ("agent", "caption_only_knowledge"): ("source", "text"), ("agent", "blind_system"): (),
     ("agent", "blind"): ("options", "question"), ("agent", "option_text"): (),

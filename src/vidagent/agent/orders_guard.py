@@ -94,6 +94,7 @@ class Guarded:
     candidates: list[Candidate] | None
     excluded: tuple[str, ...] = ()
     abstained: str = ""  # why there is no answer (an open answer only orders named, and no other)
+    withheld: tuple[str, ...] = ()  # the video's own text an answer rested on alone, withheld (text_guard)
 
 
 def guard_answer(task: Task, text: str, choice_index: int | None, candidates: Sequence[Candidate] | None,
@@ -164,6 +165,10 @@ def _choose_again(task: Task, excluded: Sequence[int], names: Sequence[str], mat
 
 
 def guarded_artifacts(artifacts: dict, guarded: Guarded) -> dict:
-    """The answer's artifacts, with what the guard excluded (when it did)."""
-    return artifacts | {"excluded_by_orders": list(guarded.excluded)} if guarded.excluded else artifacts
+    """The answer's artifacts, with what the guards excluded or withheld (when they did)."""
+    if guarded.excluded:
+        artifacts = artifacts | {"excluded_by_orders": list(guarded.excluded)}
+    if guarded.withheld:
+        artifacts = artifacts | {"withheld_video_text": list(guarded.withheld)}
+    return artifacts
 

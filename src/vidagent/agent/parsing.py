@@ -165,6 +165,13 @@ def extract_choice(answer: str, choices: Sequence[str], *, bare_numbers: bool = 
     for index, option in enumerate(normalised):
         if option and plain == option:
             return index
+    # 1b. A label then an option's text ("1. red", "(B) blue"): the text decides, whatever the label counts from.
+    labelled = re.match(r"^\s*[\(\[]?\s*(?:[0-9]+|[A-Za-z])\s*[\)\]\.:]\s*(.+)$", text)
+    if labelled:
+        rest = normalise_answer(labelled.group(1))
+        for index, option in enumerate(normalised):
+            if option and rest == option:
+                return index
     # 2. A bare label at the start: "2", "(c)", "C.", "option 3", "choice: B", "Answer 1".
     #    A lone letter counts only when marked as a label, so "A dog runs" is not option A.
     label = re.match(

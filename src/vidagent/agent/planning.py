@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from vidagent.agent.answer import Answer, Candidate, answer_key, dedupe_evidence, group_answers
-from vidagent.agent.orders_guard import guard_answer, guarded_artifacts
+from vidagent.agent.orders_guard import Guarded, guard_answer, guarded_artifacts
+from vidagent.agent.text_guard import withhold_text
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.steps import FinalAnswerStep, MemoryStep, ObservationStep, Step, TaskStep, Trace
 from vidagent.agent.task import Task
@@ -117,6 +118,21 @@ def metered(llm: ChatModel) -> MeteredChat:
     return llm if isinstance(llm, MeteredChat) else MeteredChat(llm)
 
 
+def guarded_answer(task: Task, text: str, choice_index: int | None, candidates: Sequence[Candidate] | None,
+                   trace: Trace, memories: Sequence[VideoMemory], llm: ChatModel) -> Guarded:
+    """An answer through both guards of the video's text: text that gives orders names nothing
+    (``orders_guard``), and an answer only the video's own text names is decided again without it
+    (``text_guard``); ``Guarded.excluded`` holds what either set aside."""
+    guarded = guard_answer(task, text, choice_index, candidates, trace, memories, llm)
+    if guarded.excluded or guarded.abstained:
+        return guarded
+    withheld = withhold_text(task, guarded.text, guarded.choice_index, guarded.candidates, trace, memories, llm)
+    if not withheld.withheld:
+        return guarded
+    return Guarded(withheld.text, withheld.choice_index, withheld.candidates, excluded=(),
+                   withheld=withheld.withheld)
+
+
 @dataclass
 class Run:
     """One planner's work on one question: the task and its toolbox, the model with the question's
@@ -147,8 +163,8 @@ class Run:
         why the planner gives no answer (its guesses stay candidates)."""
         chosen = list(candidates) if candidates is not None else [
             Candidate(text, choice_index, step_id=step_id, likelihood=likelihood)]
-        guarded = guard_answer(self.task, text, choice_index, chosen, self.trace, self.toolbox.memories.values(),
-                               self.llm)
+        guarded = guarded_answer(self.task, text, choice_index, chosen, self.trace,
+                                 list(self.toolbox.memories.values()), self.llm)
         return Answer(task=self.task, text=guarded.text, planner=self.planner, choice_index=guarded.choice_index,
                       evidence=dedupe_evidence(list(evidence)), candidates=guarded.candidates or chosen,
                       artifacts=guarded_artifacts(dict(artifacts or {}), guarded), trace=self.trace,
@@ -172,8 +188,8 @@ def anytime_answer(planner: str, task: Task, trace: Trace, llm: MeteredChat, why
     last = trace.last
     step = trace.add(FinalAnswerStep(parent_id=last.id if last else None, answer=text or "(none)", how="budget",
                                      thought=f"({why})"))
-    guarded = guard_answer(task, text, choice, [Candidate(text, choice, step_id=step.id)] if text else [], trace,
-                           memories, llm)
+    guarded = guarded_answer(task, text, choice, [Candidate(text, choice, step_id=step.id)] if text else [], trace,
+                             list(memories), llm)
     evidence = [item for observation in trace.of_type(ObservationStep) for item in observation.evidence]
     return Answer(task=task, text=guarded.text, planner=planner, choice_index=guarded.choice_index,
                   evidence=dedupe_evidence(evidence), candidates=guarded.candidates or [], trace=trace,
