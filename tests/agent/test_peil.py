@@ -160,17 +160,24 @@ def test_the_learner_retries_and_keeps_a_trace_that_worked_after_a_failure(scrip
 
 
 def test_the_example_bank_is_peils_own_and_works_with_experience_off(scripted, settings):
-    """AssistGPT's Learner keeps and recalls traces by default: no --experience needed (issue 24, item 1).
-    Here a retry that passes the model's self-check (no known answer) is kept and shown later."""
+    """AssistGPT's Learner keeps and recalls traces: no --experience needed (issue 24, item 1). A retry that
+    passes only the model's self-check (no known answer) is not kept by default (issue 42: the self-check kept a
+    wrong trace); with keep_self_checked it is kept and shown later."""
     plain = replace(settings, experience="none")
-    first = ScriptedLLM([
+    script = [
         "Thought: I now know the final answer\nFinal Answer: a car", "No: nothing was looked at",
         'Thought: look at the end\nAction: temporal_reason("end", visual[0])',
         "Thought: I now know the final answer\nFinal Answer: a guitar", "Yes",
-    ])
-    with Session(plain, perception=scripted_perception(), llm=first) as session:
+    ]
+    with Session(plain, perception=scripted_perception(), llm=ScriptedLLM(list(script))) as session:
         answer = session.ask(scripted.toy, "What is being drawn on the tablet?", CHOICES,
                              planner="peil", planner_options=PLAIN)
+        assert [c["passed"] for c in answer.artifacts["checks"]] == [False, True]
+        assert session.experience_store.entries(kind="trace") == []  # passed only the self-check: not kept
+    first = ScriptedLLM(list(script))
+    with Session(plain, perception=scripted_perception(), llm=first) as session:
+        answer = session.ask(scripted.toy, "What is being drawn on the tablet?", CHOICES,
+                             planner="peil", planner_options={**PLAIN, "keep_self_checked": True})
         kept = session.experience_store.entries(kind="trace")
     assert [c["passed"] for c in answer.artifacts["checks"]] == [False, True]
     assert len(kept) == 1 and kept[0].checked_by == "self_check" and len(first.requests) == 5  # no other model call

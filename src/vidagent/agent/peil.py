@@ -7,7 +7,8 @@ module cuts as a new source, ``visual[n]``, summarised in the observation. The L
 checks the finished attempt (against a known answer when teaching, else by the model's
 self-check); a failed attempt is tried again (up to ``attempts``) with the check's reason, at a
 higher temperature. A trace that succeeded after a failed try is kept in the library's example
-bank, and the most similar kept traces are shown to later questions as in-context examples.
+bank when its success is known (checked against a reference: teaching; ``keep_self_checked`` lets the model's
+self-check count too), and the most similar kept traces are shown to later questions as in-context examples.
 An attempt whose chain ended in an unusable reply and its unusable retry (its answer forced) is the
 last: it is not checked and not tried again, and the answer is chosen among the attempts made (issue 42).
 
@@ -29,7 +30,7 @@ from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, InspectionStep, MemoryStep, Trace
 from vidagent.agent.task import Task
-from vidagent.agent.toolbox import Toolbox
+from vidagent.agent.toolbox import Toolbox, select_tools
 from vidagent.errors import PlannerError
 from vidagent.experience.store import Entry
 from vidagent.llm.base import ChatModel, Message
@@ -69,6 +70,10 @@ class PEILPlanner:
     attempts: int = option(3, 1, 10)
     self_check: bool = True
     examples: int = option(2, 0, 20)
+    # A trace enters the example bank only when it is known right (checked against a reference: ``--teach``); the
+    # model's self-check is no such knowledge (it failed 86 of 88 attempts on dev, and kept a wrong trace as valid,
+    # issue 42): ``keep_self_checked`` lets traces that passed only it in too.
+    keep_self_checked: bool = False
     min_similarity: float = option(0.8, 0.0, 1.0)
     retry_temperature: float = option(0.7, 0.0, 2.0)
     modules: tuple[str, ...] | None = None
@@ -84,14 +89,8 @@ class PEILPlanner:
         if self.attempts < 1 or self.max_steps < 1:
             raise PlannerError("attempts and max_steps must be at least 1")
         modules = dict(toolbox.assist.modules)
-        if self.modules is not None:
-            withheld = toolbox.assist.withheld
-            unknown = [name for name in self.modules if name not in modules and name not in withheld]
-            if unknown:
-                raise PlannerError(f"no module named {', '.join(unknown)}; the modules are: {', '.join(modules)}")
-            chosen = [*(name for name in self.modules if name not in withheld),  # the sources cannot serve these
-                      *(name for name in toolbox.attached if name not in self.modules)]
-            modules = {name: modules[name] for name in chosen}  # the user's knowledge comes whatever is chosen
+        if self.modules is not None:  # the modules the sources cannot serve left out; the user's knowledge kept
+            modules = select_tools(modules, self.modules, toolbox.assist.withheld, toolbox.attached, what="module")
         if not modules:
             raise PlannerError("the PEIL planner needs at least one module")
         run = Run.begin(self.name, task, toolbox, llm, trace)
@@ -212,6 +211,8 @@ class PEILPlanner:
     def _keep(self, task: Task, toolbox: Toolbox, trace: Trace, attempt: Attempt) -> None:
         bank = toolbox.assist.examples
         if bank is None or attempt.verdict is None or self.examples <= 0:
+            return
+        if attempt.verdict.mode != "reference" and not self.keep_self_checked:
             return
         kept = bank.add(Entry(EXAMPLE_KIND, self.name, task.question, attempt.steps, attempt.text,
                               attempt.verdict.mode, attempt.number, scope=toolbox.assist.bank_scope))
