@@ -172,6 +172,23 @@ class ChatEndpoint:
         return str(content)
 
 
+def engine_reply(reply: Any, where: str, error: type[VidagentError]) -> tuple[str, dict[str, Any]]:
+    """The first choice's text and the first choice of a reply from llama.cpp's in-process server engine
+    (``xllamacpp``: the embedded chat model, a local vision model); ``error`` naming ``where`` for a reply that is
+    no reply, reports an error, or has no message."""
+    if not isinstance(reply, dict):
+        raise error(f"{where} returned {type(reply).__name__}, not a response")
+    if "error" in reply:
+        failure = reply["error"]
+        message = failure.get("message", failure) if isinstance(failure, dict) else failure
+        raise error(f"{where}: {message}")
+    try:
+        choice = reply["choices"][0]
+        return choice["message"].get("content") or "", choice
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise error(f"{where} returned an unexpected response: {exc!r}") from exc
+
+
 def usage_tokens(data: dict[str, Any]) -> tuple[int | None, int | None]:
     """The prompt and completion tokens a reply reports (None where it reports none)."""
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}

@@ -27,6 +27,7 @@ pytest.importorskip("transformers")
 import hf_tiny_models as tiny  # noqa: E402
 from test_hf_segmenter import save_tiny_sam, save_tiny_sam2  # noqa: E402
 from test_video_classifier import save_videomae, save_xclip  # noqa: E402
+from test_hf_backends import one_torch_thread  # noqa: E402,F401  (module fixture: one torch thread)
 
 from vidagent.perception.hf import (  # noqa: E402
     ClipEmbedder,
@@ -86,14 +87,6 @@ class Checkpoints:
         if name not in self.saved:
             self.saved[name] = str(SAVERS[name](self.root / name))
         return self.saved[name]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from vidagent.chat_http import engine_reply
 from vidagent.errors import LLMError, ModelUnavailableError
 from vidagent.llm.base import Completion, Message, Sampling, first_token_logprobs
 
@@ -198,23 +199,17 @@ def token_logprobs(choice: Any) -> tuple[float, ...]:
 
 
 def _completion(reply: Any, seconds: float, model: str) -> Completion:
-    if not isinstance(reply, dict):
-        raise LLMError(f"local model {model} returned {type(reply).__name__}, not a response")
-    if "error" in reply:
-        error = reply["error"]
-        message = error.get("message", error) if isinstance(error, dict) else error
-        raise LLMError(f"local model {model}: {message}")
+    text, choice = engine_reply(reply, f"local model {model}", LLMError)
     try:
-        text = reply["choices"][0]["message"].get("content") or ""
         usage = reply.get("usage") or {}
         return Completion(
             text=text,
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             seconds=seconds,
-            first_token_logprobs=first_token_logprobs(reply["choices"][0]),
+            first_token_logprobs=first_token_logprobs(choice),
             reused_prompt_tokens=int((reply.get("timings") or {}).get("cache_n", 0) or 0),
         )
-    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+    except (TypeError, AttributeError, ValueError) as exc:
         raise LLMError(f"local model {model} returned an unexpected response: {exc!r}") from exc
 

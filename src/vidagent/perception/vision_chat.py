@@ -27,7 +27,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from vidagent.chat_http import ChatEndpoint, estimate_tokens, image_data_url, usage_tokens
+from vidagent.chat_http import ChatEndpoint, engine_reply, estimate_tokens, image_data_url, usage_tokens
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception.backend_spec import BackendSpec, parse_backend_spec, spec_scheme
 from vidagent.sqlite import open_sqlite
@@ -268,18 +268,9 @@ class GGUFVisionChat:
 
 
 def _gguf_reply(reply: Any, seconds: float, model: str) -> VisionReply:
-    if not isinstance(reply, dict):
-        raise ModelUnavailableError(f"vision model {model} returned {type(reply).__name__}, not a reply")
-    if "error" in reply:
-        error = reply["error"]
-        message = error.get("message", error) if isinstance(error, dict) else error
-        raise ModelUnavailableError(f"vision model {model}: {message}")
-    try:
-        text = (reply["choices"][0]["message"].get("content") or "").strip()
-    except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise ModelUnavailableError(f"vision model {model} returned an unexpected reply: {exc!r}") from exc
+    text, _ = engine_reply(reply, f"vision model {model}", ModelUnavailableError)
     prompt_tokens, completion_tokens = usage_tokens(reply)
-    return VisionReply(text, prompt_tokens or 0, completion_tokens or 0, seconds)
+    return VisionReply(text.strip(), prompt_tokens or 0, completion_tokens or 0, seconds)
 
 
 @dataclass(frozen=True)
