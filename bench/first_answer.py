@@ -1,6 +1,6 @@
-"""Time to the first answer on a video not indexed yet: ``vidagent ask`` as before (the memory built
-first, then the answer) beside ``vidagent ask --glance`` (issue 28, item 1), each in a fresh library,
-one after the other in one run.
+"""Time to the first answer on a video not indexed yet: a plain ``vidagent ask`` (the default: a glance for a
+video of 2 minutes or more, issue 43) beside ``vidagent ask --no-glance`` (the memory built first, then the
+answer) and any ``--glance S`` asked for, each in a fresh library, one after the other in one run.
 
     nice -n 5 .venv/bin/python bench/first_answer.py [--video PATH ...] [--minutes 20] [--question TEXT]
                                                      [--glance 10 --glance 20] [--complete] [--limit 900]
@@ -88,10 +88,10 @@ def main() -> int:
     parser.add_argument("--video", action="append", type=Path)
     parser.add_argument("--minutes", type=float, default=20)
     parser.add_argument("--question", default=QUESTION)
-    parser.add_argument("--glance", action="append", help="seconds between glanced frames (repeat: one run each; "
-                                                          "default 10)")
+    parser.add_argument("--glance", action="append", help="seconds between glanced frames (repeat: one run each "
+                                                          "beside the default's)")
     parser.add_argument("--complete", action="store_true")
-    parser.add_argument("--only", choices=("before", "after"), help="run one side only")
+    parser.add_argument("--only", choices=("default", "before", "after"), help="run one side only")
     parser.add_argument("--limit", type=float, default=900, help="seconds before a run is stopped")
     args = parser.parse_args()
     videos = args.video or [make_long_video(args.minutes), CLIP]
@@ -100,9 +100,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="vidagent-first-answer-") as scratch:
         for number, video in enumerate(videos):
             complete = ["--complete"] if args.complete else []
-            runs = [(f"after: ask --glance {every}{' --complete' if complete else ''}", ["--glance", every] + complete)
-                    for every in args.glance or ["10"]]
-            runs.append(("before: ask (index, then answer)", []))
+            runs = [(f"default: ask{' --complete' if complete else ''}", complete)]  # a glance from 2 minutes on
+            runs += [(f"after: ask --glance {every}{' --complete' if complete else ''}", ["--glance", every] + complete)
+                     for every in args.glance or []]
+            runs.append(("before: ask --no-glance (index, then answer)", ["--no-glance"]))
             for index, (label, extra) in enumerate(runs):
                 if args.only and not label.startswith(args.only):
                     continue
