@@ -71,7 +71,8 @@ def running_server(home: Path, models: Path, folders: Sequence[Path], llm: Scrip
                    local_model: str | None = None, perception: Perception | None = None,
                    **config: object) -> Iterator[tuple[BackgroundServer, VideoService]]:
     """A server (API, page and MCP) over ``home`` in a thread; ``llm`` None uses the real local model
-    (``local_model``, or the default one); ``perception`` (the scripted one) replaces the real models."""
+    (``local_model``, or the default one); ``perception`` (the scripted one) replaces the real models. ``config``
+    sets the ``ServeConfig``'s fields (``host``: a loopback address to listen on)."""
     settings = replace(Settings.from_env(), home=home, models=models)
     if perception is not None:  # the scripted home's stage configs: no extra perception sources
         settings = replace(settings, perception=frozenset())
@@ -80,8 +81,9 @@ def running_server(home: Path, models: Path, folders: Sequence[Path], llm: Scrip
     serve_config = ServeConfig(settings=settings, video_dirs=tuple(folders), **config)  # type: ignore[arg-type]
     session = Session(settings, llm=llm, perception=perception) if llm is not None or perception is not None else None
     service = VideoService(serve_config, session)
-    try:
-        with BackgroundServer(create_app(service)) as server:
+    try:  # on the configured loopback address (any of 127.0.0.0/8), stopping its questions first as `serve` does
+        with BackgroundServer(create_app(service), serve_config.host,
+                              before_shutdown=service.asks.cancel_all) as server:
             yield server, service
     finally:
         service.close()

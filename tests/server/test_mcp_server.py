@@ -98,7 +98,7 @@ def test_streamable_http_at_the_servers_mcp_endpoint(scripted, tmp_path):
                 bounded = structured(await client.call_tool("ask_video", {
                     "video": str(scripted.toy), "question": "[q8] What does a cruise cost?",
                     "knowledge": ["fares.csv#boat trip prices"], "budget": "calls=6"}))  # the table is read first
-                assert bounded["answer"] == "answer to q8" and bounded["budget"]["limit"] == {"calls": 6}
+                assert bounded["answer"] == "answer to q8" and bounded["budget"]["limit"]["calls"] == 6
                 assert "- fares_knowledge(question: str)" in llm.requests[-1][0].content
                 refused = await client.call_tool("ask_video", {"video": str(scripted.toy),
                                                                "question": "What?", "knowledge": ["https://x.org/a.csv"]})

@@ -69,6 +69,15 @@ class Budget:
             raise ValueError("an empty budget: write calls=N, tokens=T, seconds=S or frames=F")
         return cls(**values)
 
+    def within(self, cap: "Budget") -> "Budget":
+        """This budget held to ``cap`` (a server's most per question): each limit the smaller of the two, a limit
+        that only one of them sets kept as it is."""
+        def smaller(key: str) -> Any:
+            values = [value for value in (getattr(self, key), getattr(cap, key)) if value is not None]
+            return min(values) if values else None
+
+        return Budget(**{key: smaller(key) for key in _KEYS})
+
     def to_dict(self) -> dict[str, Any]:
         return {key: getattr(self, key) for key in _KEYS if getattr(self, key) is not None}
 

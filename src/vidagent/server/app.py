@@ -17,8 +17,7 @@ from starlette.requests import ClientDisconnect
 
 from vidagent import __version__
 from vidagent.errors import VidagentError
-from vidagent.server.auth import LoopbackHostGuard, SameOriginGuard, TokenGuard
-from vidagent.server.config import is_loopback
+from vidagent.server.auth import add_guards
 from vidagent.server.edits import edits_router
 from vidagent.server.errors import error_body, status_of
 from vidagent.server.mcp_server import mcp_http_app
@@ -35,8 +34,8 @@ def static_dir() -> Path:
 def create_app(service: VideoService, *, with_mcp: bool = True) -> FastAPI:
     """The app over ``service``: the API, the page, and (``with_mcp``) the MCP tools at ``/mcp``. With a
     token, /api and /mcp need it; without one (loopback only), requests must name a loopback host, so a
-    web page elsewhere cannot reach the API by DNS rebinding."""
-    mcp_app = mcp_http_app(service, service.config.host) if with_mcp else None
+    web page elsewhere cannot reach the API by DNS rebinding (``auth.add_guards``)."""
+    mcp_app = mcp_http_app(service) if with_mcp else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -64,12 +63,7 @@ def create_app(service: VideoService, *, with_mcp: bool = True) -> FastAPI:
     def docs() -> FileResponse:
         return FileResponse(static / "docs.html", headers={"Cache-Control": "no-cache"})
 
-    app.add_middleware(SameOriginGuard)
-    token = service.config.token
-    if token:
-        app.add_middleware(TokenGuard, token=token)
-    elif is_loopback(service.config.host):
-        app.add_middleware(LoopbackHostGuard)
+    add_guards(app, token=service.config.token, host=service.config.host)
     return app
 
 

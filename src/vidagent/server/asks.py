@@ -1,7 +1,10 @@
 """Questions as runs in the model lane, each step published as soon as the planner makes it.
 
 A run whose client has gone is cancelled: it is dropped if it has not started, and stopped at its
-next step if it has, so a closed browser tab never holds the lane for a whole search.
+next step if it has, so a closed browser tab never holds the lane for a whole search. Every run is held
+to the server's cap on a question's work (``ServeConfig.question_cap``), so no request holds the lane for
+longer than that (a model call under way finishes first) whatever budget and options it names; a server that
+shuts down ends every run's events with an error at once.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ AskFunction = Callable[..., Answer]  # Session.ask
 # memories it was read from, and returns each one's job id by video id (said with the answer's coverage).
 AfterAnswer = Callable[[Answer, Sequence[Video | StoredVideo]], Mapping[str, str]]
 CANCELLED = {"error": "Cancelled", "message": "the question was stopped: its client went away", "status": 499}
+SHUTTING_DOWN = {"error": "ServerShuttingDown", "status": 503,
+                 "message": "the server is shutting down: the question was stopped; ask again when the server is back"}
 
 
 @dataclass(frozen=True)
@@ -76,11 +81,7 @@ class AskSpec:
                 raise RequestError("a choice is empty")
         if self.planner and self.planner not in planner_names():  # never ``module:Class`` from a client: imports code
             raise RequestError(f"unknown planner {self.planner!r}: use one of {', '.join(planner_names())}")
-        if self.budget:
-            try:
-                Budget.parse(self.budget)
-            except ValueError as error:
-                raise RequestError(str(error)) from None
+        self.held_budget(None)
         if self.glance is not None and not 0 <= self.glance <= MAX_GLANCE_S:
             raise RequestError(f"glance is the seconds between glanced frames: at most {MAX_GLANCE_S:g}, "
                                "0 to index a new video whole first (default: a glance for a video of 2 minutes or more)")
@@ -89,6 +90,17 @@ class AskSpec:
             raise RequestError(f"the {planner.name} planner offers its model no tools, so it cannot use knowledge; "
                                f"use react, mcts, peil or caption_only")
         return planner
+
+    def held_budget(self, cap: Budget | None) -> Budget | None:
+        """The budget the question runs under: its own (``budget``, refused when malformed) held to ``cap``,
+        the server's most per question (a smaller limit of its own stays, a larger one is cut to the cap)."""
+        try:
+            own = Budget.parse(self.budget) if self.budget else None
+        except ValueError as error:
+            raise RequestError(str(error)) from None
+        if cap is None:
+            return own
+        return cap if own is None else own.within(cap)
 
 
 @dataclass
@@ -99,6 +111,7 @@ class AskRun:
     cancelled: threading.Event = field(default_factory=threading.Event)
     future: Future[Answer] | None = None
     video_ids: tuple[str, ...] = ()
+    budget: Budget | None = None  # what the question may spend: its own budget held to the server's cap
 
     def cancel(self) -> None:
         """Drop the question if it still waits; stop it at its next step if it runs."""
@@ -106,13 +119,21 @@ class AskRun:
         if self.future is not None and self.future.cancel():
             self.events.publish("error", CANCELLED)
 
+    def stop(self, reason: Mapping[str, Any]) -> None:
+        """Cancel the question and end its events with the error ``reason`` now, not at its next step (the
+        server is going away: a client watching is told before its connection closes)."""
+        self.events.publish("error", dict(reason))
+        self.cancel()
+
 
 class AskRunner:
-    """Runs questions in the lane; past ``max_queued`` pending jobs a new question is refused (``BusyError``)."""
+    """Runs questions in the lane; past ``max_queued`` pending jobs a new question is refused (``BusyError``).
+    Each question's budget is held to ``cap`` (None: its own budget, if any, is all that bounds it)."""
 
     def __init__(self, lane: ModelLane, ask: AskFunction, max_queued: int | None = None,
-                 after: AfterAnswer | None = None, *, embedded: bool = False) -> None:
+                 after: AfterAnswer | None = None, *, embedded: bool = False, cap: Budget | None = None) -> None:
         self._lane = lane
+        self._cap = cap
         self._embedded = embedded  # the chat model is the embedded one: its default planner (``planner_for``)
         self._ask = ask
         self._after = after
@@ -133,16 +154,18 @@ class AskRunner:
             return any(video_id in run.video_ids for run in self._live.values())
 
     def cancel_all(self) -> None:
-        """Stop every question still queued or running (the server is shutting down)."""
+        """Stop every question still queued or running (the server is shutting down): each one's events end
+        with a ``ServerShuttingDown`` error at once, so a stream says why it ends."""
         with self._lock:
             runs = list(self._live.values())
         for run in runs:
-            run.cancel()
+            run.stop(SHUTTING_DOWN)
 
     def start(self, spec: AskSpec, videos: Sequence[Video | StoredVideo]) -> AskRun:
         """Queue the question (checked first: a bad one raises here, before anything streams)."""
         planner = spec.check(embedded=self._embedded)
-        run = AskRun(f"ask-{next(self._ids)}", spec, video_ids=tuple(video.content_hash for video in videos))
+        run = AskRun(f"ask-{next(self._ids)}", spec, video_ids=tuple(video.content_hash for video in videos),
+                     budget=spec.held_budget(self._cap))
         run.events.publish("queued", {"ask_id": run.id, "planner": planner.name, "ahead": self._lane.pending})
         with self._lock:
             self._live[run.id] = run
@@ -171,7 +194,7 @@ class AskRunner:
             spec = run.spec
             started = time.perf_counter()
             answer = self._ask(list(videos), spec.question, list(spec.choices) if spec.choices else None,
-                               planner=planner, on_step=on_step, knowledge=spec.knowledge, budget=spec.budget,
+                               planner=planner, on_step=on_step, knowledge=spec.knowledge, budget=run.budget,
                                check=spec.check_answer, glance=spec.glance)
             if self._after is not None and answer.artifacts.get("coverage"):
                 for video_id, job_id in self._after(answer, videos).items():

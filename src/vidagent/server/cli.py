@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Callable
 
 from vidagent.config import Settings
-from vidagent.server.config import (DEFAULT_MAX_EDIT_SECONDS, DEFAULT_MAX_EDITS, DEFAULT_MAX_UPLOAD_BYTES,
-                                     TOKEN_ENV, ServeConfig)
+from vidagent.server.config import (DEFAULT_MAX_EDIT_SECONDS, DEFAULT_MAX_EDITS, DEFAULT_MAX_QUESTION_CALLS,
+                                     DEFAULT_MAX_QUESTION_SECONDS, DEFAULT_MAX_UPLOAD_BYTES, TOKEN_ENV, ServeConfig)
 from vidagent.server.errors import ServeSetupError
 
 SettingsOf = Callable[[argparse.Namespace], Settings]
+log = logging.getLogger(__name__)
 
 
 def add_serve_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]",
@@ -46,8 +47,17 @@ def _add_common(parser: argparse.ArgumentParser, default_port: int) -> None:
     parser.add_argument("--port", type=int, default=default_port, help="port (default %(default)s)")
     parser.add_argument("--videos", action="append", metavar="DIR", default=[],
                         help="a folder whose videos may be named by path (repeatable)")
-    parser.add_argument("--token", help=f"bearer token clients must send (default: ${TOKEN_ENV}); "
-                                        "required to listen beyond loopback")
+    secret = parser.add_mutually_exclusive_group()
+    secret.add_argument("--token", help=f"bearer token clients must send (default: ${TOKEN_ENV}); required to listen "
+                                        "beyond loopback. Other users see it in `ps`: prefer --token-file or "
+                                        f"${TOKEN_ENV}")
+    secret.add_argument("--token-file", metavar="PATH", type=Path,
+                        help="read the token from this file (its first line; keep the file readable by you alone)")
+    parser.add_argument("--max-question-seconds", type=float, default=DEFAULT_MAX_QUESTION_SECONDS, metavar="S",
+                        help="the most seconds one question may spend, whatever budget its client names (a smaller "
+                             "one stays); 0: no cap (default %(default)g)")
+    parser.add_argument("--max-question-calls", type=int, default=DEFAULT_MAX_QUESTION_CALLS, metavar="N",
+                        help="the most model calls one question may make, likewise; 0: no cap (default %(default)s)")
 
 
 def _config(args: argparse.Namespace, settings_of: SettingsOf, **extra: object) -> ServeConfig:
@@ -55,9 +65,29 @@ def _config(args: argparse.Namespace, settings_of: SettingsOf, **extra: object) 
     for folder in folders:
         if not folder.is_dir():
             raise ServeSetupError(f"--videos {folder}: not a folder")
-    token = args.token or os.environ.get(TOKEN_ENV) or None
-    return ServeConfig(settings=settings_of(args), video_dirs=folders, token=token, host=args.host, port=args.port,
-                       **extra)  # type: ignore[arg-type]
+    if not args.max_question_seconds >= 0 or args.max_question_seconds == float("inf") or args.max_question_calls < 0:
+        raise ServeSetupError("--max-question-seconds and --max-question-calls must be 0 (no cap) or above")
+    return ServeConfig(settings=settings_of(args), video_dirs=folders, token=_token(args), host=args.host,
+                       port=args.port, max_question_seconds=args.max_question_seconds or None,
+                       max_question_calls=args.max_question_calls or None, **extra)  # type: ignore[arg-type]
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The token clients must send: ``--token``, the first line of ``--token-file``, or ``$VIDAGENT_TOKEN``
+    (None: no token). Its form is checked by ``ServeConfig.check_binding``."""
+    if args.token_file is not None:
+        try:
+            lines = args.token_file.expanduser().read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ServeSetupError(f"--token-file {args.token_file}: cannot read it ({error})") from None
+        if not lines or not lines[0].strip():
+            raise ServeSetupError(f"--token-file {args.token_file}: its first line is empty")
+        return lines[0].strip()
+    if args.token is not None:
+        log.warning("the token given as --token is visible to other users in `ps`; use --token-file PATH or $%s",
+                    TOKEN_ENV)
+        return args.token
+    return os.environ.get(TOKEN_ENV) or None
 
 
 def _require_extra() -> None:

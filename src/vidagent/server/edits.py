@@ -35,12 +35,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
 from vidagent.errors import OutputError, ToolInputError
 from vidagent.memory.builder import MemoryBuilder
+from vidagent.server.auth import same_site_only
 from vidagent.server.errors import (EditTooLongError, NotFoundError, RequestError, StorageError,
                                     TooManyEditsError)
 from vidagent.server.lane import ModelLane
@@ -194,10 +195,12 @@ def _refusing(make: Callable[[], T], kind: str = "edit") -> T:
 
 
 def edits_router(edits: ServerEdits) -> APIRouter:
-    router = APIRouter(prefix="/api")
+    """The edit routes: each makes (or zips) a file, so a browser's request from another site is refused."""
+    router = APIRouter(prefix="/api", dependencies=[Depends(same_site_only)])
 
     @router.get("/videos/{video_id}/edits/clip", summary="the start-end stretch as an mp4 with its sound (a download)")
-    async def clip(video_id: str, start: float = Query(ge=0), end: float = Query(gt=0)) -> FileResponse:
+    async def clip(video_id: str, start: float = Query(ge=0, allow_inf_nan=False),
+                   end: float = Query(gt=0, allow_inf_nan=False)) -> FileResponse:
         return _download(await edits.clip(video_id, start, end))
 
     @router.get("/videos/{video_id}/edits/highlight",
@@ -210,8 +213,9 @@ def edits_router(edits: ServerEdits) -> APIRouter:
         return _download(await edits.object_edit(video_id, object_id, "remove"))
 
     @router.get("/videos/{video_id}/edits/frames", summary="the frames of start-end at fps a second, as a zip of images")
-    async def frames(video_id: str, start: float = Query(ge=0), end: float = Query(ge=0),
-                     fps: float = Query(1.0, gt=0, le=30)) -> FileResponse:
+    async def frames(video_id: str, start: float = Query(ge=0, allow_inf_nan=False),
+                     end: float = Query(ge=0, allow_inf_nan=False),
+                     fps: float = Query(1.0, gt=0, le=30, allow_inf_nan=False)) -> FileResponse:
         return _download(await edits.frames(video_id, start, end, fps))
 
     @router.get("/videos/{video_id}/refer",

@@ -53,6 +53,11 @@ class NoPlayableCopyError(RequestError, status=422):
     server's FFmpeg encodes no format browsers play (501), or the copy cannot be written (500)."""
 
 
+class CrossSiteError(RequestError, status=403):
+    """A browser's request from another site (its ``Origin`` or ``Sec-Fetch-Site`` says so) to change something,
+    make a file or call an MCP tool."""
+
+
 class BusyError(RequestError, status=503):
     """The model lane already holds as many jobs as the server takes; the client may try again later."""
 
@@ -91,7 +96,7 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
 
 # the name a client sees for an error whose class name says little: one name for a refused request,
 # whether FastAPI's validation or the service refused it
-PUBLIC_NAMES = {"RequestError": "InvalidRequest", "ValueError": "InvalidRequest"}
+PUBLIC_NAMES = {"RequestError": "InvalidRequest", "ValueError": "InvalidRequest", "CrossSiteError": "CrossSiteRequest"}
 
 
 def status_of(error: BaseException) -> int:

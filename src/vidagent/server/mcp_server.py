@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from starlette.applications import Starlette
 
@@ -74,7 +75,8 @@ def build_mcp(service: VideoService) -> MCPServer:
         the others in more_videos). knowledge: tables (csv, tsv, xlsx, parquet, sqlite) or documents (pdf, md,
         html, txt) inside the server's folders, or "web", that the planner may consult (PATH#description
         describes one). budget: "calls=N,tokens=T,seconds=S,frames=F" bounds the question's model work (the planner
-        then answers with what it has; the result's budget says what was spent). check: true checks the answer against
+        then answers with what it has; the result's budget says what was spent); the server holds every question to
+        its own most seconds and calls, a larger budget cut to them. check: true checks the answer against
         the evidence it cites (off by default); an answer it does not support (for options: another option is likelier on it) abstains. glance: seconds; a video
         not indexed yet is answered at once from a frame described every this many seconds (what the planner reads
         described in full), its memory completed in the background; the result's coverage says what it saw (default:
@@ -89,20 +91,24 @@ def build_mcp(service: VideoService) -> MCPServer:
                            tuple(knowledge or ()), budget or None, check, glance)
             run = await asyncio.to_thread(service.start_ask, spec)
             steps: list[str] = []
-            async for event in run.events.follow():
-                if event.name == "step":
-                    steps.append(step_line(event.data))
-                    await ctx.report_progress(len(steps), None, steps[-1])
-                elif event.name == "error":
-                    raise ToolError(str(event.data.get("message", "the question failed")))
-                elif event.name == "answer":
-                    data = event.data
-                    spent = {key: data["artifacts"][key] for key in ("budget", "coverage")
-                             if key in data.get("artifacts", {})}
-                    return {key: data[key] for key in ("answer", "option", "choice_index", "choice", "planner",
-                                                        "confidence", "abstained", "abstain_reason", "evidence",
-                                                        "candidates", "usage", "video_id")} \
-                        | spent | {"steps": steps}
+            try:
+                async for event in run.events.follow():
+                    if event.name == "step":
+                        steps.append(step_line(event.data))
+                        await ctx.report_progress(len(steps), None, steps[-1])
+                    elif event.name == "error":
+                        raise ToolError(str(event.data.get("message", "the question failed")))
+                    elif event.name == "answer":
+                        data = event.data
+                        spent = {key: data["artifacts"][key] for key in ("budget", "coverage")
+                                 if key in data.get("artifacts", {})}
+                        return {key: data[key] for key in ("answer", "option", "choice_index", "choice", "planner",
+                                                            "confidence", "abstained", "abstain_reason", "evidence",
+                                                            "candidates", "usage", "video_id")} \
+                            | spent | {"steps": steps}
+            except asyncio.CancelledError:  # the agent cancelled the call or went away: free the lane, as HTTP does
+                run.cancel()
+                raise
             raise ToolError("the question ended without an answer")
 
     @server.tool()
@@ -136,10 +142,13 @@ def build_mcp(service: VideoService) -> MCPServer:
     return server
 
 
-def mcp_http_app(service: VideoService, host: str, path: str = "/mcp") -> Starlette:
-    """The MCP tools over streamable HTTP at ``path``, as a Starlette app (its lifespan runs the sessions).
-    On a loopback address the SDK's DNS-rebinding protection checks the Host and Origin headers."""
-    return build_mcp(service).streamable_http_app(streamable_http_path=path, host=host)
+def mcp_http_app(service: VideoService, path: str = "/mcp") -> Starlette:
+    """The MCP tools over streamable HTTP at ``path``, as a Starlette app (its lifespan runs the sessions),
+    without guards: ``auth.add_guards`` checks the Host and Origin headers (and the token) on any address, as it
+    does for the API. The SDK's own DNS-rebinding check, which knows only 127.0.0.1, localhost and ::1 (so
+    none on 127.0.0.2) and lets in an Origin of any port of them, is turned off so one set of rules holds."""
+    unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return build_mcp(service).streamable_http_app(streamable_http_path=path, transport_security=unchecked)
 
 
 STEP_NAMES = {"task": "question", "tool_call": "call", "final_answer": "final answer",

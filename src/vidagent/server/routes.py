@@ -6,17 +6,24 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive
 
 from vidagent import __version__
 from vidagent.agent.planner import default_planner, planner_names
 from vidagent.server import sse
+from vidagent.server.asks import AskRun
+from vidagent.server.auth import same_site_only
 from vidagent.server.errors import NoPlayableCopyError
+from vidagent.server.events import Event, EventLog
 from vidagent.server.schemas import AskBody, ImportBody, IndexBody, RegisterBody, SqlBody
 from vidagent.server.service import VideoService
-from vidagent.server.uploads import upload_name
+from vidagent.server.uploads import MAX_GIVEN_NAME_CHARS, upload_name
+
+MAKES_FILES = [Depends(same_site_only)]  # a GET route that writes a file: not for a page on another site
 
 
 def api_router(service: VideoService) -> APIRouter:
@@ -46,7 +53,8 @@ def api_router(service: VideoService) -> APIRouter:
 
     @router.post("/videos/upload", status_code=201,
                  summary="upload a video: the raw file as the body, its name as ?filename= (kept under that name)")
-    async def upload(request: Request, filename: str | None = Query(None, max_length=255)) -> dict[str, Any]:
+    async def upload(request: Request, filename: str | None = Query(None, max_length=MAX_GIVEN_NAME_CHARS)
+                     ) -> dict[str, Any]:
         name = upload_name(filename)
         declared = request.headers.get("content-length")
         service.uploads.check_length(int(declared) if declared and declared.isdigit() else None)
@@ -98,12 +106,11 @@ def api_router(service: VideoService) -> APIRouter:
         result = service.sql(video_id, body.query, body.max_rows)
         return {**result.to_json(), "seconds": round(result.seconds, 4)}
 
-    @router.post("/ask", summary="ask and wait: the answer as JSON (with its trace)")
-    async def ask(body: AskBody) -> dict[str, Any]:
+    @router.post("/ask", summary="ask and wait: the answer as JSON (with its trace); a client that goes away "
+                                 "stops its question")
+    async def ask(body: AskBody, request: Request) -> Any:
         run = await run_in_threadpool(service.start_ask, body.spec())
-        assert run.future is not None
-        answer = await asyncio.wrap_future(run.future)
-        return answer.to_dict()
+        return await _answered(run, request.receive)
 
     @router.post("/ask/stream", summary="ask and watch: queued, started, each step, then the answer, as SSE")
     async def ask_stream(body: AskBody) -> StreamingResponse:
@@ -111,7 +118,7 @@ def api_router(service: VideoService) -> APIRouter:
         return StreamingResponse(sse.stream(run.events, on_abandon=run.cancel), media_type=sse.MEDIA_TYPE,
                                  headers=sse.HEADERS)
 
-    @router.get("/videos/{video_id}/playback",
+    @router.get("/videos/{video_id}/playback", dependencies=MAKES_FILES,
                 summary="how the video plays in a browser: its own file, or a playable copy (made once, in the "
                         "background, when the file's format is not one browsers play; its progress while it is made)")
     def playback(video_id: str, proxy: bool = Query(False, description="a copy even of a file that should play "
@@ -119,7 +126,7 @@ def api_router(service: VideoService) -> APIRouter:
                  ) -> dict[str, Any]:
         return service.playback(video_id, force_copy=proxy).to_dict()
 
-    @router.get("/videos/{video_id}/file",
+    @router.get("/videos/{video_id}/file", dependencies=MAKES_FILES,
                 summary="the video for a player (supports ranges): its own file, or its playable copy where browsers "
                         "do not play the file (202 with the copy's progress while it is made; ?original=true: the file "
                         "as it is)")
@@ -142,15 +149,53 @@ def api_router(service: VideoService) -> APIRouter:
                             content_disposition_type="inline")
 
     @router.get("/videos/{video_id}/frame", summary="the frame at t seconds as a JPEG thumbnail")
-    def frame(video_id: str, t: float = Query(ge=0), width: int = Query(320)) -> Response:
+    def frame(video_id: str, t: float = Query(ge=0, allow_inf_nan=False), width: int = Query(320)) -> Response:
         data = service.thumbnail(video_id, t, width)
         return Response(data, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
 
-    @router.get("/videos/{video_id}/clip", summary="the start-end stretch as a short mp4, cut on demand")
-    def clip(video_id: str, start: float = Query(ge=0), end: float = Query(gt=0)) -> FileResponse:
+    @router.get("/videos/{video_id}/clip", summary="the start-end stretch as a short mp4, cut on demand",
+                dependencies=MAKES_FILES)
+    def clip(video_id: str, start: float = Query(ge=0, allow_inf_nan=False),
+             end: float = Query(gt=0, allow_inf_nan=False)) -> FileResponse:
         return FileResponse(service.clip(video_id, start, end), media_type="video/mp4")
 
     return router
+
+
+async def _answered(run: AskRun, receive: Receive) -> Any:
+    """The question's answer as JSON once it comes, or the error its events end with (its failure, or the server
+    shutting down). A client that goes away first cancels it, as a stream's does (``AskRun.cancel``): a question
+    still waiting is dropped, a running one stops at its next step, and the model lane is free for the next."""
+    ended = asyncio.ensure_future(_last_event(run.events))
+    gone = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait({ended, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ended.cancel()
+        gone.cancel()
+    if not ended.done() or ended.cancelled():
+        run.cancel()
+        raise ClientDisconnect()
+    event = ended.result()
+    if event.name == "error":
+        return JSONResponse(event.data, status_code=int(event.data["status"]))
+    assert run.future is not None
+    return (await asyncio.wrap_future(run.future)).to_dict()
+
+
+async def _last_event(events: EventLog) -> Event:
+    """The event a log ends with (an answer or an error), once it is published."""
+    last = None
+    async for last in events.follow():
+        pass
+    assert last is not None
+    return last
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return once the client has gone (the request's body was read already: what comes next is its going)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _video_type(path: str) -> str:

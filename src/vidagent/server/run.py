@@ -1,5 +1,9 @@
 """Starting the servers: ``vidagent serve`` (API, page and MCP on uvicorn), ``vidagent mcp`` (stdio or
-streamable HTTP), and ``BackgroundServer`` for tests and benchmarks (a loopback port in a thread)."""
+streamable HTTP), and ``BackgroundServer`` for tests and benchmarks (a loopback port in a thread).
+
+A server told to stop (SIGTERM, Ctrl-C) first stops the questions under way, so each streamed question ends
+with an error event that says why (``ServerShuttingDown``) before uvicorn closes its connection.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,13 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import uvicorn
 from starlette.types import ASGIApp
 
 from vidagent.server.app import create_app
-from vidagent.server.auth import TokenGuard
+from vidagent.server.auth import add_guards
 from vidagent.server.config import ServeConfig
 from vidagent.server.errors import ServeSetupError
 from vidagent.server.mcp_server import build_mcp, mcp_http_app
@@ -38,6 +42,33 @@ def check_port(host: str, port: int) -> None:
             raise ServeSetupError(f"cannot listen on {host}:{port}: {reason} (choose another with --port)") from None
 
 
+class StoppingServer(uvicorn.Server):
+    """uvicorn's server that, once told to exit, calls ``before_shutdown`` (in its event loop) before it closes
+    the connections still open and waits for their responses to end."""
+
+    def __init__(self, config: uvicorn.Config, before_shutdown: Callable[[], None] | None = None) -> None:
+        super().__init__(config)
+        self._before_shutdown = before_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._before_shutdown is not None:
+            self._before_shutdown()
+        await super().shutdown(sockets)
+
+
+def _run_uvicorn(app: ASGIApp, config: ServeConfig, service: VideoService, log_level: str) -> None:
+    """Serve ``app`` on the configured address until interrupted; on the way out, the questions under way end
+    their events with ``ServerShuttingDown`` first."""
+    server = StoppingServer(uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
+                                           timeout_graceful_shutdown=5), before_shutdown=service.asks.cancel_all)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:
+        raise ServeSetupError(f"the server did not start on {config.host}:{config.port} (its log says why)")
+
+
 def serve(config: ServeConfig, *, session: Session | None = None, log_level: str = "info") -> None:
     """Run the API, the web page and the MCP endpoint until interrupted."""
     config.check_binding()
@@ -46,8 +77,7 @@ def serve(config: ServeConfig, *, session: Session | None = None, log_level: str
     try:
         log.info("vidagent serving http://%s:%d/ (videos from %s)", config.host, config.port,
                  service.folders.describe())
-        uvicorn.run(create_app(service), host=config.host, port=config.port, log_level=log_level,
-                    timeout_graceful_shutdown=5)
+        _run_uvicorn(create_app(service), config, service, log_level)
     finally:
         service.close()
 
@@ -61,25 +91,32 @@ def run_mcp(config: ServeConfig, transport: Transport = "stdio", *, log_level: s
             return
         config.check_binding()
         check_port(config.host, config.port)
-        app: ASGIApp = mcp_http_app(service, config.host)
-        if config.token:
-            app = TokenGuard(app, config.token, protected=("/mcp",))
-        uvicorn.run(app, host=config.host, port=config.port, log_level=log_level, timeout_graceful_shutdown=5)
+        _run_uvicorn(mcp_app(service), config, service, log_level)
     finally:
         service.close()
 
 
-class BackgroundServer:
-    """An ASGI app served on a free loopback port in a daemon thread, for as long as the ``with`` lasts."""
+def mcp_app(service: VideoService) -> ASGIApp:
+    """The MCP tools alone over streamable HTTP at ``/mcp`` (``vidagent mcp --transport http``), behind the same
+    token, Host and Origin checks as ``vidagent serve``."""
+    app = mcp_http_app(service)
+    add_guards(app, token=service.config.token, host=service.config.host)
+    return app
 
-    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", **options: Any) -> None:
+
+class BackgroundServer:
+    """An ASGI app served on a free loopback port in a daemon thread, for as long as the ``with`` lasts
+    (``before_shutdown``: called as it begins to stop, as ``vidagent serve`` stops the questions under way)."""
+
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", *, before_shutdown: Callable[[], None] | None = None,
+                 **options: Any) -> None:
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, 0))
         self.host, self.port = self._socket.getsockname()[:2]
         config = uvicorn.Config(app, log_level=options.pop("log_level", "warning"), timeout_graceful_shutdown=2,
                                 **options)
-        self._server = uvicorn.Server(config)
+        self._server = StoppingServer(config, before_shutdown)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
                                         name="vidagent-test-server", daemon=True)
 
@@ -96,7 +133,11 @@ class BackgroundServer:
             time.sleep(0.02)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
+        """Begin to stop, as SIGTERM has ``vidagent serve`` do (the connections open may still finish)."""
         self._server.should_exit = True
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
         self._thread.join(timeout=10)
         self._socket.close()

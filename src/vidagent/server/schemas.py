@@ -34,7 +34,10 @@ class AskBody(_Body):
                                  description="knowledge the planner may consult: tables or documents inside the "
                                              "--videos folders (PATH#description to describe one), or 'web'")
     budget: str | None = Field(None, max_length=200, description="bounds the question's model work, e.g. "
-                                                                  "'calls=4,tokens=6000,seconds=60,frames=16' (frames: those shown to the vision model)")
+                                                                  "'calls=4,tokens=6000,seconds=60,frames=16' (frames: those shown to the vision model); "
+                                                                  "the server holds it to its own most seconds and "
+                                                                  "calls per question (--max-question-seconds, "
+                                                                  "--max-question-calls)")
     check: bool | None = Field(None, description="check the answer against the evidence it cites and abstain "
                                                  "when it does not support it, for options when another is likelier on it "
                                                  "(default: the server's setting, off)")

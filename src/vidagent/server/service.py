@@ -61,7 +61,7 @@ class VideoService:
                                  chat=self.chat_model)
         self.jobs = IndexJobs(self.lane, self.session.builder)
         self.asks = AskRunner(self.lane, self.session.ask, config.max_queued, after=self._complete_glanced,
-                              embedded=self.session.embedded_llm)
+                              embedded=self.session.embedded_llm, cap=config.question_cap)
         self.imports = ImportJobs(self.lane, self._library, lambda: self.session.perception.embedder, config.max_queued)
         self._handles: dict[str, tuple[tuple[int, int], Video]] = {}
         self._handles_lock = threading.Lock()

@@ -22,17 +22,24 @@ UPLOAD_SUFFIXES = VIDEO_SUFFIXES + (".ogv", ".gif")
 
 
 MAX_NAME_CHARS = 120
+MAX_NAME_BYTES = 200  # in UTF-8: file systems hold 255 bytes a name, and 120 letters of some scripts are 360
+MAX_GIVEN_NAME_CHARS = 1024  # the longest ?filename= taken (then shortened); a longer one is refused (422)
 
 
 def upload_name(filename: str | None) -> str:
     """The name an upload is kept under: the file's own name (no folders; characters a file system or a
-    shell may trip on replaced), its suffix a video's; a name that is no video's is refused (415)."""
+    shell may trip on replaced), its suffix a video's, shortened to ``MAX_NAME_CHARS`` characters and
+    ``MAX_NAME_BYTES`` bytes; a name that is no video's is refused (415)."""
     name = Path((filename or "upload.mp4").replace("\\", "/")).name
     suffix = Path(name).suffix.lower()
     if suffix not in UPLOAD_SUFFIXES:
-        raise UploadError(f"{filename}: not a video file name (use one of {', '.join(UPLOAD_SUFFIXES)})", status=415)
+        shown = filename if len(filename or "") <= 80 else f"{(filename or '')[:77]}..."
+        raise UploadError(f"{shown}: not a video file name (use one of {', '.join(UPLOAD_SUFFIXES)})", status=415)
     stem = re.sub(r"[^\w.\- ()+,]", "_", Path(name).stem).strip(" .") or "upload"
-    return stem[: MAX_NAME_CHARS - len(suffix)] + suffix
+    stem = stem[: MAX_NAME_CHARS - len(suffix)]
+    while len(stem.encode()) > MAX_NAME_BYTES - len(suffix):
+        stem = stem[:-1]
+    return stem.rstrip(" .") + suffix
 
 
 class UploadFolder:
