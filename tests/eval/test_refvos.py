@@ -20,7 +20,7 @@ from fakes.llm import ScriptedLLM
 from fakes.perception import scripted_perception
 from vidagent.eval.dataset import REFERRING_SEGMENTATION
 from vidagent.eval.errors import DatasetError
-from vidagent.eval.loaders import detect_format, load_dataset
+from vidagent.eval.loaders import detect_benchmark_format, load_dataset
 from vidagent.eval.referring import annotated_frames, predict_referred_masks, score_referring_segmentation
 from vidagent.eval.refvos import YOUTUBE_VOS_FPS, RefFrames, frames_video
 from vidagent.perception.segmenter import GrabCutSegmenter, OfflineSegmenter
@@ -69,7 +69,7 @@ def benchmark(tmp_path_factory) -> Path:
 
 
 def test_the_loader_reads_expressions_frames_and_true_masks(benchmark: Path) -> None:
-    assert detect_format(benchmark) == "ref_youtube_vos"
+    assert detect_benchmark_format(benchmark) == "ref_youtube_vos"
     dataset = load_dataset(benchmark)
     assert [(item.id, item.question, item.task) for item in dataset.items] == [
         ("shapes_0", "the book", REFERRING_SEGMENTATION), ("shapes_1", "the frisbee", REFERRING_SEGMENTATION),

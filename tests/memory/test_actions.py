@@ -8,9 +8,10 @@ from dataclasses import replace
 import pytest
 
 from fakes import FakeClip, Scene, SceneObject, fake_settings, library_from_rows
-from vidagent.memory.actions import Action, ObjectSightings, Sighting, actions_text, object_actions
+from vidagent.memory.actions import Action, ObjectSightings, Sighting, actions_text
 from vidagent.memory.builder import OBJECT_STAGES
 from vidagent.memory.pose_actions import pose_actions, pose_keys
+from vidagent.memory.stages.actions import object_actions
 from vidagent.memory.store import Library
 from vidagent.memory.trajectory_actions import trajectory_actions
 

@@ -146,6 +146,51 @@ def test_react_answers_from_the_glance_refines_what_it_reads_and_says_its_covera
         assert session.library.stage_config(video.content_hash, "segments").get("glance") is None
 
 
+def test_peil_narrates_from_the_glance_and_refines_the_clip_it_reads(clip, video, tmp_path):
+    llm = ScriptedLLM([
+        'Thought: after the bowl\nAction: temporal_reason("after: 40", visual[0])',
+        'Thought: narrate the clip\nAction: video_narration(None, visual[1])',
+        "Thought: I now know the final answer\nFinal Answer: a teddy bear",
+        "Yes",  # the Learner's self-check
+    ])
+    with Session(fake_settings(tmp_path / "home"), llm=llm, perception=scripted_perception(clip)) as session:
+        answer = session.ask(video, "What is on the table after the bowl?", planner="peil", glance=10.0)
+    overview, cut, narration = [s for s in answer.trace if isinstance(s, ObservationStep)]
+    # the automatic narration of the whole video (30 segments) is skimmed among those the glance looked at
+    assert "refined" not in overview.artifacts
+    stretches = [line for line in overview.text.splitlines() if " s: " in line]
+    assert stretches and all(not line.endswith(" s: ") for line in stretches)
+    assert cut.text.startswith("temporal_reason of visual[0]:\n'after: 40' is 45.0-52.5 s.")
+    # the clip (segments 22-26) is read whole: 49 s was not seen, its scene (48-54 s) is described first
+    assert narration.artifacts["refined"] == [[48.0, 54.0]]
+    assert narration.summary().startswith("[refined for this read: 48-54 s] Observation: video_narration of visual[1]")
+    assert "48.0-50.0 s: scene 8: a teddy bear" in narration.text
+    assert answer.artifacts["coverage"][video.content_hash]["refined"] == [[48.0, 54.0]]
+
+
+def test_assist_modules_refine_the_window_they_read(clip, video, tmp_path):
+    from vidagent.tools.assist import AssistModules
+    from vidagent.tools.media import video_media
+    from vidagent.tools.vqa import DescribedFramesVQA
+
+    perception = scripted_perception(clip)
+    llm = ScriptedLLM(["a teddy bear", "still a teddy bear"])
+    with Library(tmp_path / "library.sqlite") as library:
+        memory = Glance(MemoryBuilder(library, perception, fake_settings(tmp_path)), video, 10.0).open()
+        modules = AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
+                                DescribedFramesVQA(perception.describer, llm), llm)
+        whole = video_media(memory)
+        grounded = modules.narration_ground("a book", whole.clip(6.0, 12.0))  # 7-11 s: not seen by the glance
+        assert grounded.artifacts["refined"] == [[6.0, 12.0]] and "scene 1: a book" in grounded.text
+        read = modules.text_detect(None, whole.clip(18.0, 24.0))  # scene 3: "sign 3", not seen either
+        assert read.artifacts["refined"] == [[18.0, 24.0]] and "sign 3" in read.text
+        reasoned = modules.narration_reason("What is on the table?", whole.clip(48.0, 54.0))
+        assert reasoned.artifacts["refined"] == [[48.0, 54.0]]
+        assert "scene 8: a teddy bear" in llm.requests[0][-1].content  # the narration it reasoned over, refined
+        assert "refined" not in modules.narration_reason("And now?", whole.clip(48.0, 54.0)).artifacts
+        assert modules.video_narration(None, whole).artifacts == {}  # the whole video is skimmed, not refined
+
+
 def test_coverage_windows_and_text():
     coverage = Coverage(1200.0, 10.0, merge_windows([(190.0, 200.0), (200.0, 220.0), (10.0, 12.0)]), False)
     assert coverage.full == ((10.0, 12.0), (190.0, 220.0))

@@ -9,7 +9,7 @@ import pytest
 
 from vidagent.perception.masks import (box_mask, decode_mask, encode_mask, mask_box, mask_from_json, mask_iou,
                                        mask_json, mask_to_png, png_to_mask)
-from vidagent.video.track import decode_mask as track_decode_mask
+from vidagent.video.track import decode_mask_or_none as track_decode_mask
 
 
 def disc(width: int, height: int, cx: float, cy: float, r: float) -> np.ndarray:

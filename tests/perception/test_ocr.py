@@ -20,7 +20,7 @@ import pytest
 from conftest import frame_at
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import TextBox, TextReader
-from vidagent.perception.ocr import DEFAULT_MIN_SCORE, RapidTextReader, reading_order
+from vidagent.perception.ocr import DEFAULT_MIN_SCORE, RapidTextReader, reading_order_by_lines
 
 
 
@@ -169,7 +169,7 @@ def test_reading_order_groups_lines():
 
     boxes = [box("world", 120, 12, 200, 40), box("below", 10, 60, 90, 85), box("hello", 10, 10, 100, 38),
              box("tall", 300, 0, 340, 50)]
-    assert [b.text for b in reading_order(boxes)] == ["hello", "world", "tall", "below"]
+    assert [b.text for b in reading_order_by_lines(boxes)] == ["hello", "world", "tall", "below"]
 
 
 @pytest.mark.models

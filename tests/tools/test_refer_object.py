@@ -242,7 +242,7 @@ def test_a_compressed_mask_that_starts_with_a_bracket_is_no_json_list():
     """COCO's compressed counts use the characters 0 to o, "[" among them: about 3 masks in 100 of small boxes
     start with it (measured on 3,000 random boxes), and were taken for a JSON list (an error, or a mask dropped)."""
     from vidagent.perception.masks import decode_mask
-    from vidagent.video.track import decode_mask as track_decode
+    from vidagent.video.track import decode_mask_or_none as track_decode
 
     rng = np.random.default_rng(0)
     seen = 0

@@ -25,7 +25,7 @@ from vidagent.tools.edits import EditTooLong, VideoEdits, object_track
 from vidagent.tools.media import ImageMedia, VideoMedia
 from vidagent.tools.utility import UTILITY_TOOLS, UtilityTools
 from vidagent.video import editing
-from vidagent.video.track import Placement, Track, TrackBox, decode_mask, region
+from vidagent.video.track import Placement, Track, TrackBox, decode_mask_or_none, region
 from vidagent.video.video import Video
 
 from conftest import video_path, write_test_video
@@ -84,8 +84,8 @@ def test_a_mask_is_used_at_its_sample_moved_with_the_box_between_samples_and_dil
     assert moved.box == pytest.approx((14, 10, 19, 20)) and moved.mask[10:20, 14:19].all() and moved.mask.sum() == 50
     grown = region(at_sample, 60, 40, fraction=0.1, pixels=2)
     assert grown[mask].all() and grown.sum() > mask.sum() and not grown[:, 30:].any()  # dilated, not the box
-    assert decode_mask(rle, 61, 40) is None and decode_mask("[1, 2", 60, 40) is None  # wrong size, not a mask
-    assert np.array_equal(decode_mask(str([int(v) for v in sv.mask_to_rle(mask)]), 60, 40), mask)
+    assert decode_mask_or_none(rle, 61, 40) is None and decode_mask_or_none("[1, 2", 60, 40) is None  # wrong size, not a mask
+    assert np.array_equal(decode_mask_or_none(str([int(v) for v in sv.mask_to_rle(mask)]), 60, 40), mask)
     boxed = region(Placement((10, 10, 20, 20)), 60, 40, fraction=0.1, pixels=2)
     assert boxed.sum() == 16 * 16 and boxed[7:23, 7:23].all()
 
@@ -127,7 +127,7 @@ def moving_square(tmp_path_factory) -> tuple[Video, Track]:
 
 def test_a_clip_keeps_its_window_frame_rate_and_sound(moving_square, tmp_path):
     video, _ = moving_square
-    out = editing.cut_clip(video, 1.0, 2.5, tmp_path / "clip.mp4")
+    out = editing.export_clip(video, 1.0, 2.5, tmp_path / "clip.mp4")
     facts = stream_facts(out)
     assert facts["frames"] == 15 and len(decoded(out)) == 15
     assert facts["duration_s"] == pytest.approx(1.5, abs=0.01) and (facts["width"], facts["height"]) == (320, 240)
@@ -137,7 +137,7 @@ def test_a_clip_keeps_its_window_frame_rate_and_sound(moving_square, tmp_path):
     assert _red(first)[100:130, 70:100].mean() > 0.9  # the frame at 1.0 s: the square at x 70-100
     for start, end, why in ((3.5, 4, "after the video ends"), (2, 1, "must end after it starts"), (-1, 1, "from 0")):
         with pytest.raises(VideoError, match=why):
-            editing.cut_clip(video, start, end, tmp_path / "bad.mp4")
+            editing.export_clip(video, start, end, tmp_path / "bad.mp4")
     assert not (tmp_path / "bad.mp4").exists()
 
 
@@ -160,7 +160,7 @@ def test_a_write_stopped_midway_leaves_no_file_behind(moving_square, tmp_path):
 
 def test_removing_the_square_paints_it_out_and_changes_nothing_else(moving_square, tmp_path):
     video, track = moving_square
-    plain = decoded(editing.cut_clip(video, 0, 3, tmp_path / "plain.mp4"))
+    plain = decoded(editing.export_clip(video, 0, 3, tmp_path / "plain.mp4"))
     removed = decoded(editing.remove_track(video, track, tmp_path / "removed.mp4"))
     assert len(plain) == len(removed) == 30
     for i, (before, after) in enumerate(zip(plain, removed)):
@@ -174,7 +174,7 @@ def test_removing_the_square_paints_it_out_and_changes_nothing_else(moving_squar
 
 def test_highlighting_the_square_draws_only_near_its_boxes(moving_square, tmp_path):
     video, track = moving_square
-    plain = decoded(editing.cut_clip(video, 0, 3, tmp_path / "plain.mp4"))
+    plain = decoded(editing.export_clip(video, 0, 3, tmp_path / "plain.mp4"))
     drawn = decoded(editing.highlight_track(video, track, "square 0", tmp_path / "drawn.mp4"))
     assert len(drawn) == 30
     for i in (0, 12, 29):
@@ -248,7 +248,7 @@ def test_remove_object_changes_the_boats_pixels_only_inside_its_boxes(boat, tmp_
     (made,) = observation.media
     assert made.source.kind == "video" and made.source.path == str(removed_path) and made.source.parent == memory.video_id
     video = Video(video_path(BOAT))
-    plain = decoded(editing.cut_clip(video, 0, video.duration_s, tmp_path / "plain.mp4"))
+    plain = decoded(editing.export_clip(video, 0, video.duration_s, tmp_path / "plain.mp4"))
     removed = decoded(removed_path)
     assert len(plain) == len(removed) == stream_facts(removed_path)["frames"] == observation.artifacts["count"]
     track = object_track(memory, 0).track
@@ -270,7 +270,7 @@ def test_highlight_object_draws_near_the_boats_boxes(boat, tmp_path):
     start, end = observation.artifacts["start_s"], observation.artifacts["end_s"]
     video = Video(video_path(BOAT))
     assert start == 0.0 and end == pytest.approx(video.duration_s, abs=0.001)  # seen throughout: the whole clip
-    plain = decoded(editing.cut_clip(video, start, end, tmp_path / "plain.mp4"))
+    plain = decoded(editing.export_clip(video, start, end, tmp_path / "plain.mp4"))
     drawn = decoded(Path(observation.artifacts["file"]))
     assert len(drawn) == len(plain)
     track = object_track(memory, 0).track
@@ -358,7 +358,7 @@ def test_a_soundtrack_aac_cannot_take_as_it_is_is_converted_not_lost(tmp_path):
         for stream in (picture, sound):
             for packet in stream.encode():
                 container.mux(packet)
-    clip = editing.cut_clip(Video(path), 0.5, 1.5, tmp_path / "clip.mp4")
+    clip = editing.export_clip(Video(path), 0.5, 1.5, tmp_path / "clip.mp4")
     with av.open(str(clip)) as container:
         audio = container.streams.audio[0]
         assert audio.codec_context.name == "aac" and audio.channels == 1 and audio.rate == 48000
@@ -406,7 +406,7 @@ def test_a_variable_frame_rate_clip_keeps_each_frames_time_and_its_sound_in_step
         times.append(round(t, 3))
         t += VFR_GAPS[len(times) % len(VFR_GAPS)]
     video = Video(_grey_video(tmp_path / "vfr.mp4", times, tone=True))
-    out = editing.cut_clip(video, 1.0, 3.0, tmp_path / "clip.mp4")
+    out = editing.export_clip(video, 1.0, 3.0, tmp_path / "clip.mp4")
     inside = [(i, s) for i, s in enumerate(times) if 1.0 <= s < 3.0]
     with av.open(str(out)) as container:
         shown = [(frame.time, frame.to_ndarray(format="rgb24")) for frame in container.decode(video=0)]
@@ -523,7 +523,7 @@ def test_an_output_that_cannot_be_written_is_an_output_error_naming_where(moving
     video, _ = moving_square
     (tmp_path / "taken.mp4").mkdir()  # a folder where the clip goes: the rename fails
     with pytest.raises(OutputError, match="cannot write the video") as failed:
-        editing.cut_clip(video, 0, 1, tmp_path / "taken.mp4")
+        editing.export_clip(video, 0, 1, tmp_path / "taken.mp4")
     assert failed.value.path == str(tmp_path / "taken.mp4") and "cannot write" in failed.value.problem
     (tmp_path / "file").write_text("")
     with pytest.raises(OutputError, match="cannot write the frames"):

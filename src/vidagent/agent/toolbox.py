@@ -95,12 +95,7 @@ class Toolbox:
         user's knowledge tools after them; a name the memory withholds is left out, not an error."""
         if names is None:
             return self
-        names = [name for name in names if name not in self.withheld]
-        names += [name for name in self.attached if name not in names]
-        unknown = [name for name in names if name not in self.tools]
-        if unknown:
-            raise PlannerError(f"no tool named {', '.join(unknown)}; the tools are: {', '.join(self.tools)}")
-        return replace(self, tools={name: self.tools[name] for name in names})
+        return replace(self, tools=select_tools(self.tools, names, self.withheld, self.attached))
 
     def describe(self) -> str:
         """One line per tool: its signature and description."""
@@ -157,6 +152,20 @@ class Toolbox:
             completion_tokens=usage.completion_tokens - before.completion_tokens,
             seconds=time.perf_counter() - started))
         return call, observation
+
+
+def select_tools(tools: Mapping[str, Tool], names: Iterable[str], withheld: Iterable[str] = (),
+                 attached: Iterable[str] = (), what: str = "tool") -> dict[str, Tool]:
+    """The named ``tools`` in that order, less those ``withheld`` (a name withheld is left out, not an
+    error), and the ``attached`` ones (the user's knowledge) after them; a name of none of them is a
+    ``PlannerError`` listing the ``what``s there are (a planner's ``tools`` option, PEIL's ``modules``)."""
+    withheld = set(withheld)
+    chosen = [name for name in names if name not in withheld]
+    chosen += [name for name in attached if name not in chosen]
+    unknown = [name for name in chosen if name not in tools]
+    if unknown:
+        raise PlannerError(f"no {what} named {', '.join(unknown)}; the {what}s are: {', '.join(tools)}")
+    return {name: tools[name] for name in chosen}
 
 
 def clip(text: str, limit: int) -> str:

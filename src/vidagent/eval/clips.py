@@ -28,6 +28,7 @@ def clip_path(source: Path, start_s: float, end_s: float, folder: Path) -> Path:
     return folder / f"{source.stem}_{key}_{start_s:.2f}-{end_s:.2f}.mp4"
 
 
+# Not video.editing.export_clip (an edit, the source's timing and sound kept): cached by window, 16 kHz mono sound.
 def cut_clip(source: Path | str, start_s: float, end_s: float, folder: Path | str) -> Path:
     """The ``[start_s, end_s]`` part of ``source`` as an mp4 in ``folder`` (cut now or reused)."""
     source, folder = Path(source), Path(folder)

@@ -1,7 +1,7 @@
 """Loaders for the annotation formats of the benchmarks the seed papers report, and vidagent's own.
 
 Each loader reads one annotation file (and the sibling files its dataset ships, e.g. NExT-GQA's
-``gsub_val.json`` or ActivityNet-QA's ``*_a.json``) into ``EvalItem``s. ``detect_format`` picks
+``gsub_val.json`` or ActivityNet-QA's ``*_a.json``) into ``EvalItem``s. ``detect_benchmark_format`` picks
 the loader from the file's shape; ``--format`` overrides it. Malformed input raises
 ``DatasetError`` naming the file and line or record.
 """
@@ -457,7 +457,8 @@ LOADERS: dict[str, Loader] = {
 }
 
 
-def detect_format(path: Path) -> str:
+# Not memory.caption_formats.detect_caption_format: that one tells caption sets apart, this one benchmarks.
+def detect_benchmark_format(path: Path) -> str:
     """The loader for ``path``, from its extension and the shape of its first record."""
     suffix = path.suffix.lower()
     unknown = DatasetError(f"cannot tell the format of {path}: pass --format (one of {', '.join(LOADERS)})")
@@ -509,7 +510,7 @@ def load_dataset(path: Path | str, format: str | None = None) -> Dataset:
     path = Path(path).expanduser().absolute()
     if not path.is_file():
         raise DatasetError(f"no such annotation file: {path}")
-    name = format or detect_format(path)
+    name = format or detect_benchmark_format(path)
     loader = LOADERS.get(name.lower().replace("-", "_"))
     if loader is None:
         raise DatasetError(f"unknown dataset format {name!r}: use one of {', '.join(LOADERS)}")

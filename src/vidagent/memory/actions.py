@@ -1,22 +1,23 @@
 """Actions of the objects of a memory: what each tracked person or thing does, as short verbs with their
 time spans (DoraemonGPT's space-dominant memory keeps an action per instance).
 
-This module holds the types and puts the sources together; the verbs come from
+This module holds the types every source of verbs shares (it imports none of them); the verbs come from
 
 * ``vidagent.memory.trajectory_actions``: an object's boxes over time (moves, walks, runs, stops,
   appears, disappears, enters, leaves) and two objects moving together (is carried / carries, is
   ridden / rides);
 * ``vidagent.memory.pose_actions``: a person's pose words over consecutive frames (sits down, stands
   up, lies down, bends over, raises an arm, ...);
-* a video classifier (``vidagent.memory.stages.actions``), when one is configured.
+* a video classifier (``vidagent.memory.classified_actions``), when one is configured.
 
-Everything here is deterministic and reads no storage: the stage gathers the tracks and poses.
+The stage (``vidagent.memory.stages.actions``) gathers the tracks and poses and puts the sources together.
+Everything here is deterministic and reads no storage.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 Box = tuple[float, float, float, float]
 
@@ -67,26 +68,6 @@ class Action:
 def in_order(actions: Iterable[Action]) -> list[Action]:
     """Actions by start, then object, then verb: the order their ``action_id`` follows."""
     return sorted(actions, key=lambda a: (a.start_s, a.object_id, a.end_s, a.verb, a.other_id or -1))
-
-
-def object_actions(tracks: Sequence[ObjectSightings], poses: Mapping[int, Sequence[tuple[float, frozenset[str]]]],
-                   duration_s: float, camera: Callable[[float, float, Box], Box] | None = None) -> list[Action]:
-    """Every action the trajectories and poses show, in order (``in_order``).
-
-    ``poses`` maps a person's object id to its pose facts over time: ``(time_s, keys)`` where the keys
-    are those of ``vidagent.perception.pose_words.PoseFacts.keys``. ``camera`` says where the camera
-    alone carries a box between two times (``trajectory_actions.Camera``; None: a still camera).
-    """
-    from vidagent.memory.pose_actions import pose_actions
-    from vidagent.memory.trajectory_actions import moving_together, still_camera, trajectory_actions
-
-    found: list[Action] = []
-    for track in tracks:
-        found += trajectory_actions(track, duration_s, camera or still_camera)
-    found = moving_together(tracks, found)
-    for object_id, samples in poses.items():
-        found += pose_actions(object_id, samples)
-    return in_order(found)
 
 
 def actions_text(actions: Sequence[Action]) -> str:

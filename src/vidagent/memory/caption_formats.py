@@ -6,7 +6,7 @@ captions in time order), after checking the whole input, so that an import write
 part of it is wrong. Every error is a ``CaptionFormatError`` on one line naming the file and the
 record.
 
-Formats (``detect_format`` tells them apart by shape):
+Formats (``detect_caption_format`` tells them apart by shape):
 - ``llovi``: LLoVi's JSON, ``{video_id: [caption, ...]}``; caption *i* describes the 1-second clip
   ``[i, i+1)`` s (LLoVi's LaViLa captions of EgoSchema; its NExT-QA release has the same shape).
 - ``videoagent``: VideoAgent (Wang et al.)'s per-video ``<video>_cap.json`` files keyed by second
@@ -68,7 +68,8 @@ class CaptionedVideo:
         return max(caption.end_s for caption in self.captions)
 
 
-def detect_format(path: Path) -> str:
+# Not eval.loaders.detect_benchmark_format: that one tells benchmarks' annotation files apart, this one caption sets.
+def detect_caption_format(path: Path) -> str:
     """The format of ``path`` from its shape: a zip or folder of ``*_cap.json`` files is ``videoagent``,
     ``.jsonl`` is ``jsonl``, ``.csv``/``.tsv`` is ``csv``, a JSON object of lists is ``llovi``."""
     if path.is_dir() or zipfile.is_zipfile(path) or path.suffix.lower() == ".zip":
@@ -88,7 +89,7 @@ def read_caption_set(path: Path, format: str | None = None) -> tuple[str, list[C
     """``(format, videos)`` for the caption set at ``path``, every record checked."""
     if not path.exists():
         raise CaptionFormatError(f"{path}: no such file or folder")
-    chosen = format or detect_format(path)
+    chosen = format or detect_caption_format(path)
     readers = {"llovi": _read_llovi, "videoagent": _read_videoagent, "jsonl": _read_jsonl, "csv": _read_csv}
     if chosen not in readers:
         raise CaptionFormatError(f"unknown caption format {chosen!r}; the formats are {', '.join(FORMATS)}")

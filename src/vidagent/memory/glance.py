@@ -15,9 +15,11 @@ A question on a video whose temporal memory is not built need not wait for it. `
    video, those nothing was seen or said in yet left empty (no text, a zero embedding that retrieval
    never ranks), so segment ids are those of the full memory from the first answer on.
 2. **Refinement.** A tool that reads a window of segments (``caption_retrieval`` over a range it shows
-   whole, ``visual_question_answering`` around a segment) first asks the memory to ``refine`` it: every
-   full-rate frame of the window is described, and the partial stages are written again. This is
-   DoraemonGPT's task-related memory in time as well as in kind: work follows the planner's reading.
+   whole, ``visual_question_answering`` around a segment, AssistGPT's narration, narration grounding and
+   on-screen text modules over a clip they read whole: ``vidagent.tools.refining``) first asks the memory
+   to ``refine`` it: every full-rate frame of the window is described, and the partial stages are written
+   again. This is DoraemonGPT's task-related memory in time as well as in kind: work follows the planner's
+   reading.
    The tool's observation names what was refined for it (``artifacts["refined"]``), so the trace shows it.
 3. **Completion.** ``complete`` is a full build (``MemoryBuilder.build``); it resumes from what the glance
    described, and does only the rest.

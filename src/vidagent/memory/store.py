@@ -23,7 +23,7 @@ import numpy as np
 from vidagent.errors import MemoryStoreError
 from vidagent.memory.stored_video import CaptionProvenance, StoredVideo
 from vidagent.perception.base import FrameDescription, Label, SeenObject, TextBox
-from vidagent.perception.frame_words import distinct_lines, reading_order, seen_words
+from vidagent.perception.frame_words import distinct_lines, reading_order_by_rows, seen_words
 from vidagent.sqlite import open_sqlite, table_columns
 from vidagent.video.video import VideoInfo
 
@@ -383,7 +383,7 @@ class Library:
             boxes.setdefault(time_s, []).append(TextBox(text, (x1, y1, x2, y2), score))
         out = []
         for time_s, segment_id, caption, objects, labels, width, height in rows:
-            read = tuple(reading_order(boxes.get(time_s, [])))
+            read = tuple(reading_order_by_rows(boxes.get(time_s, [])))
             seen = FrameDescription(
                 caption=caption,
                 objects=tuple(SeenObject(o["label"], o["score"], tuple(o["box"]), o["colour"], o["kind"], o["pose"])

@@ -20,7 +20,7 @@ from vidagent.perception.base import (FrameDescriber, FrameDescription, ImageCla
                                       PoseEstimator, SeenObject, TextBox, TextReader)
 from vidagent.perception.colour import MIN_COLOUR_PIXELS, central_region, colour_name
 from vidagent.perception.detections import class_names
-from vidagent.perception.frame_words import box_area, distinct_lines, reading_order
+from vidagent.perception.frame_words import box_area, distinct_lines, reading_order_by_rows
 from vidagent.perception.object_kind import confident_kind, square_crop
 from vidagent.perception.pose_words import describe_pose
 from vidagent.prompts import prompt
@@ -63,7 +63,7 @@ def seen_objects(image: np.ndarray, detections: sv.Detections) -> list[SeenObjec
 def confident_text(boxes: Sequence[TextBox]) -> tuple[tuple[TextBox, ...], tuple[str, ...]]:
     """Confident OCR boxes in reading order (top to bottom, left to right), and their distinct
     texts with whitespace normalised."""
-    kept = tuple(reading_order([b for b in boxes if b.score >= MIN_TEXT_SCORE and len(b.text.strip()) >= MIN_TEXT_CHARS]))
+    kept = tuple(reading_order_by_rows([b for b in boxes if b.score >= MIN_TEXT_SCORE and len(b.text.strip()) >= MIN_TEXT_CHARS]))
     return kept, distinct_lines(kept)
 
 

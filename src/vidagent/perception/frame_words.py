@@ -80,14 +80,15 @@ def plural(label: str, count: int) -> str:
     return PLURALS.get(label, label + "s")
 
 
-def reading_order(boxes: Sequence[TextBox]) -> list[TextBox]:
+# Not ocr.reading_order_by_lines (lines found by overlap): the order the describer and the memory's text have kept.
+def reading_order_by_rows(boxes: Sequence[TextBox]) -> list[TextBox]:
     """Text boxes top to bottom, then left to right (lines 10 pixels apart count as one row)."""
     return sorted(boxes, key=lambda b: (round(b.box[1] / 10), b.box[0]))
 
 
 def distinct_lines(boxes: Sequence[TextBox]) -> tuple[str, ...]:
     """The distinct texts of ``boxes`` in reading order, white space normalised."""
-    return tuple(dict.fromkeys(" ".join(b.text.split()) for b in reading_order(boxes)))
+    return tuple(dict.fromkeys(" ".join(b.text.split()) for b in reading_order_by_rows(boxes)))
 
 
 # ----------------------------------------------------------------------------- words

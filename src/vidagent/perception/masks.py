@@ -2,9 +2,9 @@
 
 A mask is a bool ``(height, width)`` array over the displayed frame. The memory keeps it as COCO
 run-length encoding (column-major runs of background then foreground), in the compressed string
-``pycocotools`` writes (``encode_mask``): what ``detections.mask`` holds and what
-``vidagent.video.track.decode_mask`` reads back. ``decode_mask`` here also takes the uncompressed
-form (a list of counts, or its JSON text). ``mask_json`` / ``mask_from_json`` carry a mask with its
+``pycocotools`` writes (``encode_mask``): what ``detections.mask`` holds and what ``decode_mask``
+(``vidagent.video.track``'s, imported here: the video layer draws masks too) reads back, with the
+uncompressed form (a list of counts, or its JSON text). ``mask_json`` / ``mask_from_json`` carry a mask with its
 size (``{"size": [height, width], "counts": "..."}``, COCO's RLE object) where the size is not known
 from elsewhere, as in a tool's artifact.
 
@@ -14,12 +14,13 @@ mask is coded, not when this module is (see ``vidagent.perception.detections``).
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Sequence
 
 import cv2
 import numpy as np
+
+from vidagent.video.track import decode_mask
 
 Box = tuple[float, float, float, float]  # x1, y1, x2, y2 in pixels
 
@@ -32,29 +33,6 @@ def encode_mask(mask: np.ndarray) -> str:
     if array.ndim != 2 or array.size == 0:
         raise ValueError(f"a mask is a non-empty 2-D array, not one of shape {array.shape}")
     return str(sv.mask_to_rle(array, compressed=True))
-
-
-def decode_mask(rle: str | bytes | Sequence[int], width: int, height: int) -> np.ndarray:
-    """A COCO run-length mask (compressed string, list of counts, or the list as JSON text) as a bool
-    ``(height, width)`` array. Raises ``ValueError`` when it is no mask of that size."""
-    import supervision as sv
-
-    counts: Any = rle.decode("ascii") if isinstance(rle, bytes) else rle
-    if isinstance(counts, str):
-        counts = counts.strip()
-        if counts.startswith("["):  # a JSON list of counts, or a compressed string starting with "[" (one of its codes)
-            try:
-                listed = [int(v) for v in json.loads(counts)]
-            except (ValueError, TypeError):
-                listed = []
-            if listed and sum(listed) == int(width) * int(height):
-                counts = listed
-    elif not isinstance(counts, list):
-        counts = [int(v) for v in counts]
-    try:
-        return np.asarray(sv.rle_to_mask(counts, (int(width), int(height))), dtype=bool)
-    except (IndexError, KeyError) as exc:
-        raise ValueError(f"a mask that is no {width}x{height} run-length mask") from exc
 
 
 def mask_json(mask: np.ndarray) -> dict[str, Any]:

@@ -115,7 +115,7 @@ class RapidTextReader:
             x1, y1 = np.clip(quad.min(axis=0), 0, [width, height])
             x2, y2 = np.clip(quad.max(axis=0), 0, [width, height])
             boxes.append(TextBox(text=text, box=(float(x1), float(y1), float(x2), float(y2)), score=score))
-        return reading_order(boxes)
+        return reading_order_by_lines(boxes)
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -164,7 +164,8 @@ class RapidTextReader:
         return self._engine
 
 
-def reading_order(boxes: list[TextBox]) -> list[TextBox]:
+# Not frame_words.reading_order_by_rows (fixed 10-px rows, kept for the stored order): lines found by overlap.
+def reading_order_by_lines(boxes: list[TextBox]) -> list[TextBox]:
     """``boxes`` sorted top to bottom, and left to right among boxes on the same line (boxes whose
     vertical centres are closer than half the smaller box height)."""
     lines: list[list[TextBox]] = []

@@ -15,6 +15,11 @@ what the query names, as the paper's), the reasoners the chat model. ``knowledge
 question and the results of the attempt's earlier steps (the paper: "based on the question and
 results of all previous reasoning steps"); the narration and subtitle reasoners read a video's
 whole narration or speech up to ``ToolShapes.reason_chars``, spread evenly beyond that.
+
+The modules that read a window's descriptions or on-screen text from the memory (``video_narration``,
+``narration_reason``, ``narration_ground``, ``text_detect`` over a video) read a partial memory as react's
+``caption_retrieval`` does (``vidagent.tools.refining``): a window of at most ``ToolShapes.module_lines``
+segments is described in full first, and the observation names it (``artifacts["refined"]``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from vidagent.prompts import prompt
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media
 from vidagent.tools.observed import frame_text, lines, quote, quote_all, segment_text, with_text
+from vidagent.tools.refining import read_stretch, refine_stretch, refined_artifact
 from vidagent.video.sampling import spread_evenly
 from vidagent.video.source import SourceKind
 from vidagent.video.video import SampledFrame
@@ -156,14 +162,15 @@ class AssistModules:
         return self._narration(_moving(media), self.shapes.module_lines)
 
     def _narration(self, video: VideoMedia, max_lines: int | None = None, max_chars: int | None = None) -> Observation:
-        segments = video.segments()
+        segments, refined = read_stretch(video.memory, video.segments(), self.shapes.module_lines)
         said = [with_text(s.description, s.on_screen_text) for s in segments]
         narration = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {text}" for s, text in zip(segments, said)]
         if not narration:
             return Observation("The memory holds no narration for this source.", is_error=True)
         text, kept = _shown(narration, "stretches", max_lines, max_chars)
         return Observation(text, evidence=tuple(Evidence(segments[i].start_s, segments[i].end_s, said[i],
-                                                         video.source.id) for i in kept))
+                                                         video.source.id) for i in kept),
+                           artifacts=refined_artifact(refined))
 
     def object_detect(self, query: str, media: Media | None) -> Observation:
         image = _still(media)
@@ -188,15 +195,17 @@ class AssistModules:
     def text_detect(self, query: str, media: Media | None) -> Observation:
         if isinstance(media, VideoMedia):
             start, end = media.window
+            refined = refined_artifact(refine_stretch(media.memory, media.segments(), self.shapes.module_lines))
             by_time: dict[float, list[str]] = {}
             for time_s, _, text in media.memory.on_screen_text:
                 if start <= time_s <= end:
                     by_time.setdefault(round(time_s, 1), []).append(text)
             if not by_time:
-                return Observation("No on-screen text was read in this source.")
+                return Observation("No on-screen text was read in this source.", artifacts=refined)
             read = [f"{t:.1f} s: {quote_all(texts)}" for t, texts in by_time.items()]
             return Observation("\n".join(spread_evenly(read, self.shapes.module_lines)),
-                               evidence=(Evidence(start, end, "on-screen text", media.source.id, kind="text"),))
+                               evidence=(Evidence(start, end, "on-screen text", media.source.id, kind="text"),),
+                               artifacts=refined)
         image = _still(media)
         boxes = [box for box in self.reader.read(image.pixels) if box.score >= MIN_OCR_SCORE]
         if not boxes:
@@ -286,12 +295,16 @@ class AssistModules:
 
     def narration_ground(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
-        segments = video.segments()
+        refined = refine_stretch(video.memory, video.segments(), self.shapes.module_lines)
+        segments = video.segments()  # read again: what was refined is described now
         if not segments:
             return Observation("The memory holds no narration for this source.", is_error=True)
         inside = [s.segment_id for s in segments]
         ranked = video.memory.rank_segments(self.embedder.embed_queries([query])[0], video.memory.segment_count)
-        match = next(r for r in ranked if r.segment.segment_id in inside)
+        match = next((r for r in ranked if r.segment.segment_id in inside), None)
+        if match is None:  # a partial memory has looked at none of them yet
+            return Observation("The memory holds no narration for this source yet.", is_error=True,
+                               artifacts=refined_artifact(refined))
         best = inside.index(match.segment.segment_id)
         first, last = segments[max(0, best - 1)], segments[min(len(segments) - 1, best + 1)]
         clip = video.clip(first.start_s, last.end_s)
@@ -301,7 +314,8 @@ class AssistModules:
         return Observation(f"The best match is {found.start_s:.1f}-{found.end_s:.1f} s "
                            f"(similarity {match.score:.2f}): {seen}\n"
                            f"Cut the clip {start:.1f}-{end:.1f} s around it.",
-                           evidence=(Evidence(start, end, segment_text(found), video.source.id),), media=(clip,))
+                           evidence=(Evidence(start, end, segment_text(found), video.source.id),), media=(clip,),
+                           artifacts=refined_artifact(refined))
 
     def subtitle_ground(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
@@ -353,7 +367,7 @@ class AssistModules:
         answer = self._ask("assist_reason", what="a video", material_name="Narration",
                            material_note=prompt(PROMPTS, "assist_note_narration").text, material=narration.text,
                            query=query)
-        return Observation(f"Answer: {quote(answer)}", evidence=narration.evidence)
+        return Observation(f"Answer: {quote(answer)}", evidence=narration.evidence, artifacts=narration.artifacts)
 
     def subtitle_reason(self, query: str, media: Media | None) -> Observation:
         speech = self._speech(_moving(media), max_chars=self.shapes.reason_chars)

@@ -134,7 +134,7 @@ class VideoEdits:
         """The ``[start_s, end_s)`` stretch as an mp4."""
         start, end = self._window(start_s, end_s)
         return self._video_edit("clip", (start, end), {}, target,
-                                lambda path: editing.cut_clip(self.video, start, end, path, progress=progress))
+                                lambda path: editing.export_clip(self.video, start, end, path, progress=progress))
 
     def highlight(self, found: ObjectTrack, *, target: Path | None = None, progress: Progress | None = None) -> Edit:
         """The stretch the object is seen in (a second more each side) with its box, label and trace drawn."""

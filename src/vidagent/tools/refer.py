@@ -9,6 +9,10 @@ library, and, as the tool's observation, the text, ``artifacts`` (the folder, th
 masks with their times) and evidence (the stretch the object is seen in).
 
 The object memory (and the actions the builder makes beside it) is built first when it is missing.
+
+``refer_object`` in three modules, each with one job: ``vidagent.tools.referring`` reads an expression's
+words (no model, no memory), ``vidagent.tools.referent`` finds the object of the memory they mean (SQL, a chat
+model where that cannot decide), ``vidagent.tools.refer`` is the tool (its masks saved, what it found said).
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ a colour or verb named matches no candidate, or several candidates remain and th
 words the steps did not use ("the man holding a cup"). Without a model, several remaining candidates
 give the most seen one, marked ambiguous. A class the memory has no object of, or a model that names
 none, is a ``ReferenceError`` that lists the objects there are.
+
+Step 2 of ``refer_object`` (``vidagent.tools.refer``): the object meant, after ``vidagent.tools.referring``.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ after a verb of motion, "running to the left", is where it goes, not where it is
 verbs of the actions table ("sits down" matches "sitting down"). ``unknown`` holds the content words
 that none of this explains ("the dog chasing the ball" explains all but "chasing"): what a model may
 have to read.
+
+Step 1 of ``refer_object`` (``vidagent.tools.refer``): the words read, for ``vidagent.tools.referent``.
 """
 
 from __future__ import annotations

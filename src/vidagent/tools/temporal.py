@@ -14,6 +14,7 @@ from vidagent.perception.base import TextEmbedder, VisualQA
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.caption_window import answer_from_captions, segment_evidence
 from vidagent.tools.observed import lines, quote, segment_text
+from vidagent.tools.refining import read_stretch, refined_artifact
 from vidagent.video.sampling import midpoints, spread_evenly
 
 
@@ -60,21 +61,16 @@ class TemporalTools:
         if start >= count or end < 0:
             return Observation(f"No such segments: ids run from 0 to {count - 1}.", is_error=True)
         start, end = max(0, start), min(count - 1, end)
-        ids = list(range(start, end + 1))
         shown = self.shapes.caption_lines
-        refined = []
-        if len(ids) <= shown:  # read whole: a partial memory describes it in full first
-            refined = self.memory.refine(self.memory.segments[start].start_s, self.memory.segments[end].end_s)
-        elif self.memory.coverage is not None:  # skimmed: among the segments a partial memory has looked at
-            ids = [i for i in ids if _looked_at(self.memory.segments[i])] or ids
-        if len(ids) > shown:  # a wide range is skimmed: ``shown`` segments evenly spread over it
-            ids = spread_evenly(ids, shown)
+        # read whole: a partial memory describes it in full first; skimmed: among the segments it has looked at
+        segments, refined = read_stretch(self.memory, self.memory.segments[start:end + 1], shown)
+        if len(segments) > shown:  # a wide range is skimmed: ``shown`` segments evenly spread over it
+            segments = spread_evenly(segments, shown)
             notes.append(f"({end - start + 1} segments in {start}-{end}: {shown} of them, evenly spread, "
                          f"are shown; ask a range of at most {shown} to read every one)")
-        segments = [self.memory.segments[i] for i in ids]
         lines = notes + _segment_runs(segments)
         return Observation("\n".join(lines), evidence=segment_evidence(segments, self.memory.video_id),
-                           artifacts=_refined(refined))
+                           artifacts=refined_artifact(refined))
 
     def segment_localization(self, description: str) -> Observation:
         count = self.memory.segment_count
@@ -110,16 +106,7 @@ class TemporalTools:
                f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}"
         return Observation(text, evidence=(Evidence(first.start_s, last.end_s, result.answer, self.memory.video_id,
                                                      kind="model"),),
-                           artifacts={"frame_times": [f.time_s for f in frames]} | _refined(refined))
-
-
-def _refined(windows: list[tuple[float, float]]) -> dict[str, list[list[float]]]:
-    """The artifact naming the windows a partial memory described in full for this read (none: nothing)."""
-    return {"refined": [list(window) for window in windows]} if windows else {}
-
-
-def _looked_at(segment: SegmentRecord) -> bool:
-    return bool(segment.description or segment.speech or segment.on_screen_text)
+                           artifacts={"frame_times": [f.time_s for f in frames]} | refined_artifact(refined))
 
 
 def _segment_runs(segments: list[SegmentRecord]) -> list[str]:

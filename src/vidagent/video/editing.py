@@ -55,7 +55,8 @@ OVERLAY_ALPHA = 0.45  # ... this opaque
 JPEG_QUALITY = 92
 
 
-def cut_clip(video: Video, start_s: float, end_s: float, target: Path, *, progress: Progress | None = None) -> Path:
+# Not eval.clips.cut_clip (cached by window, 16 kHz mono sound): an edit, the source's timing and sound kept.
+def export_clip(video: Video, start_s: float, end_s: float, target: Path, *, progress: Progress | None = None) -> Path:
     """The ``[start_s, end_s)`` stretch of ``video`` as an mp4 at ``target``."""
     start, end = window(video, start_s, end_s)
     return _rewrite(video, start, end, target, lambda frame: frame.image, progress)

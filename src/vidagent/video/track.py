@@ -20,7 +20,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import cv2
 import numpy as np
@@ -87,7 +87,7 @@ class Track:
         if placed is None:
             return None
         box, nearest = placed
-        mask = decode_mask(nearest.mask, width, height) if nearest.mask else None
+        mask = decode_mask_or_none(nearest.mask, width, height) if nearest.mask else None
         if mask is not None:
             dx = (box[0] + box[2] - nearest.box[0] - nearest.box[2]) / 2
             dy = (box[1] + box[3] - nearest.box[1] - nearest.box[3]) / 2
@@ -157,23 +157,35 @@ def region(placement: Placement, width: int, height: int, *, fraction: float, pi
     return out
 
 
-def decode_mask(rle: str, width: int, height: int) -> np.ndarray | None:
-    """A COCO run-length mask as a bool ``(height, width)`` array; None (and a warning) when it is not
-    one, or is one of another size."""
+def decode_mask(rle: str | bytes | Sequence[int], width: int, height: int) -> np.ndarray:
+    """A COCO run-length mask (compressed string, list of counts, or the list as JSON text) as a bool
+    ``(height, width)`` array. Raises ``ValueError`` when it is no mask of that size."""
     import supervision as sv
 
-    text = rle.strip()
-    counts: str | list[int] = text
-    if text.startswith("["):  # a JSON list of counts, or a compressed string that starts with "[" (a code it uses)
-        try:
-            listed = [int(v) for v in json.loads(text)]
-        except (ValueError, TypeError):
-            listed = []
-        if listed and sum(listed) == width * height:
-            counts = listed
+    counts: Any = rle.decode("ascii") if isinstance(rle, bytes) else rle
+    if isinstance(counts, str):
+        counts = counts.strip()
+        if counts.startswith("["):  # a JSON list of counts, or a compressed string starting with "[" (one of its codes)
+            try:
+                listed = [int(v) for v in json.loads(counts)]
+            except (ValueError, TypeError):
+                listed = []
+            if listed and sum(listed) == int(width) * int(height):
+                counts = listed
+    elif not isinstance(counts, list):
+        counts = [int(v) for v in counts]
     try:
-        return np.asarray(sv.rle_to_mask(counts, (width, height)), dtype=bool)
-    except (ValueError, IndexError):
+        return np.asarray(sv.rle_to_mask(counts, (int(width), int(height))), dtype=bool)
+    except (IndexError, KeyError) as exc:
+        raise ValueError(f"a mask that is no {width}x{height} run-length mask") from exc
+
+
+def decode_mask_or_none(rle: str, width: int, height: int) -> np.ndarray | None:
+    """``decode_mask``, lenient: None (and a warning) where it would raise, so a mask that does not fit
+    the frame is ignored and the box stands in for it."""
+    try:
+        return decode_mask(rle, width, height)
+    except ValueError:
         _log.warning("a mask that does not fit a %dx%d frame was ignored", width, height)
         return None
 

@@ -4,8 +4,9 @@ A table stage after ``objects``: it reads every object's sightings from ``detect
 camera between their sample times, ``vidagent.memory.camera_motion``, so a pan is not a walk) and, when pose
 perception is on (``Settings.perception`` has "pose"), the pose words the ``frames`` stage stored for
 the people in its frames, matched to the person objects by time and box overlap. The verbs come from
-``vidagent.memory.actions`` (trajectories and poses, no model) and, with a video classifier configured
-(``Settings.backends.video_classifier``), from the classifier over each person's crops
+the trajectories and poses (``object_actions`` here, no model: ``vidagent.memory.trajectory_actions`` and
+``vidagent.memory.pose_actions``, over the types of ``vidagent.memory.actions``) and, with a video classifier
+configured (``Settings.backends.video_classifier``), from the classifier over each person's crops
 (``vidagent.memory.classified_actions``).
 """
 
@@ -13,15 +14,16 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import supervision as sv
 
-from vidagent.memory.actions import ObjectSightings, Sighting, in_order, object_actions
+from vidagent.memory.actions import Action, Box, ObjectSightings, Sighting, in_order
 from vidagent.memory.camera_motion import follow_camera
 from vidagent.memory.classified_actions import classified_actions
-from vidagent.memory.pose_actions import pose_keys
+from vidagent.memory.pose_actions import pose_actions, pose_keys
+from vidagent.memory.trajectory_actions import moving_together, still_camera, trajectory_actions
 from vidagent.memory.stages.base import Rows
 from vidagent.memory.store import Library
 from vidagent.perception.base import VideoClassifier
@@ -73,6 +75,23 @@ class ActionsStage:
         ordered = in_order(found)
         log.info("%s: %d actions of %d objects", video.path.name, len(ordered), len(tracks))
         return {"actions": [action.row(i) for i, action in enumerate(ordered)]}
+
+
+def object_actions(tracks: Sequence[ObjectSightings], poses: Mapping[int, Sequence[tuple[float, frozenset[str]]]],
+                   duration_s: float, camera: Callable[[float, float, Box], Box] | None = None) -> list[Action]:
+    """Every action the trajectories and poses show, in order (``in_order``); deterministic, no storage.
+
+    ``poses`` maps a person's object id to its pose facts over time: ``(time_s, keys)`` where the keys
+    are those of ``vidagent.perception.pose_words.PoseFacts.keys``. ``camera`` says where the camera
+    alone carries a box between two times (``trajectory_actions.Camera``; None: a still camera).
+    """
+    found: list[Action] = []
+    for track in tracks:
+        found += trajectory_actions(track, duration_s, camera or still_camera)
+    found = moving_together(tracks, found)
+    for object_id, samples in poses.items():
+        found += pose_actions(object_id, samples)
+    return in_order(found)
 
 
 def object_tracks(library: Library, video_id: str) -> list[ObjectSightings]:
