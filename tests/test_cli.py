@@ -126,8 +126,8 @@ def test_end_to_end_multiple_choice_from_the_dev_set(dev_question, models_dir):
     assert answer["evidence"] and all(0 <= e["start_s"] < e["end_s"] <= 9.7 for e in answer["evidence"])
     trace = answer["trace"]
     assert trace[0]["type"] == "task" and trace[0]["question"] == item["question"]
-    assert (trace[1]["type"], trace[1]["action"]) == ("memory", "selected")  # which memories to build, and why
-    assert (trace[2]["type"], trace[2]["tool"]) == ("tool_call", "caption_retrieval")  # the automatic overview
+    # no model call chooses the memories (--memory-selection tools): the automatic overview comes first
+    assert (trace[1]["type"], trace[1]["tool"]) == ("tool_call", "caption_retrieval")
     assert [step["parent_id"] for step in trace] == [None] + list(range(len(trace) - 1))  # ReAct is a chain
     assert any(step["type"] == "final_answer" for step in trace) and answer["planner"] == "react"
     assert all(e["source"] == answer["video_id"] for e in answer["evidence"])
@@ -219,8 +219,9 @@ def test_end_to_end_peil_over_two_videos(peil_home, models_dir):
                          "--choice", "the first video", "--choice", "the second video")
     assert answer["planner"] == "peil" and [s["kind"] for s in answer["task"]["sources"]] == ["video", "video"]
     summaries = answer["artifacts"]["sources"]
-    assert summaries[0].startswith("visual[0]: an 8.0 s video, given by the user") and "dog" in summaries[0]
-    assert summaries[1].startswith("visual[1]: a 10.0 s video, given by the user") and "dog" not in summaries[1]
+    assert summaries[0].startswith(f"visual[0] ({dog.name}): an 8.0 s video, given by the user") and "dog" in summaries[0]
+    assert summaries[1].startswith(f"visual[1] ({guitar.name}): a 10.0 s video, given by the user") and \
+        "dog" not in summaries[1]
     assert answer["choice_index"] in (0, 1)  # a 1.5B model's pick is not a property of the code (right here)
     narrated = [step["arguments"] for step in answer["trace"] if step["type"] == "tool_call" and step["automatic"]]
     inspections = [step for step in answer["trace"] if step["type"] == "inspection"]
@@ -247,6 +248,6 @@ def test_end_to_end_peil_over_an_image_and_a_video(peil_home, models_dir, tmp_pa
                          "--choice", "no")
     assert [s["kind"] for s in answer["task"]["sources"]] == ["image", "video"]
     image_summary, video_summary = answer["artifacts"]["sources"][:2]
-    assert image_summary.startswith("visual[0]: a ") and " image, given by the user" in image_summary
+    assert image_summary.startswith("visual[0] (photo.png): a ") and " image, given by the user" in image_summary
     assert "dog" in image_summary and "dog" in video_summary
     assert answer["choice_index"] in (0, 1) and answer["usage"]["llm_calls"] >= 2

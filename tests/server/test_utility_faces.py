@@ -130,9 +130,9 @@ def test_the_commands_write_clips_edits_and_frames_and_print_where(boat_home, mo
     assert frames.returncode == 0 and "6 images" in frames.stdout
     assert sorted(p.name for p in (tmp_path / "frames").iterdir())[0] == "frame_00001_0.00s.png"
 
-    one_line_error(run_cli("remove", boat, "4", home=boat_home, models_dir=models_dir), 1,
+    one_line_error(run_cli("remove", boat, "4", home=boat_home, models_dir=models_dir), 2,
                    "no object 4 in this video's object memory; its objects are 0 (boat, 0.0-6.0 s)")
-    one_line_error(run_cli("clip", boat, "3", "1", home=boat_home, models_dir=models_dir), 1,
+    one_line_error(run_cli("clip", boat, "3", "1", home=boat_home, models_dir=models_dir), 2,
                    "the window must end after it starts")
     one_line_error(run_cli("clip", boat, "1", "2", "-o", str(tmp_path / "clip.txt"), home=boat_home,
                            models_dir=models_dir), 2, "name it .mp4")
