@@ -20,7 +20,8 @@ from vidagent.errors import ModelUnavailableError
 from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.store import Library
 from vidagent.perception.backends import build_backend
-from vidagent.perception.chat_vision import ChatCaptioner, ChatVisualQA, description_and_answer
+from vidagent.perception.base import VQAResult
+from vidagent.perception.chat_vision import ChatCaptioner, ChatVisualQA
 from vidagent.perception.describer import CaptionWithText
 from vidagent.perception.vision_chat import EndpointVisionChat, GGUFVisionChat, ReplyCache
 from vidagent.video.video import SampledFrame, Video
@@ -124,7 +125,7 @@ def test_the_vqa_sends_the_question_and_frames_to_its_own_model_and_splits_the_r
         assert (result.description, result.answer) == ("a woman holds a red cup.", "red")
         request = server.requests[0]
         assert len(images_of(request)) == 2 and "What colour is the cup?" in json.dumps(request)
-    assert description_and_answer("just red") == ("", "just red")
+    assert VQAResult.from_reply("just red") == VQAResult("", "just red")
 
 
 def test_specs_keys_and_the_base_url_come_from_settings_and_bad_specs_are_refused(tmp_path):

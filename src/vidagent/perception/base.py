@@ -8,6 +8,7 @@ audio is 16 kHz mono ``float32``. Detections are supervision's ``sv.Detections``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
@@ -43,6 +44,17 @@ class VQAResult:
 
     description: str
     answer: str
+
+    @classmethod
+    def from_reply(cls, text: str) -> "VQAResult":
+        """Split a "Description: ... Answer: ..." reply (the ``vqa_vision`` form); a reply without "Answer:" is all
+        answer."""
+        text = text.strip()
+        match = re.search(r"answer\s*:\s*(.*)", text, flags=re.IGNORECASE | re.DOTALL)
+        if not match:
+            return cls(description="", answer=text)
+        description = re.sub(r"^\s*description\s*:\s*", "", text[: match.start()], flags=re.IGNORECASE).strip()
+        return cls(description=description, answer=match.group(1).strip())
 
 
 @dataclass(frozen=True)

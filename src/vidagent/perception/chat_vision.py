@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
@@ -135,21 +134,10 @@ class ChatVisualQA:
         times = ", ".join(f"{frame.time_s:.1f} s" for frame in chosen)
         request = looking.render(times=times, question=question.strip())
         reply = self._asking.ask(request, [frame.image for frame in chosen], looking.budget)
-        description, answer = description_and_answer(reply.text)
-        return VQAResult(description=description, answer=answer)
+        return VQAResult.from_reply(reply.text)
 
     def close(self) -> None:
         self._asking.close()
-
-
-def description_and_answer(text: str) -> tuple[str, str]:
-    """Split a ``Description: ... Answer: ...`` reply (the ``vqa_vision`` form); a reply without ``Answer:``
-    is all answer."""
-    text = text.strip()
-    match = re.search(r"answer\s*:\s*(.*)", text, flags=re.IGNORECASE | re.DOTALL)
-    description = re.split(r"answer\s*:", text, flags=re.IGNORECASE)[0]
-    description = re.sub(r"^\s*description\s*:\s*", "", description, flags=re.IGNORECASE).strip()
-    return (description if match else ""), (match.group(1) if match else text).strip()
 
 
 def build_vision_backend(role: str, spec: str, access: VisionAccess, cache_path: Path | None) -> Any:

@@ -17,7 +17,6 @@ The local model answers by itself and needs no chat model: it is a
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Sequence
 
@@ -113,11 +112,5 @@ def most_common(answers: Sequence[str]) -> str:
 
 
 def parse_reply(text: str) -> VQAResult:
-    """Split a "Description: ... Answer: ..." reply; a reply without "Answer:" is all answer."""
-    text = text.strip()
-    match = re.search(r"answer\s*:\s*(.*)", text, flags=re.IGNORECASE | re.DOTALL)
-    if not match:
-        return VQAResult(description="", answer=text)
-    description = text[: match.start()]
-    description = re.sub(r"^\s*description\s*:\s*", "", description, flags=re.IGNORECASE).strip()
-    return VQAResult(description=description, answer=match.group(1).strip())
+    """Split a "Description: ... Answer: ..." reply (``VQAResult.from_reply``)."""
+    return VQAResult.from_reply(text)
