@@ -71,9 +71,11 @@ def test_the_coarse_pass_describes_a_frame_every_interval_and_is_never_taken_for
         assert glance.needed()
         memory = glance.open()
         frames = [row[1] for row in _rows(library, video.content_hash, "frames")]
-        # picks: the middle segment of every 10 s (segments 2, 7, 12, ...: 5 s, 15 s, ...); near-duplicates
-        # of a scene take its first frame's result (5 s takes 1 s's), so the scene's others come with it
-        assert {5.0, 15.0, 25.0, 35.0, 45.0, 55.0} <= set(frames) and 9.0 not in frames and len(frames) < 30
+        # picks: the middle segment of every 10 s (segments 2, 7, 12, ...: 5 s, 15 s, ...); each is seen in
+        # the keyframe nearest to it within 5 s, kept at the sample time of the segment showing that keyframe
+        assert len(frames) == 6 and all(any(abs(t - pick) <= 5.0 for t in frames) for pick in range(5, 60, 10))
+        # the first look is not the full build's result for those times: nothing a completion resumes from
+        assert library.count_rows("stage_checkpoints", video.content_hash) == 0
         assert "frames" in builder.missing_stages(video) and "segments" in builder.missing_stages(video)
         assert library.stage_names(video.content_hash) == ["speech"]  # a partial memory's stages are not built
         assert not builder.missing_stages(video, ["speech"])  # speech is built whole, beside the frames
@@ -92,7 +94,9 @@ def test_a_refined_window_equals_the_full_index_there(clip, video, tmp_path, ful
     home = tmp_path / "glance"
     with Library(home / "library.sqlite") as library:
         memory = Glance(_builder(library, clip, home), video, 10.0, speech=True).open()
-        assert memory.refine(25.0, 30.0) == []  # described by the coarse pass already: nothing to do
+        # the first look saw a frame near 25 s, not the full build's frames there: described in full now
+        assert memory.refine(25.0, 30.0) == [(24.0, 30.0)]
+        assert memory.refine(25.0, 30.0) == []  # described already: nothing to do
         refined = memory.refine(36.5, 39.0)
         # segments 18-19; 41 s takes the result of 37 s (a near-duplicate), so segment 20 comes with them
         assert refined == [(36.0, 42.0)]
@@ -102,11 +106,12 @@ def test_a_refined_window_equals_the_full_index_there(clip, video, tmp_path, ful
             assert (segment.description, segment.speech, segment.on_screen_text) == row[4:7]
             assert np.array_equal(segment.embedding, np.frombuffer(row[7], np.float32))
         full_frames = {row[1]: row for row in full["frames"]}
-        for row in _rows(library, video.content_hash, "frames"):
-            assert row == full_frames[row[1]]
+        in_full = [row for row in _rows(library, video.content_hash, "frames") if 24.0 <= row[1] < 30.0 or 36.0 <= row[1] < 42.0]
+        assert len(in_full) == 6 and all(row == full_frames[row[1]] for row in in_full)
         coverage = memory.coverage
-        assert any(a <= 36.0 and b >= 42.0 for a, b in coverage.full) and coverage.refined == tuple(refined)
-        assert "in full" in coverage.text()
+        assert any(a <= 36.0 and b >= 42.0 for a, b in coverage.full) and coverage.refined == ((24.0, 30.0), *refined)
+        assert memory.refine(40.0, 52.0) == [(42.0, 54.0)]
+        assert "; 0:36-0:54 in full;" in memory.coverage.text()  # a window narrower than the interval goes unsaid
 
 
 def test_a_full_index_completes_a_partial_memory_into_a_fresh_full_one(clip, video, tmp_path, full):
@@ -129,18 +134,20 @@ def test_react_answers_from_the_glance_refines_what_it_reads_and_says_its_covera
     with Session(fake_settings(tmp_path / "home"), llm=llm, perception=scripted_perception(clip)) as session:
         answer = session.ask(video, "What is on the table after the bottle?", glance=10.0)
         observations = [s for s in answer.trace if isinstance(s, ObservationStep)]
-        # the overview reads segments 0-14 whole: what the coarse pass had not seen there is described first
-        assert observations[0].artifacts["refined"] == [[6.0, 12.0], [18.0, 24.0]]
+        # the overview reads segments 0-14 whole: described at the full rate first (the first look's frames
+        # are not the full build's)
+        assert observations[0].artifacts["refined"] == [[0.0, 30.0]]
         assert "scene 1: a book" in observations[0].text and "scene 3: a vase" in observations[0].text
-        # the model's read (40-50 s): 41 s and 49 s were not seen; their key frames (37 s, 49 s) are described
-        assert observations[1].artifacts["refined"] == [[36.0, 42.0], [48.0, 54.0]]
-        assert observations[1].summary().startswith("[refined for this read: 36-42 s, 48-54 s] Observation: Segment 20")
+        # the model's read (40-50 s), with the key frames its near-duplicates take their results from (37 s for
+        # 41 s, 43 s for 43-47 s, 49 s)
+        assert observations[1].artifacts["refined"] == [[36.0, 54.0]]
+        assert observations[1].summary().startswith("[refined for this read: 36-54 s] Observation: Segment 20")
         assert "Segment 20 (40.0-42.0 s): scene 6: a bowl" in observations[1].text
         assert "Segment 24 (48.0-50.0 s): scene 8: a teddy bear" in observations[1].text
         coverage = answer.artifacts["coverage"][video.content_hash]
         assert coverage["every_s"] == 10.0 and not coverage["speech"]  # the glance leaves speech to the index
-        assert coverage["refined"] == [[6.0, 12.0], [18.0, 24.0], [36.0, 42.0], [48.0, 54.0]]
-        assert coverage["text"] == "answered from 0:00-1:00 sampled every 10 s; 0:00-1:00 in full; " \
+        assert coverage["refined"] == [[0.0, 30.0], [36.0, 54.0]]
+        assert coverage["text"] == "answered from 0:00-1:00 sampled every 10 s; 0:00-0:30, 0:36-0:54 in full; " \
             "no speech yet"
         session.index(video, TEMPORAL_STAGES, progress=False)
         assert session.library.stage_config(video.content_hash, "segments").get("glance") is None
@@ -161,11 +168,11 @@ def test_peil_narrates_from_the_glance_and_refines_the_clip_it_reads(clip, video
     stretches = [line for line in overview.text.splitlines() if " s: " in line]
     assert stretches and all(not line.endswith(" s: ") for line in stretches)
     assert cut.text.startswith("temporal_reason of visual[0]:\n'after: 40' is 45.0-52.5 s.")
-    # the clip (segments 22-26) is read whole: 49 s was not seen, its scene (48-54 s) is described first
-    assert narration.artifacts["refined"] == [[48.0, 54.0]]
-    assert narration.summary().startswith("[refined for this read: 48-54 s] Observation: video_narration of visual[1]")
+    # the clip (segments 22-26) is read whole, with the key frames its near-duplicates take their results from
+    assert narration.artifacts["refined"] == [[42.0, 54.0]]
+    assert narration.summary().startswith("[refined for this read: 42-54 s] Observation: video_narration of visual[1]")
     assert "48.0-50.0 s: scene 8: a teddy bear" in narration.text
-    assert answer.artifacts["coverage"][video.content_hash]["refined"] == [[48.0, 54.0]]
+    assert answer.artifacts["coverage"][video.content_hash]["refined"] == [[42.0, 54.0]]
 
 
 def test_assist_modules_refine_the_window_they_read(clip, video, tmp_path):
@@ -235,8 +242,9 @@ def test_visual_question_answering_refines_the_window_it_looks_at(clip, video, t
         memory = Glance(builder, video, 10.0).open()
         tools = TemporalTools(memory, perception.embedder, DescribedFramesVQA(perception.describer, llm), llm)
         looked = tools.visual_question_answering("What is on the table?", 9)  # segments 8-10: 16-22 s
-        assert not looked.is_error and looked.artifacts["refined"] == [[18.0, 24.0]]  # 19 s is the key of 21 s
-        assert memory.coverage.refined == ((18.0, 24.0),)
+        # 13 s is the key of 17 s (scene 2, 12-18 s), 19 s of 21 s
+        assert not looked.is_error and looked.artifacts["refined"] == [[12.0, 24.0]]
+        assert memory.coverage.refined == ((12.0, 24.0),)
         assert all(s.description for s in memory.segments_between(16.0, 22.0))
         again = tools.visual_question_answering("And now?", 9)
         assert "refined" not in again.artifacts

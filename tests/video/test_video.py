@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
@@ -56,6 +57,27 @@ def test_frames_at_returns_the_frame_shown_at_each_time(tmp_path: Path):
     assert levels[1] == pytest.approx(60, abs=4)
     assert levels[2] == pytest.approx(100, abs=4)
     assert levels[3] == pytest.approx(180, abs=4)  # past the end: the last frame
+
+
+def test_keyframes_near_gives_the_nearest_keyframe_within_reach_decoding_only_keyframes(tmp_path: Path):
+    # 6 s at 10 fps, a keyframe every 2 s (0, 2, 4 s); frame i has brightness 4*i
+    path = tmp_path / "gop.mp4"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=10,
+                                      options={"x264-params": "keyint=20:min-keyint=20:scenecut=0"})
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for i in range(60):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), 4 * i, np.uint8),
+                                                                   format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    video = Video(path)
+    near = dict(video.keyframes_near([5.9, 0.9, 2.2, 3.1], within_s=1.0))
+    assert list(near) == [0.9, 2.2, 3.1, 5.9] and near[5.9] is None  # 4 s is 1.9 s away
+    assert {t: frame.time_s for t, frame in near.items() if frame is not None} == {0.9: 0.0, 2.2: 2.0, 3.1: 4.0}
+    assert [int(round(near[t].image.mean())) for t in (0.9, 2.2, 3.1)] == pytest.approx([0, 80, 160], abs=4)
+    assert near[0.9] is not near[2.2] and dict(video.keyframes_near([2.2, 2.3], within_s=0.5))[2.3] is not None
 
 
 def test_seek_free_decoding_of_a_single_keyframe_avi():

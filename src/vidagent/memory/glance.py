@@ -6,9 +6,13 @@ Design
 A question on a video whose temporal memory is not built need not wait for it. ``Glance`` makes a
 *partial memory* in three moves:
 
-1. **Coarse pass.** One decoding pass over the video. Of the frames the full ``frames`` stage samples
-   (one per 2-s segment), one every ``every_s`` seconds (a *pick*, the middle segment of each stretch)
-   is described by the same describer. With ``speech``, the speech stage runs beside it, whole, as in a
+1. **Coarse pass (the first look).** Of the frames the full ``frames`` stage samples (one per 2-s
+   segment), one every ``every_s`` seconds (a *pick*, the middle segment of each stretch) is looked at
+   through the keyframe nearest to it within half an interval: only keyframes are decoded (0.8 s for a
+   20-minute H.264 video, against 20-35 s to decode every frame), and the describer runs on those frames,
+   each kept for the segment that shows it. Where no keyframe lies that near (a stream with sparse
+   keyframes) or the describer reads whole segments (a vision chat model), the pick's own frames are decoded
+   from a seek. With ``speech``, the speech stage runs beside it, whole, as in a
    full build; it is off by default: Whisper takes 0.1-0.15x real time over speech (``perception.speech``),
    2-3 minutes for 20 minutes of talk, more than the whole glance, so a glance says "no speech yet" and
    the completion transcribes it (a speech stage already built is used). The result is every segment of the
@@ -24,13 +28,14 @@ A question on a video whose temporal memory is not built need not wait for it. `
 3. **Completion.** ``complete`` is a full build (``MemoryBuilder.build``); it resumes from what the glance
    described, and does only the rest.
 
-Equal to a full index where refined. Every frame result the glance computes is the result the full
-build computes for that sample time, so partial and full memories agree on the refined parts and a
-completed memory is byte-for-byte a fresh full one. The full build's near-duplicate reuse makes a
-frame's result that of the last frame its models ran on (the *key* frame), which depends on every
-frame before it; the coarse pass therefore replays that decision over all sample times (a thumbnail
-each, no model) while it decodes, and describes a pick's key frame, not the pick itself, where the
-two differ. Any sample time whose key is described gets the key's result, as in the full build.
+Equal to a full index where refined. The full build's near-duplicate reuse makes a frame's result that
+of the last frame its models ran on (the *key* frame), which depends on every frame before it; the first
+refinement therefore replays that decision over all sample times (one decoding pass, a thumbnail each, no
+model), and a window is described together with the key frames its frames take their results from. Every
+result a refinement computes is the result the full build computes for that sample time, so partial and
+full memories agree on the refined parts and a completed memory is byte-for-byte a fresh full one. The
+first look's results are not (another frame of the stretch than the one the full build describes there):
+they are kept out of the checkpoints a completion resumes from, and a refinement replaces them.
 
 Nothing half-written. Frame results are kept as checkpoints of the full ``frames`` stage (its own
 config key), exactly what an interrupted full build leaves, which is how the completion resumes. The
@@ -52,10 +57,11 @@ the partial memory as it is, and its coverage is stated).
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
-from typing import Any, Callable, Iterable
+from bisect import bisect_right
+from itertools import groupby
+from typing import Any, Callable
 
 from tqdm import tqdm
 
@@ -84,8 +90,17 @@ class Glance:
         self.frames: FramesStage = builder.stage("frames")  # type: ignore[assignment]
         self.config = self.frames.config()
         self.planned = self.frames.planned(video)  # (time_s, segment_id) of every full-rate frame
+        self.segment_of = dict(self.planned)
+        segments = video.segments(builder.settings.segment_seconds)
+        self.segment_starts = [segment.start_s for segment in segments]
+        first_sample: dict[int, float] = {}
+        for time_s, segment_id in self.planned:
+            first_sample.setdefault(segment_id, time_s)
+        self.first_sample = [first_sample[segment.segment_id] for segment in segments]
         self.keys: dict[float, float] = {}  # sample time -> the key frame whose result it takes
         self.results: dict[float, Any] = {}  # sample time -> its frame result (the full build's)
+        self.glimpses: dict[float, Any] = {}  # sample time -> the result of a frame near it (the first look)
+        self.chain_replayed = False
         self.seconds = 0.0  # model time spent
 
     # -- the faces ----------------------------------------------------------------------------
@@ -97,7 +112,7 @@ class Glance:
 
     def open(self) -> "GlancedMemory":
         """The partial memory after the coarse pass (a stored partial memory is taken up again: its
-        results are kept, the near-duplicate chain is replayed)."""
+        refined results are kept, the first look is taken again)."""
         started = time.perf_counter()
         self.library.add_video(self.video.info)
         for chunk in self.library.checkpoints(self.video.content_hash, "frames", self.config):
@@ -107,12 +122,12 @@ class Glance:
             {self.planned[len(self.planned) // 2][0]}
         speech = _Beside(lambda: self.builder.build(self.video, ["speech"], progress=False)) \
             if self.speech and self.builder.missing_stages(self.video, ["speech"]) else None
-        self._scan(picks)
+        self._glimpse(picks)
         if speech is not None:
             speech.join()
         self._write()
-        log.info("%s: glanced at %d frames of %d in %.1f s", self.video.path.name, len(self.results),
-                 len(self.planned), time.perf_counter() - started)
+        log.info("%s: glanced at %d frames of %d in %.1f s", self.video.path.name,
+                 len(self.results) + len(self.glimpses), len(self.planned), time.perf_counter() - started)
         return GlancedMemory(self)
 
     def refine(self, start_s: float, end_s: float) -> list[Window]:
@@ -122,6 +137,10 @@ class Glance:
         if window is None:
             return []
         todo = [t for t, _ in self.planned if window[0] <= t < window[1] and t not in self.results]
+        if not todo:
+            return []
+        self._replay_chain()
+        todo = [t for t in todo if t not in self.results]
         if not todo:
             return []
         before = self._full_windows()
@@ -144,34 +163,64 @@ class Glance:
         return Coverage(self.video.duration_s, self.every_s, self._full_windows(), speech)
 
     # -- the coarse pass ----------------------------------------------------------------------
-    def _scan(self, picks: set[float]) -> None:
-        """One pass over every full-rate sample time: the near-duplicate chain replayed as the full
-        build makes it, and the key frames the picks take their results from described on a thread."""
-        worker = _Describer(self)
-        reuse = self.frames.reuse
-        key: tuple[float, Any, SampledFrame] | None = None  # time, thumbnail, frame
-        queued: set[float] = set()
-        times = [t for t, _ in self.planned] if reuse is not None else \
-            sorted(t for t in picks if t not in self.results)
-        bar = tqdm(total=len(times), unit="frame", desc=f"glancing at {self.video.path.name}",
+    def _glimpse(self, picks: set[float]) -> None:
+        """The first look: for each pick not described yet, the keyframe nearest to it within half an
+        interval (only keyframes are decoded: about a second for 20 minutes of video), or the frame at the
+        pick (decoded from a seek) where no keyframe lies that near or the describer reads whole segments;
+        each described and kept as the result of the sample time of the segment that shows it. Another
+        frame of the stretch than the one the full build describes there, so these results are kept apart
+        from the checkpoints a completion resumes from, and a refined window replaces them."""
+        todo = sorted(t for t in picks if t not in self.results and t not in self.glimpses)
+        if not todo:
+            return
+        max_side = self.frames.max_side
+        frames: dict[float, SampledFrame] = {}
+        if self.frames.grouped is None:
+            near = list(self.video.keyframes_near(todo, self.every_s / 2, max_side=max_side))
+            for frame in (frame for _, frame in near if frame is not None):
+                sample = self._sample_time(frame.time_s)
+                if sample not in self.results:
+                    frames.setdefault(sample, SampledFrame(sample, frame.image))
+            todo = [pick for pick, frame in near if frame is None]
+        for _, members in groupby(todo, key=self.segment_of.__getitem__):
+            times = list(members)
+            frames.update((frame.time_s, frame) for frame in self.video.frames_at(times, max_side=max_side, seek=True))
+        ordered = [frames[t] for t in sorted(frames)]
+        bar = tqdm(total=len(ordered), unit="frame", desc=f"glancing at {self.video.path.name}",
                    disable=not self.progress, leave=False)
-        try:
-            for frame in self.video.frames_at(times, max_side=self.frames.max_side):
-                bar.update()
-                if reuse is None:
-                    self.keys[frame.time_s] = frame.time_s
-                    worker.put(frame)
-                    continue
-                small = thumbnail(frame.image)
-                if key is None or not same_view(key[1], small, reuse):
-                    key = (frame.time_s, small, frame)
-                self.keys[frame.time_s] = key[0]
-                if frame.time_s in picks and key[0] not in self.results and key[0] not in queued:
-                    queued.add(key[0])
-                    worker.put(key[2])
-        finally:
-            worker.close()
-            bar.close()
+        with bar:
+            for first in range(0, len(ordered), self.frames.batch_size):
+                batch = ordered[first:first + self.frames.batch_size]
+                started = time.perf_counter()
+                self.glimpses.update(zip((frame.time_s for frame in batch), self.frames.process(batch)))
+                self.seconds += time.perf_counter() - started
+                bar.update(len(batch))
+
+    def _sample_time(self, time_s: float) -> float:
+        """The (first) sample time of the segment showing ``time_s``."""
+        index = max(0, bisect_right(self.segment_starts, time_s + 1e-6) - 1)
+        return self.first_sample[index]
+
+    def _replay_chain(self) -> None:
+        """Which key frame each sample time takes its result from, as the full build's near-duplicate
+        chain decides it: one decoding pass over every sample time (a thumbnail each, no model), done
+        once, when a window is first refined (a first answer that refines nothing never pays for it)."""
+        if self.chain_replayed:
+            return
+        self.chain_replayed = True
+        reuse = self.frames.reuse
+        if reuse is not None:
+            key: tuple[float, Any] | None = None  # time, thumbnail
+            times = [t for t, _ in self.planned]
+            bar = tqdm(total=len(times), unit="frame", desc=f"reading {self.video.path.name}",
+                       disable=not self.progress, leave=False)
+            with bar:
+                for frame in self.video.frames_at(times, max_side=self.frames.max_side):
+                    bar.update()
+                    small = thumbnail(frame.image)
+                    if key is None or not same_view(key[1], small, reuse):
+                        key = (frame.time_s, small)
+                    self.keys[frame.time_s] = key[0]
         self.keys.update((t, t) for t, _ in self.planned if t not in self.keys)
         self._save_copies()
 
@@ -210,7 +259,7 @@ class Glance:
         video_id = self.video.content_hash
         coverage = {GLANCE_KEY: self.coverage().to_dict()}
         self.library.write_stage(video_id, "frames", self.config | coverage,
-                                 self.frames.rows(self.video, self.results, partial=True), self.seconds,
+                                 self.frames.rows(self.video, self.glimpses | self.results, partial=True), self.seconds,
                                  keep_checkpoints=True)
         segments: SegmentsStage = self.builder.stage("segments")  # type: ignore[assignment]
         stored = self.library.stage_config(video_id, "segments") or {}
@@ -263,46 +312,6 @@ class GlancedMemory(VideoMemory):
         return self.glance.complete()
 
 
-class _Describer:
-    """Describes the frames handed to it on a thread of its own, in the frames stage's batches."""
-
-    def __init__(self, glance: Glance) -> None:
-        self.glance = glance
-        self.inbox: queue.Queue[SampledFrame | None] = queue.Queue(maxsize=2 * glance.frames.batch_size)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._main, daemon=True, name="glance-describer")
-        self.thread.start()
-
-    def put(self, frame: SampledFrame) -> None:
-        if self.error is not None:
-            raise self.error
-        self.inbox.put(frame)
-
-    def close(self) -> None:
-        self.inbox.put(None)
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-
-    def _main(self) -> None:
-        batch: list[SampledFrame] = []
-        for frame in _until_none(self.inbox):
-            if self.error is not None:
-                continue
-            batch.append(frame)
-            if len(batch) >= self.glance.frames.batch_size:
-                self._run(batch)
-                batch = []
-        if batch and self.error is None:
-            self._run(batch)
-
-    def _run(self, batch: list[SampledFrame]) -> None:
-        try:
-            self.glance._describe(batch)
-        except BaseException as error:  # noqa: BLE001 - raised again by put() and close()
-            self.error = error
-
-
 class _Beside:
     """Runs a function on a thread; ``join`` waits for it and raises what it raised."""
 
@@ -322,11 +331,6 @@ class _Beside:
         self.thread.join()
         if self.error is not None:
             raise self.error
-
-
-def _until_none(inbox: queue.Queue) -> Iterable[Any]:
-    while (item := inbox.get()) is not None:
-        yield item
 
 
 def _forget(memory: VideoMemory, names: tuple[str, ...]) -> None:
