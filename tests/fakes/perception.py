@@ -26,11 +26,15 @@ from typing import Sequence
 
 import av
 import numpy as np
-
 import supervision as sv
 
 from vidagent.perception.appearance import ColourAppearance
-from vidagent.perception.base import FrameDescription, SeenObject, SpeechSegment, TextBox
+from vidagent.perception.base import (
+    FrameDescription,
+    SeenObject,
+    SpeechSegment,
+    TextBox,
+)
 from vidagent.perception.detections import make_detections
 from vidagent.perception.suite import Perception
 from vidagent.perception.tracking import ByteTracker
@@ -133,6 +137,15 @@ class FakeClip:
     @property
     def tone_hz(self) -> float:
         return _TONE_BASE_HZ + _TONE_STEP_HZ * self.voice
+
+
+def long_clip() -> FakeClip:
+    """60 s in ten 6-s scenes (so each is three segments, the later two near-duplicates of the first), speech."""
+    scenes = [Scene(f"scene {i}: a {thing} on a table", seconds=6.0,
+                    objects=(SceneObject(thing, (0.2, 0.2, 0.6, 0.7)),), text=(f"sign {i}",) if i % 3 == 0 else ())
+              for i, thing in enumerate(["cup", "book", "clock", "vase", "laptop", "bottle", "bowl", "chair",
+                                         "teddy bear", "scissors"])]
+    return FakeClip("long", scenes, speech=[(13.0, 15.0, "here is the clock"), (44.0, 47.0, "now the bowl")], fps=5)
 
 
 def write_clip(clip: FakeClip, folder: Path) -> Path:

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes.library import fake_settings
+from fakes.llm import ScriptedLLM
+from fakes.perception import FakeClip, long_clip, scripted_perception, write_clip
 
 from vidagent.agent.steps import ObservationStep
 from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
@@ -19,21 +22,8 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.session import Session
 from vidagent.video.video import Video
 
-from fakes.library import fake_settings
-from fakes.llm import ScriptedLLM
-from fakes.perception import FakeClip, Scene, SceneObject, scripted_perception, write_clip
-
 TABLES = {"frames": "time_s", "text_in_frame": "time_s, text", "speech": "start_s", "segments": "segment_id",
           "clips": "clip_id", "describers": "describer"}
-
-
-def long_clip() -> FakeClip:
-    """60 s in ten 6-s scenes (so each is three segments, the later two near-duplicates of the first), speech."""
-    scenes = [Scene(f"scene {i}: a {thing} on a table", seconds=6.0,
-                    objects=(SceneObject(thing, (0.2, 0.2, 0.6, 0.7)),), text=(f"sign {i}",) if i % 3 == 0 else ())
-              for i, thing in enumerate(["cup", "book", "clock", "vase", "laptop", "bottle", "bowl", "chair",
-                                         "teddy bear", "scissors"])]
-    return FakeClip("long", scenes, speech=[(13.0, 15.0, "here is the clock"), (44.0, 47.0, "now the bowl")], fps=5)
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from vidagent.config import Settings
 from vidagent.errors import MemoryStoreError, PlannerError
 from vidagent.experience.replay import Replay
 from vidagent.experience.store import ExperienceStore
+from vidagent.knowledge.sources import Knowledge
 from vidagent.llm.base import ChatModel
 from vidagent.memory.builder import TEMPORAL_STAGES, MemoryBuilder
 from vidagent.memory.coverage import glance_every
@@ -29,22 +30,22 @@ from vidagent.memory.stored_video import StoredVideo
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import VisualQA
 from vidagent.perception.suite import Perception
-from vidagent.knowledge.sources import Knowledge
+from vidagent.tools import catalogue
 from vidagent.tools.assist import AssistModules, knowledge_module
 from vidagent.tools.base import Tool
 from vidagent.tools.evidence_selection import EvidenceSelector
 from vidagent.tools.frames import FrameTools
 from vidagent.tools.knowledge import KnowledgeTools
 from vidagent.tools.media import Media, VideoMedia, image_media, video_media
+from vidagent.tools.refer import ReferTools
 from vidagent.tools.sql_agent import OBJECT_KIND, SUBTASK_KINDS, SQLTools
 from vidagent.tools.temporal import TemporalTools
-from vidagent.tools.refer import ReferTools
 from vidagent.tools.utility import UtilityTools
 from vidagent.video.image import Image
 from vidagent.video.video import Video
 
 Handle = Video | Image | StoredVideo
-OBJECT_TOOLS = ("object_memory_querying",) + SUBTASK_KINDS  # the tools that read the object memory
+OBJECT_TOOLS = catalogue.names(form="segments", reads="objects", offered=True)  # read the object memory
 
 
 class Resources(Protocol):
@@ -164,14 +165,10 @@ def memory_note(memories: Sequence[VideoMemory], describer_note: str) -> str:
 
 
 def withheld_tools(memory: VideoMemory) -> tuple[str, ...]:
-    """Tools a memory cannot serve: one imported from captions has no pixels to find objects in, so
-    ``object_memory_querying`` would only spend the planner's calls (the sub-task tools stay: their
-    SQL reads the captions too)."""
-    return () if memory.has_pixels else ("object_memory_querying",)
-
-
-PIXEL_MODULES = ("caption", "object_detect", "region_ground", "text_ground", "get_frame", "text_detect")
-SPEECH_MODULES = ("asr", "subtitle_ground", "subtitle_reason")
+    """Tools a memory cannot serve (the catalogue's ``needs``): one imported from captions has no pixels to
+    find objects in, so ``object_memory_querying`` would only spend the planner's calls (the sub-task tools
+    stay: their SQL reads the captions too)."""
+    return catalogue.unservable("segments", pixels=memory.has_pixels, speech=True)
 
 
 def withheld_modules(media: Sequence[Media]) -> tuple[str, ...]:
@@ -180,13 +177,9 @@ def withheld_modules(media: Sequence[Media]) -> tuple[str, ...]:
     on-screen text are withheld; with no video that has a speech memory, the speech modules. On NExT-QA's
     imported memories PEIL spent 22 of 133 module calls on such modules, each answered only by an error."""
     videos = [item for item in media if isinstance(item, VideoMedia)]
-    images = len(videos) < len(media)
-    withheld: list[str] = []
-    if not images and not any(video.memory.has_pixels for video in videos):
-        withheld += PIXEL_MODULES
-    if not any(video.memory.has_pixels or "speech" in video.memory.stages for video in videos):
-        withheld += SPEECH_MODULES
-    return tuple(withheld)
+    pixels = len(videos) < len(media) or any(video.memory.has_pixels for video in videos)
+    speech = any(video.memory.has_pixels or "speech" in video.memory.stages for video in videos)
+    return catalogue.unservable("source", pixels=pixels, speech=speech)
 
 
 def _video_tools(memory: VideoMemory, resources: Resources, llm: ChatModel, queries: ReadOnlyQueries,
@@ -203,7 +196,9 @@ def _video_tools(memory: VideoMemory, resources: Resources, llm: ChatModel, quer
     kinds = SUBTASK_KINDS if "object_memory_querying" in withheld else (OBJECT_KIND,) + SUBTASK_KINDS
     utility = UtilityTools(memory, resources.settings.artifacts_dir, sql.ensure_objects).tools()  # named only
     refer = ReferTools(memory, resources.settings.artifacts_dir, llm, sql.ensure_objects).tools()  # named only
-    return temporal + sql.tools(kinds) + frames + utility + refer
+    tools = temporal + sql.tools(kinds) + frames + utility + refer
+    catalogue.check_declared(tools, "segments")
+    return tools
 
 
 def _assist_kit(needs: Needs, media: Sequence[Media], resources: Resources, llm: ChatModel,
@@ -216,6 +211,7 @@ def _assist_kit(needs: Needs, media: Sequence[Media], resources: Resources, llm:
     perception, settings = resources.perception, resources.settings
     modules = AssistModules(perception.describer, perception.reader, perception.detector, perception.embedder,
                             resources.vqa(llm), llm, grounder=perception.grounder, shapes=settings.tools).tools()
+    catalogue.check_declared(modules, "source")
     unservable = withheld_modules(media)
     modules = [module for module in modules if module.name not in unservable]
     modules += [knowledge_module(tool) for tool in knowledge]

@@ -14,6 +14,7 @@ so a planner can always continue; an unexpected failure's traceback goes to the 
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import math
 import logging
@@ -101,6 +102,9 @@ class Tool:
     parameters: tuple[Parameter, ...]
     function: Callable[..., Observation]
     given: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_parameters(self)
 
     @property
     def source_parameter(self) -> Parameter | None:
@@ -234,3 +238,29 @@ def _coerce(value: Any, parameter: Parameter, tool: Tool) -> Any:
         raise ToolInputError(f"{tool.signature()}: {parameter.name} must be a number, got {value!r}")
     number = float(match.group())
     return int(round(number)) if parameter.type is int else number
+
+
+def _check_parameters(tool: Tool) -> None:
+    """Refuse a tool whose declared parameters (and ``given`` ones) its function does not take, or whose
+    function needs one it does not declare: a mismatch fails when the tool is made, not when a model
+    first calls it."""
+    try:
+        signature = inspect.signature(tool.function)
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check against
+        return
+    accepted = signature.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted):
+        return
+    # a source parameter (``visual[i]``) reaches the function as the source's media, under the function's
+    # own name for it (the caller binds it), so it is matched by count, not by name
+    declared = [p.name for p in tool.parameters if not p.source] + list(tool.given)
+    sources = sum(1 for p in tool.parameters if p.source)
+    names = {p.name for p in accepted if p.kind is not inspect.Parameter.VAR_POSITIONAL}
+    unknown = [name for name in declared if name not in names]
+    required = [p.name for p in accepted if p.default is inspect.Parameter.empty
+                and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+                and p.name not in declared][sources:]
+    if unknown or required:
+        problems = ([f"declares {', '.join(unknown)} its function does not take"] if unknown else []) + \
+                   ([f"does not declare {', '.join(required)} its function needs"] if required else [])
+        raise TypeError(f"tool {tool.name}: {'; '.join(problems)}")
