@@ -172,6 +172,46 @@ def test_removing_the_square_paints_it_out_and_changes_nothing_else(moving_squar
         assert difference[covered].mean() > 20, i
 
 
+def test_an_object_moving_before_a_still_camera_is_painted_out_with_the_scene_seen_behind_it(tmp_path):
+    # 4 s at 10 fps over a texture of 8-px blocks of random colour: Telea's fill smears it, the background
+    # seen where the square has moved on is the texture itself
+    blocks = np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    texture = np.repeat(np.repeat(blocks, 8, axis=0), 8, axis=1)
+    frames = []
+    for i in range(40):
+        image = texture.copy()
+        image[100:140, 20 + 6 * i:60 + 6 * i] = RED
+        frames.append(image)
+    video = Video(write_test_video(tmp_path / "texture.mp4", frames, fps=10))
+    track = Track([TrackBox(t, (20 + 60 * t, 100, 60 + 60 * t, 140)) for t in np.arange(0, 4, 0.5)], step_s=0.5)
+    plain = decoded(editing.export_clip(video, 0, 4, tmp_path / "plain.mp4"))
+    removed = decoded(editing.remove_track(video, track, tmp_path / "removed.mp4"))
+    for i in (10, 20, 30):
+        covered = region(track.place(i / 10, 320, 240), 320, 240, fraction=editing.GROW_FRACTION,
+                         pixels=editing.GROW_PIXELS)
+        error = np.abs(removed[i].astype(int) - texture.astype(int))[covered].mean()
+        smeared = np.abs(editing.inpaint(plain[i], covered).astype(int) - texture.astype(int))[covered].mean()
+        assert error < 12 and smeared > 3 * error, (i, error, smeared)  # the texture holds red blocks of its own
+        outside = np.abs(removed[i].astype(int) - plain[i].astype(int)).max(axis=2)[~covered]
+        assert outside.mean() < 1.5, i
+
+
+def test_a_moving_camera_is_left_to_telea_rather_than_painted_from_a_background_it_does_not_show(tmp_path):
+    blocks = np.random.default_rng(1).integers(0, 256, (30, 60, 3), dtype=np.uint8)
+    wide = np.repeat(np.repeat(blocks, 8, axis=0), 8, axis=1)  # 480 px wide: the camera pans over it
+    frames = [wide[:, 4 * i:4 * i + 320].copy() for i in range(40)]
+    for image in frames:
+        image[100:140, 140:180] = RED  # an object the camera follows
+    video = Video(write_test_video(tmp_path / "pan.mp4", frames, fps=10))
+    track = Track([TrackBox(t, (140, 100, 180, 140)) for t in np.arange(0, 4, 0.5)], step_s=0.5)
+    behind = editing.Background.seen(video, track, 0.0, 4.0)
+    covered = region(track.place(2.0, 320, 240), 320, 240, fraction=editing.GROW_FRACTION, pixels=editing.GROW_PIXELS)
+    assert behind is not None and behind.known.any()  # a median of what the samples show around it ...
+    image = decoded(editing.export_clip(video, 2.0, 2.1, tmp_path / "one.mp4"))[0]
+    filled, left = behind.fill(image, covered)
+    assert filled is image and left is covered  # ... which does not match this frame around the hole
+
+
 def test_highlighting_the_square_draws_only_near_its_boxes(moving_square, tmp_path):
     video, track = moving_square
     plain = decoded(editing.export_clip(video, 0, 3, tmp_path / "plain.mp4"))
