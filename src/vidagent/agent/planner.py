@@ -19,8 +19,8 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from vidagent.agent.planning import Needs, Planner
 from vidagent.errors import PlannerError
 
-__all__ = ["Needs", "Planner", "build_planner", "default_planner", "parse_options", "planner_for", "planner_names",
-           "register_planner"]
+__all__ = ["Needs", "Planner", "build_planner", "default_planner", "knowledge_planners", "parse_options", "planner_for",
+           "planner_names", "register_planner"]
 
 BUILTIN_PLANNERS = {
     "blind": "vidagent.agent.baselines:BlindPlanner",
@@ -77,6 +77,12 @@ def register_planner(name: str) -> Callable[[P], P]:
 
 def planner_names() -> list[str]:
     return sorted({*BUILTIN_PLANNERS, *_REGISTERED})
+
+
+def knowledge_planners() -> list[str]:
+    """The planners that offer their model the user's knowledge sources (by their default ``Needs``), for
+    the messages that refuse knowledge to one that does not."""
+    return [name for name in planner_names() if build_planner(name).needs.knowledge]
 
 
 def build_planner(name: str, options: Mapping[str, Any] | None = None) -> Planner:

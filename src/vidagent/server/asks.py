@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.planner import Planner, planner_for, planner_names
+from vidagent.agent.planner import Planner, knowledge_planners, planner_for, planner_names
 from vidagent.agent.steps import Step
 from vidagent.errors import VidagentError
 from vidagent.knowledge.spec import KnowledgeSpec
@@ -88,7 +88,7 @@ class AskSpec:
         planner = planner_for(self.planner, dict(self.options), ["video"] * len(self.videos), embedded=embedded)
         if self.knowledge and not planner.needs.knowledge:
             raise RequestError(f"the {planner.name} planner offers its model no tools, so it cannot use knowledge; "
-                               f"use react, mcts, peil or caption_only")
+                               f"use {', '.join(knowledge_planners())}")
         return planner
 
     def held_budget(self, cap: Budget | None) -> Budget | None:
