@@ -2,19 +2,122 @@
 
 Everything is explicit: a ``Settings`` object is built once (from defaults, environment
 variables or arguments) and passed down. Nothing reads the environment after that.
+
+Each setting is declared once, with ``setting(...)``: its default, the environment variable that sets it and
+how that variable's text is read, and whether it can change an answer (then it is part of an evaluation run's
+identity, ``Settings.answer_settings``). ``Settings.from_env`` reads every declared variable in one loop;
+the identity is derived from the same declarations.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any, Callable, Mapping, TypeVar
 
 import platformdirs
 
 from vidagent.errors import VidagentError
 
 LOCAL_MODELS = ("qwen2.5-1.5b", "qwen2.5-0.5b", "smollm2-135m")
+LLM_BACKENDS = ("local", "openai")
+
+Declared = TypeVar("Declared")
+Parse = Callable[[str], Any]  # a variable's text -> the setting's value, or UNSET to keep the default
+UNSET: Any = object()
+_ALWAYS: Any = object()  # ``before`` of a setting that is named in a run's identity whatever its value
+
+
+def setting(default: Any = MISSING, env: str | tuple[str, ...] = (), parse: Parse | None = None, *,
+            answers: bool = True, before: Any = _ALWAYS, factory: Callable[[], Any] | None = None,
+            implies: Mapping[str, Any] | None = None, read_when: tuple[str, Any] | None = None,
+            read: Callable[[Mapping[str, str]], Any] | None = None, repr: bool = True) -> Any:
+    """A declared setting (a dataclass field).
+
+    ``env``: the environment variable(s) that set it (the first one set is read; ``parse`` turns its text into
+    the value, the text as it is by default, an empty text keeping the default); ``read`` reads several at once
+    instead. ``implies``: the settings beside it that its variable sets too. ``read_when=(name, value)``: read
+    only when the setting ``name`` beside it has ``value``. ``answers``: whether it can change an evaluation's
+    answers (then it is in the run's identity). ``before``: the value runs made before the setting existed had:
+    the identity names it only when it differs, so those runs keep their digest."""
+    names = (env,) if isinstance(env, str) else env
+    metadata = {"env": names, "parse": parse or _text, "answers": answers, "before": before,
+                "implies": dict(implies or {}), "read_when": read_when, "read": read}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata, repr=repr)
+    return field(default=default, metadata=metadata, repr=repr)
+
+
+def group(kind: Callable[[], Any], *, answers: bool = True) -> Any:
+    """A group of settings (a frozen dataclass of its own declared settings)."""
+    return field(default_factory=kind, metadata={"group": True, "answers": answers})
+
+
+def _text(raw: str) -> Any:
+    return raw or UNSET
+
+
+def _stripped(raw: str) -> Any:
+    return raw.strip() or UNSET
+
+
+def _lowered(raw: str) -> Any:
+    return raw.strip().lower() or UNSET
+
+
+def _path(raw: str) -> Any:
+    return Path(raw).expanduser() if raw else UNSET
+
+
+def _switch(raw: str) -> Any:
+    """``1`` on, ``0`` off; anything else keeps the default."""
+    return {"0": False, "1": True}.get(raw, UNSET)
+
+
+def _off(raw: str) -> Any:
+    """``0`` off; anything else keeps the default."""
+    return False if raw == "0" else UNSET
+
+
+def _number(kind: Callable[[str], float]) -> Parse:
+    return lambda raw: kind(raw) if raw else UNSET
+
+
+def _at_least(kind: Callable[[str], float], low: float) -> Parse:
+    """A number, raised to ``low`` when below it."""
+    return lambda raw: max(low, kind(raw)) if raw else UNSET
+
+
+def _positive(kind: Callable[[str], float]) -> Parse:
+    """A number above 0."""
+    def parse(raw: str) -> Any:
+        if not raw.strip():
+            return UNSET
+        value = kind(raw)
+        if value <= 0:
+            raise VidagentError(f"must be above 0, not {raw!r}")
+        return value
+    return parse
+
+
+def _fractions(raw: str) -> Any:
+    """Comma-separated fractions of a video's length (0 to 1)."""
+    values = tuple(float(part) for part in raw.split(",") if part.strip())
+    if not values:
+        return UNSET
+    if not all(0.0 <= value <= 1.0 for value in values):
+        raise VidagentError(f"fractions must be between 0 and 1, not {raw!r}")
+    return values
+
+
+def _choice(choices: tuple[str, ...]) -> Parse:
+    def parse(raw: str) -> Any:
+        value = raw.strip().lower()
+        if value and value not in choices:
+            raise VidagentError(f"choose from {', '.join(choices)}, not {raw!r}")
+        return value or UNSET
+    return parse
 
 
 @dataclass(frozen=True)
@@ -25,15 +128,18 @@ class LLMSettings:
     path to a .gguf file); ``backend="openai"`` talks to any OpenAI-compatible endpoint.
     """
 
-    backend: str = "local"
-    model: str = "qwen2.5-1.5b"
-    base_url: str | None = None
-    api_key: str | None = None
-    temperature: float = 0.0
-    timeout_s: float = 120.0
-    context_tokens: int = 4096
-    threads: int | None = None
-    cache: bool = True
+    backend: str = setting("local", "VIDAGENT_LLM_BACKEND", _choice(LLM_BACKENDS))
+    model: str = setting("qwen2.5-1.5b", "VIDAGENT_LLM_MODEL")
+    # An endpoint's address selects the OpenAI-compatible backend; its key is read with it.
+    base_url: str | None = setting(None, "VIDAGENT_LLM_BASE_URL", answers=False, implies={"backend": "openai"})
+    api_key: str | None = setting(None, ("VIDAGENT_LLM_API_KEY", "OPENAI_API_KEY"), answers=False,
+                                  read_when=("backend", "openai"))
+    temperature: float = setting(0.0, "VIDAGENT_LLM_TEMPERATURE", _at_least(float, 0.0))
+    timeout_s: float = setting(120.0, "VIDAGENT_LLM_TIMEOUT", _number(float), answers=False)
+    context_tokens: int = setting(4096, "VIDAGENT_LLM_CONTEXT_TOKENS", _positive(int))
+    # CPU threads of the embedded model (None: all CPUs)
+    threads: int | None = setting(None, "VIDAGENT_LLM_THREADS", _at_least(int, 1), answers=False)
+    cache: bool = setting(True, "VIDAGENT_LLM_CACHE", _off, answers=False)  # ``0``: no response cache
 
 
 PERCEPTION_SOURCES: tuple[str, ...] = ("imagenet", "pose", "motion")
@@ -64,108 +170,166 @@ def parse_memory_selection(text: str) -> str:
     return mode
 
 
+def _memory_selection(raw: str) -> Any:
+    return parse_memory_selection(raw) if raw else UNSET
+
+
 @dataclass(frozen=True)
 class BackendSettings:
     """Which perception backends replace the offline defaults: ``None`` keeps the default, a spec
     such as ``hf:Salesforce/blip-image-captioning-base`` or ``hf:PekingU/rtdetr_r50vd?threshold=0.4``
-    selects a Hugging Face model (see ``vidagent.perception.hf``)."""
+    selects a Hugging Face model (see ``vidagent.perception.hf``). ``VIDAGENT_CAPTIONER`` and ``VIDAGENT_VQA``
+    also take a vision chat model, ``openai:MODEL?base_url=URL`` or ``gguf:MODEL.gguf?mmproj=PROJECTOR.gguf``.
+    The backends added after evaluation runs were kept are named in a run's identity only when set."""
 
-    captioner: str | None = None  # frame descriptions (default: detector + OCR describer)
-    vqa: str | None = None  # visual_question_answering (default: a vision endpoint, else described frames)
-    detector: str | None = None  # objects stage and describer (default: CenterNet COCO)
-    appearance: str | None = None  # re-ID features (default: colour histograms); e.g. "hf" = CLIP+DINOv2
-    grounding: str | None = None  # PEIL's object_detect/region_ground by query (default: none, COCO labels)
-    video_classifier: str | None = None  # actions of people by a Kinetics video classifier (default: none)
+    # frame descriptions (default: detector + OCR describer)
+    captioner: str | None = setting(None, "VIDAGENT_CAPTIONER")
+    # visual_question_answering (default: a vision endpoint, else described frames)
+    vqa: str | None = setting(None, "VIDAGENT_VQA")
+    detector: str | None = setting(None, "VIDAGENT_DETECTOR")  # objects stage and describer (default: CenterNet COCO)
+    # re-ID features (default: colour histograms); e.g. "hf" = CLIP+DINOv2
+    appearance: str | None = setting(None, "VIDAGENT_APPEARANCE")
+    # PEIL's object_detect/region_ground by query (default: none, COCO labels); "hf" = Grounding DINO
+    grounding: str | None = setting(None, "VIDAGENT_GROUNDING")
+    # actions of people by a Kinetics video classifier (default: none); "hf" = VideoMAE
+    video_classifier: str | None = setting(None, "VIDAGENT_VIDEO_CLASSIFIER", before=None)
     # objects' masks (default: the offline person model + GrabCut); "grabcut" (GrabCut for all), "hf" = SAM, "none"
-    segmenter: str | None = None
+    segmenter: str | None = setting(None, "VIDAGENT_SEGMENTER", before=None)
 
 
-# Backends added after evaluation runs were kept: named in a run's identity only when set, so the runs made
-# before each existed (without it) keep their digest.
-LATER_BACKENDS = frozenset({"video_classifier", "segmenter"})
+def _count(default: int, env: str, *, new: bool = False) -> Any:
+    """A tool or planner size: a whole number above 0. ``new``: moved here from a module constant after runs
+    were kept, so named in a run's identity only when changed."""
+    return setting(default, env, _positive(int), before=default if new else _ALWAYS)
+
+
+def _rate(default: float, env: str) -> Any:
+    return setting(default, env, _positive(float))
 
 
 @dataclass(frozen=True)
 class ToolShapes:
-    """How much each tool reads and shows the model: settings, not constants, because answers depend
-    on them (they are part of an evaluation run's identity)."""
+    """How much each tool, and each planner's own steps, read, keep and show the model: settings, not
+    constants, because answers depend on them (they are part of an evaluation run's identity)."""
 
-    caption_lines: int = 15  # caption_retrieval: descriptions shown at once (a wider range is skimmed evenly)
-    localized_segments: int = 5  # segment_localization: the best-matching segments listed
-    snippet_words: int = 40  # segment_localization: words of each listed description
-    vqa_frames_per_second: float = 1.0  # visual_question_answering: frames looked at per second of its window
-    frame_max_side: int = 768  # the frames tools look at, resized to at most this many pixels a side
-    frame_tool_fps: float = 2.0  # frame_description, frame_question_answering (and TraveLER's windows)
-    frame_tool_max_frames: int = 8  # ... and the most frames one call looks at
-    module_lines: int = 15  # AssistGPT's modules: narration, subtitle and on-screen text lines shown at once
-    reason_chars: int = 6000  # narration or speech a reasoning module reads (evenly spread beyond it)
-    history_chars: int = 3000  # earlier results knowledge_reason reads (the latest kept)
-    sql_rows: int = 20  # rows of an SQL result shown to the model
-    candidate_objects: int = 5  # object_memory_querying: objects found by description, offered to the SQL writer
-    vision_frames: int = 8  # frames sent at once to a vision chat model
-    observation_chars: int = 2400  # a tool's output in the conversation is cut to this many characters
+    # caption_retrieval: descriptions shown at once (a wider range is skimmed evenly)
+    caption_lines: int = _count(15, "VIDAGENT_CAPTION_LINES")
+    localized_segments: int = _count(5, "VIDAGENT_LOCALIZED_SEGMENTS")  # segment_localization: segments listed
+    snippet_words: int = _count(40, "VIDAGENT_SNIPPET_WORDS")  # segment_localization: words of each description
+    # visual_question_answering: frames looked at per second of its window
+    vqa_frames_per_second: float = _rate(1.0, "VIDAGENT_VQA_FPS")
+    # the frames tools look at, resized to at most this many pixels a side
+    frame_max_side: int = _count(768, "VIDAGENT_FRAME_MAX_SIDE")
+    # frame_description, frame_question_answering (and TraveLER's windows)
+    frame_tool_fps: float = _rate(2.0, "VIDAGENT_FRAME_TOOL_FPS")
+    # ... and the most frames one call looks at
+    frame_tool_max_frames: int = _count(8, "VIDAGENT_FRAME_TOOL_MAX_FRAMES")
+    # AssistGPT's modules: narration, subtitle and on-screen text lines shown at once
+    module_lines: int = _count(15, "VIDAGENT_MODULE_LINES")
+    # narration or speech a reasoning module reads (evenly spread beyond it)
+    reason_chars: int = _count(6000, "VIDAGENT_REASON_CHARS")
+    # earlier results knowledge_reason reads (the latest kept)
+    history_chars: int = _count(3000, "VIDAGENT_HISTORY_CHARS")
+    sql_rows: int = _count(20, "VIDAGENT_SQL_ROWS")  # rows of an SQL result shown to the model
+    # object_memory_querying: objects found by description, offered to the SQL writer
+    candidate_objects: int = _count(5, "VIDAGENT_CANDIDATE_OBJECTS")
+    vision_frames: int = _count(8, "VIDAGENT_VISION_FRAMES")  # frames sent at once to a vision chat model
+    # a tool's output in the conversation is cut to this many characters
+    observation_chars: int = _count(2400, "VIDAGENT_OBSERVATION_CHARS")
+    # The planners' own steps (module constants until issue 38).
+    # ReAct chains (react, mcts, peil): unusable replies in a row (a reply and its one retry) before a chain's
+    # answer is forced (issue 42); with errors counted (peil), unusable replies or failed tool calls in a row.
+    unusable_replies: int = _count(2, "VIDAGENT_UNUSABLE_REPLIES", new=True)
+    failed_steps: int = _count(3, "VIDAGENT_FAILED_STEPS", new=True)
+    # PEIL: an observation's length in a stored example or a self-check
+    peil_step_chars: int = _count(300, "VIDAGENT_PEIL_STEP_CHARS", new=True)
+    # TraveLER: the frames its memory bank starts with (fractions of the video's length), the cap on one stored
+    # text (about 150 tokens, the paper's best LMM reply length), a stored text's length once an unusable summary
+    # is replaced by cutting, and the Summarizer's tokens per bank entry
+    traveler_opening: tuple[float, ...] = setting((0.0, 0.25, 0.5, 0.75, 1.0), "VIDAGENT_TRAVELER_OPENING",
+                                                  _fractions, before=(0.0, 0.25, 0.5, 0.75, 1.0))
+    traveler_answer_chars: int = _count(600, "VIDAGENT_TRAVELER_ANSWER_CHARS", new=True)
+    traveler_cut_chars: int = _count(160, "VIDAGENT_TRAVELER_CUT_CHARS", new=True)
+    traveler_summary_tokens: int = _count(40, "VIDAGENT_TRAVELER_SUMMARY_TOKENS", new=True)
+    # The check (agent.evidence_check): evidence items re-read at most (VideoAgent reads about 8 captions a
+    # question; the check reads no more than that again), and the characters of each
+    check_spans: int = _count(8, "VIDAGENT_CHECK_SPANS", new=True)
+    check_span_chars: int = _count(400, "VIDAGENT_CHECK_SPAN_CHARS", new=True)
+    # The orders guard (agent.orders_guard): the ordinary text the model is shown when it chooses again
+    guard_material_chars: int = _count(3000, "VIDAGENT_GUARD_MATERIAL_CHARS", new=True)
+
+
+def _api_keys(env: Mapping[str, str]) -> Any:
+    """The vision models' own API keys: (role, key) for each role whose ``VIDAGENT_<ROLE>_API_KEY`` is set."""
+    return tuple((role, env[f"VIDAGENT_{role.upper()}_API_KEY"]) for role in ("captioner", "vqa")
+                 if env.get(f"VIDAGENT_{role.upper()}_API_KEY"))
 
 
 @dataclass(frozen=True)
 class Settings:
     """Top-level configuration."""
 
-    home: Path = field(default_factory=lambda: Path(platformdirs.user_cache_dir("vidagent")))
-    llm: LLMSettings = field(default_factory=LLMSettings)
-    backends: BackendSettings = field(default_factory=BackendSettings)
-    segment_seconds: float = 2.0
-    frames_per_segment: int = 1
-    object_fps: float = 2.0  # frames per second the objects stage detects and tracks in
+    home: Path = setting(env="VIDAGENT_HOME", parse=_path, answers=False,  # cache/library folder
+                         factory=lambda: Path(platformdirs.user_cache_dir("vidagent")))
+    llm: LLMSettings = group(LLMSettings)
+    backends: BackendSettings = group(BackendSettings)
+    segment_seconds: float = _rate(2.0, "VIDAGENT_SEGMENT_SECONDS")
+    frames_per_segment: int = setting(1, "VIDAGENT_FRAMES_PER_SEGMENT", _positive(int))
+    object_fps: float = _rate(2.0, "VIDAGENT_OBJECT_FPS")  # frames per second the objects stage detects and tracks in
     # Node workers of the offline detector (it runs on one thread each); 0: one per CPU core.
-    detector_workers: int = 0
+    detector_workers: int = setting(0, "VIDAGENT_DETECTOR_WORKERS", _at_least(int, 0), answers=False)
     # Sampled frames that look the same as the last frame a stage ran its models on reuse that
-    # frame's results (see vidagent.video.change); False runs the models on every sampled frame.
-    reuse_near_duplicates: bool = True
+    # frame's results (see vidagent.video.change); False (``0``) runs the models on every sampled frame.
+    reuse_near_duplicates: bool = setting(True, "VIDAGENT_REUSE_FRAMES", _off)
     # Less model work per indexed second (issue 28): OCR reads only the frames a pixel test finds text-like
     # lines in (vidagent.perception.text_screen; False: every described frame). With detector_follows_change
     # the objects stage's detector runs once a second instead of at object_fps where the picture stays still,
     # the frames between reusing its result (vidagent.video.change.SparseRate; only with
     # reuse_near_duplicates). Off by default: it saved 3 % of the detector's frames on the shared clips and
     # lost a briefly seen object on a reserved one (bench/less_work.py).
-    screen_text: bool = True
-    detector_follows_change: bool = False
-    # Extra offline perception feeding the frame and segment descriptions (PERCEPTION_SOURCES):
-    # "imagenet" (ImageNet-1k labels of frames and object crops), "pose" (body pose words for people),
-    # "motion" (camera motion, scene cuts). Off by default until measured; see README.
-    perception: frozenset[str] = frozenset()
+    screen_text: bool = setting(True, "VIDAGENT_SCREEN_TEXT", _switch, before=False)
+    detector_follows_change: bool = setting(False, "VIDAGENT_FOLLOW_CHANGE", _switch, before=False)
+    # Extra offline perception feeding the frame and segment descriptions (PERCEPTION_SOURCES, comma-separated,
+    # ``all`` or ``none`` too): "imagenet" (ImageNet-1k labels of frames and object crops), "pose" (body pose words
+    # for people), "motion" (camera motion, scene cuts). Off by default until measured; see README.
+    perception: frozenset[str] = setting(frozenset(), "VIDAGENT_PERCEPTION", parse_perception)
     # MEMORY_SELECTIONS: "tools" (no model call: the object memory is built when a tool first reads it; issue 42:
     # the selection call cost 9-22 s a question), "llm" (the model says per question whether it is built ahead,
     # DoraemonGPT's task-related selection), "all" (always built ahead)
-    memory_selection: str = "tools"
-    tools: ToolShapes = field(default_factory=ToolShapes)  # how much each tool reads and shows
+    memory_selection: str = setting("tools", "VIDAGENT_MEMORY_SELECTION", _memory_selection)
+    tools: ToolShapes = group(ToolShapes)  # how much each tool reads and shows
     # Memory across questions (DigimonGPT): which memories are replayed and kept, "none", "semantic",
     # "procedural" or "all"; and whose they are ("" the user's; an evaluation run keeps its own).
     # Off by default: with the offline 1.5B model the validation rejected every answer on dev (nothing
     # to replay, one more model call per question); turn it on with a model that validates reliably.
-    experience: str = "none"
-    experience_scope: str = ""
+    # An evaluation run names its experience in its identity itself (eval.runner), not among these.
+    experience: str = setting("none", "VIDAGENT_EXPERIENCE", _lowered, answers=False)
+    experience_scope: str = setting("", answers=False)
     # The check (issue 23): after the planner answers, the model re-reads the evidence the answer cites and
     # says which of it supports the answer; an answer none of it supports abstains (its guess kept).
     # Off by default, as measured (README, "The check"): with the embedded 1.5B model it separates right from
     # wrong answers only a little (kept 44 % right, abstained 36 %, 100 NExT-QA react answers) for two more calls.
-    check: bool = False
+    check: bool = setting(False, "VIDAGENT_CHECK", _switch, before=False)
     # Whose PEIL's example bank (AssistGPT's Learner) is: None, the same as experience_scope; a taught
     # evaluation run ("" here) keeps its examples in the user's bank while its other memories stay its own.
-    examples_scope: str | None = None
-    models: Path | None = None  # default: <home>/models
-    library: Path | None = None  # default: <home>/library.sqlite
+    examples_scope: str | None = setting(None, answers=False)
+    models: Path | None = setting(None, "VIDAGENT_MODELS", _path, answers=False)  # default: <home>/models
+    library: Path | None = setting(None, "VIDAGENT_LIBRARY", _path, answers=False)  # default: <home>/library.sqlite
     # Knowledge a question may be given (DoraemonGPT's knowledge tools): the largest file read into
     # tables or passages, and the SearxNG-style JSON search endpoint of the web search ("": none).
-    knowledge_max_mib: int = 256
-    web_search: str = ""
+    # Not in a run's identity: an evaluation attaches no knowledge.
+    knowledge_max_mib: int = setting(256, "VIDAGENT_KNOWLEDGE_MAX_MIB", _at_least(int, 1), answers=False)
+    web_search: str = setting("", "VIDAGENT_WEB_SEARCH", _stripped, answers=False)
     # A question on a video not indexed yet and at least this long (seconds) is answered from a glance by default
     # (vidagent.memory.glance), its memory completed after; 0: always index it whole first (issue 43, README).
-    glance_after_s: float = 120.0
+    # Not in a run's identity: an evaluation answers from whole memories.
+    glance_after_s: float = setting(120.0, "VIDAGENT_GLANCE_AFTER", _at_least(float, 0.0), answers=False)
     # The API keys of the vision models named in ``backends`` (role -> key: ``VIDAGENT_CAPTIONER_API_KEY``,
     # ``VIDAGENT_VQA_API_KEY``); a role without one uses the LLM's key. Never part of a run's identity.
-    backend_api_keys: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    backend_api_keys: tuple[tuple[str, str], ...] = setting(
+        (), ("VIDAGENT_CAPTIONER_API_KEY", "VIDAGENT_VQA_API_KEY"), read=_api_keys, answers=False, repr=False)
     # Vision models' replies are kept by their frames, model and instruction (``VIDAGENT_VISION_CACHE=0``: not).
-    vision_cache: bool = True
+    vision_cache: bool = setting(True, "VIDAGENT_VISION_CACHE", _off, answers=False)
 
     def backend_api_key(self, role: str) -> str | None:
         """The API key of the vision model in ``role``: its own, else the LLM's."""
@@ -200,23 +364,11 @@ class Settings:
         return self.library_path.parent / "artifacts"
 
     def answer_settings(self) -> dict[str, object]:
-        """The settings that can change an answer, as plain JSON values (an evaluation run's identity):
-        the chat model and its sampling and context, how the memory is cut and perceived, and which
-        backends perceive it. Not where files live, timeouts, threads, workers or caching, which change
-        only speed. A new setting that changes answers belongs here. The check appears only when on, so
-        that runs made before it existed (unchecked) keep their digest."""
-        return {**({"check": True} if self.check else {}),
-            "llm": {"backend": self.llm.backend, "model": self.llm.model, "temperature": self.llm.temperature,
-                    "context_tokens": self.llm.context_tokens},
-            "backends": {key: value for key, value in sorted(vars(self.backends).items())
-                         if value is not None or key not in LATER_BACKENDS},
-            "segment_seconds": self.segment_seconds, "frames_per_segment": self.frames_per_segment,
-            "object_fps": self.object_fps, "reuse_near_duplicates": self.reuse_near_duplicates,
-            **({"screen_text": True} if self.screen_text else {}),
-            **({"detector_follows_change": True} if self.detector_follows_change else {}),
-            "perception": sorted(self.perception), "memory_selection": self.memory_selection,
-            "tools": asdict(self.tools),
-        }
+        """The settings that can change an answer, as plain JSON values (an evaluation run's identity): those
+        declared ``answers`` (every one not declared otherwise), each group's under its name. Not where files
+        live, timeouts, threads, workers or caching, which change only speed. A setting declared with ``before``
+        is named only when it differs from that value, so runs made before it existed keep their digest."""
+        return _answer_values(self)
 
     def with_llm(self, **changes: object) -> "Settings":
         return replace(self, llm=replace(self.llm, **changes))
@@ -244,82 +396,79 @@ class Settings:
         return settings.with_llm(**llm_changes) if llm_changes else settings
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
-        """Defaults overridden by ``VIDAGENT_*`` variables.
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        """Defaults overridden by the environment variables the settings declare (``Settings.environment()``
+        lists them). ``VIDAGENT_LLM_BASE_URL`` selects the OpenAI-compatible backend, and its key is then read
+        from ``VIDAGENT_LLM_API_KEY`` (else ``OPENAI_API_KEY``); switches take ``0`` and ``1``."""
+        return _read(cls(), os.environ if environ is None else environ)
 
-        ``VIDAGENT_HOME``: cache/library folder; ``VIDAGENT_MODELS``, ``VIDAGENT_LIBRARY``: override the
-        models folder and the library database file. ``VIDAGENT_LLM_BASE_URL`` (selects the OpenAI-compatible
-        backend), ``VIDAGENT_LLM_MODEL``, ``VIDAGENT_LLM_API_KEY`` (falls back to ``OPENAI_API_KEY``),
-        ``VIDAGENT_LLM_TIMEOUT``, ``VIDAGENT_LLM_CACHE`` (``0`` disables the response cache),
-        ``VIDAGENT_LLM_THREADS`` (CPU threads of the embedded model; default all CPUs).
-        ``VIDAGENT_DETECTOR_WORKERS``: Node workers of the offline detector (0: one per core);
-        ``VIDAGENT_REUSE_FRAMES=0`` runs the frame models on near-duplicate frames too;
-        ``VIDAGENT_SCREEN_TEXT=0`` runs OCR on every described frame; ``VIDAGENT_FOLLOW_CHANGE=1`` runs the
-        detector once a second where nothing moves.
-        ``VIDAGENT_PERCEPTION``: extra offline perception, comma-separated ``imagenet,pose,motion``
-        (``all`` or ``none`` too).
-        ``VIDAGENT_EXPERIENCE``: memory across questions (``none``, ``semantic``, ``procedural``, ``all``).
-        ``VIDAGENT_CHECK=1``: answers are checked against the evidence they cite (``0``: not).
-        ``VIDAGENT_MEMORY_SELECTION``: ``llm`` (the model says per question whether the object memory is
-        built ahead) or ``all`` (always, for planners whose tools read it).
-        ``VIDAGENT_CAPTIONER``, ``VIDAGENT_VQA``, ``VIDAGENT_DETECTOR``, ``VIDAGENT_APPEARANCE``,
-        ``VIDAGENT_GROUNDING`` (an open-vocabulary detector, e.g. ``hf`` = Grounding DINO),
-        ``VIDAGENT_VIDEO_CLASSIFIER`` (people's actions, e.g. ``hf`` = VideoMAE on Kinetics),
-        ``VIDAGENT_SEGMENTER`` (objects' masks: ``hf`` = SAM, ``grabcut``, or ``none`` for no masks): backend specs.
-        ``VIDAGENT_CAPTIONER`` and ``VIDAGENT_VQA`` also take a vision chat model, ``openai:MODEL?base_url=URL`` or
-        ``gguf:MODEL.gguf?mmproj=PROJECTOR.gguf``; ``VIDAGENT_CAPTIONER_API_KEY``/``VIDAGENT_VQA_API_KEY`` are their
-        keys (else the LLM's); ``VIDAGENT_VISION_CACHE=0`` stops keeping their replies.
-        ``VIDAGENT_GLANCE_AFTER``: seconds from which a video not indexed yet is answered from a glance by default
-        (0: never). ``VIDAGENT_WEB_SEARCH``: a SearxNG-style JSON search endpoint (``--knowledge web`` searches it);
-        ``VIDAGENT_KNOWLEDGE_MAX_MIB``: the largest knowledge file read (default 256).
-        """
-        env = os.environ if environ is None else environ
-        settings = cls()
-        if env.get("VIDAGENT_HOME"):
-            settings = replace(settings, home=Path(env["VIDAGENT_HOME"]).expanduser())
-        if env.get("VIDAGENT_MODELS"):
-            settings = replace(settings, models=Path(env["VIDAGENT_MODELS"]).expanduser())
-        if env.get("VIDAGENT_LIBRARY"):
-            settings = replace(settings, library=Path(env["VIDAGENT_LIBRARY"]).expanduser())
-        if env.get("VIDAGENT_EXPERIENCE"):
-            settings = replace(settings, experience=env["VIDAGENT_EXPERIENCE"].strip().lower())
-        if env.get("VIDAGENT_CHECK") in ("0", "1"):
-            settings = replace(settings, check=env["VIDAGENT_CHECK"] == "1")
-        if env.get("VIDAGENT_MEMORY_SELECTION"):
-            settings = replace(settings, memory_selection=parse_memory_selection(env["VIDAGENT_MEMORY_SELECTION"]))
-        if "VIDAGENT_PERCEPTION" in env:
-            settings = replace(settings, perception=parse_perception(env["VIDAGENT_PERCEPTION"]))
-        if env.get("VIDAGENT_DETECTOR_WORKERS"):
-            settings = replace(settings, detector_workers=max(0, int(env["VIDAGENT_DETECTOR_WORKERS"])))
-        if env.get("VIDAGENT_REUSE_FRAMES") == "0":
-            settings = replace(settings, reuse_near_duplicates=False)
-        if env.get("VIDAGENT_SCREEN_TEXT") in ("0", "1"):
-            settings = replace(settings, screen_text=env["VIDAGENT_SCREEN_TEXT"] == "1")
-        if env.get("VIDAGENT_FOLLOW_CHANGE") in ("0", "1"):
-            settings = replace(settings, detector_follows_change=env["VIDAGENT_FOLLOW_CHANGE"] == "1")
-        if env.get("VIDAGENT_WEB_SEARCH"):
-            settings = replace(settings, web_search=env["VIDAGENT_WEB_SEARCH"].strip())
-        if env.get("VIDAGENT_GLANCE_AFTER"):
-            settings = replace(settings, glance_after_s=max(0.0, float(env["VIDAGENT_GLANCE_AFTER"])))
-        if env.get("VIDAGENT_KNOWLEDGE_MAX_MIB"):
-            settings = replace(settings, knowledge_max_mib=max(1, int(env["VIDAGENT_KNOWLEDGE_MAX_MIB"])))
-        llm = settings.llm
-        base_url = env.get("VIDAGENT_LLM_BASE_URL")
-        if base_url:
-            llm = replace(llm, backend="openai", base_url=base_url,
-                          api_key=env.get("VIDAGENT_LLM_API_KEY") or env.get("OPENAI_API_KEY"))
-        if env.get("VIDAGENT_LLM_MODEL"):
-            llm = replace(llm, model=env["VIDAGENT_LLM_MODEL"])
-        if env.get("VIDAGENT_LLM_TIMEOUT"):
-            llm = replace(llm, timeout_s=float(env["VIDAGENT_LLM_TIMEOUT"]))
-        if env.get("VIDAGENT_LLM_THREADS"):
-            llm = replace(llm, threads=max(1, int(env["VIDAGENT_LLM_THREADS"])))
-        if env.get("VIDAGENT_LLM_CACHE") == "0":
-            llm = replace(llm, cache=False)
-        roles = ("captioner", "vqa", "detector", "appearance", "grounding", "video_classifier", "segmenter")
-        backends = BackendSettings(**{role: env.get(f"VIDAGENT_{role.upper()}") or None for role in roles})
-        keys = tuple((role, env[f"VIDAGENT_{role.upper()}_API_KEY"]) for role in ("captioner", "vqa")
-                     if env.get(f"VIDAGENT_{role.upper()}_API_KEY"))
-        if env.get("VIDAGENT_VISION_CACHE") == "0":
-            settings = replace(settings, vision_cache=False)
-        return replace(settings, llm=llm, backends=backends, backend_api_keys=keys)
+    @classmethod
+    def environment(cls) -> dict[str, str]:
+        """Every environment variable a setting declares -> the setting's dotted name (``llm.model``)."""
+        return dict(_declared(cls))
+
+
+def _read(settings: Declared, env: Mapping[str, str]) -> Declared:
+    """``settings`` with each declared setting its environment variable sets (groups' too)."""
+    changes: dict[str, Any] = {}
+    for declared in fields(settings):  # type: ignore[arg-type]
+        meta = declared.metadata
+        if meta.get("group"):
+            changes[declared.name] = _read(getattr(settings, declared.name), env)
+            continue
+        when = meta.get("read_when")
+        if when and changes.get(when[0], getattr(settings, when[0])) != when[1]:
+            continue
+        value = _from_env(declared, env)
+        if value is not UNSET:
+            changes[declared.name] = value
+            changes.update(meta["implies"])
+    return replace(settings, **changes)  # type: ignore[type-var]
+
+
+def _from_env(declared: Field[Any], env: Mapping[str, str]) -> Any:
+    meta = declared.metadata
+    if meta.get("read"):
+        return meta["read"](env)
+    present = [(name, env[name]) for name in meta.get("env", ()) if name in env]
+    if not present:
+        return UNSET
+    name, raw = next(((name, raw) for name, raw in present if raw), present[0])  # the first one set
+    try:
+        return meta["parse"](raw)
+    except VidagentError as error:
+        raise VidagentError(f"{name}: {error}") from None
+
+
+def _declared(kind: type, prefix: str = "") -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for declared in fields(kind):
+        if declared.metadata.get("group"):
+            found += _declared(declared.default_factory, f"{prefix}{declared.name}.")  # type: ignore[arg-type]
+        else:
+            found += [(name, prefix + declared.name) for name in declared.metadata.get("env", ())]
+    return found
+
+
+def _answer_values(settings: Any) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for declared in fields(settings):
+        meta, value = declared.metadata, getattr(settings, declared.name)
+        if not meta.get("answers", True):
+            continue
+        if meta.get("group"):
+            values[declared.name] = _answer_values(value)
+        elif meta.get("before", _ALWAYS) is _ALWAYS or value != meta["before"]:
+            values[declared.name] = _plain(value)
+    return values
+
+
+def _plain(value: object) -> object:
+    """A setting's value as a JSON value (a set sorted)."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value

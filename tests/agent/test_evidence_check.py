@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.evidence_check import MAX_SPANS, check_answer, spans_to_read, supporting_lines
+from vidagent.agent.evidence_check import check_answer, spans_to_read, supporting_lines
 from vidagent.agent.steps import EvaluationStep, Trace
 from vidagent.agent.task import Question, Source
+from vidagent.config import ToolShapes
 from vidagent.llm.base import Completion
 from vidagent.llm.budget import Budget
 from vidagent.llm.metered import MeteredChat
@@ -115,8 +116,8 @@ def test_with_one_call_left_the_check_judges_support_only():
 def test_many_spans_are_cut_to_those_sharing_the_rarest_words_with_the_question_and_answer():
     filler = [Evidence(float(i), i + 1.0, f"the man sits at a table {i}", "v1") for i in range(20)]
     cited = [*filler[:10], Evidence(10.0, 11.0, "he draws a guitar", "v1"), *filler[10:]]
-    read = spans_to_read(_answer(evidence=cited))
-    assert len(read) == MAX_SPANS and 10 in read and read == sorted(read)
+    read = spans_to_read(_answer(evidence=cited), ToolShapes().check_spans)
+    assert len(read) == ToolShapes().check_spans and 10 in read and read == sorted(read)
 
 
 def test_replies_naming_lines_are_read_leniently():

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from vidagent.agent.evidence_check import MAX_SPANS
 from vidagent.agent.steps import EvaluationStep, ObservationStep
-from vidagent.config import Settings
+from vidagent.config import Settings, ToolShapes
 from vidagent.eval.runner import RunConfig, run_eval
 from vidagent.llm.base import Message
 from vidagent.memory.caption_import import ImportOptions, import_captions
@@ -199,7 +198,7 @@ def test_the_check_with_the_real_embedded_model_marks_evidence_and_sets_a_calibr
                              planner="caption_only", check=True)
     data = answer.to_dict()
     check = data["check"]
-    assert check["verdict"] in ("supported", "unsupported") and 1 <= check["read"] <= MAX_SPANS
+    assert check["verdict"] in ("supported", "unsupported") and 1 <= check["read"] <= ToolShapes().check_spans
     assert len(check["probabilities"]) == 5 and sum(check["probabilities"]) == pytest.approx(1.0, abs=0.01)
     read = [e for e in data["evidence"] if "supports" in e]
     assert len(read) == check["read"] and sum(e["supports"] for e in read) == check["supporting"]

@@ -1,9 +1,10 @@
 """The check (issue 23, item 1): does the evidence an answer cites support it?
 
 After the planner answers, the model re-reads only what the answer cites (its evidence spans, at most
-``MAX_SPANS`` of them: those that share the most rare words with the question and the answer) and is
-asked two things on that text alone: which option is right (the options' probabilities, where the backend
-gives log-probabilities), and which numbered lines show that the answer is right. Both requests follow the
+``ToolShapes.check_spans`` of them, ``check_span_chars`` characters of each: those that share the most rare
+words with the question and the answer) and is asked two things on that text alone: which option is right
+(the options' probabilities, where the backend gives log-probabilities), and which numbered lines show that
+the answer is right. Both requests follow the
 same numbered evidence, so a local model reads it once (its KV cache keeps the prefix).
 
 The verdict, for multiple choice with the options' probabilities: ``supported`` when the chosen option is
@@ -29,6 +30,7 @@ from typing import Any, Sequence
 from vidagent.agent.answer import Answer, Check
 from vidagent.agent.option_scoring import TOP_LOGPROBS, option_probabilities
 from vidagent.agent.steps import EvaluationStep, model_cost
+from vidagent.config import ToolShapes
 from vidagent.llm.budget import BudgetSpentError
 from vidagent.llm.metered import MeteredChat
 from vidagent.llm.base import Message
@@ -37,34 +39,34 @@ from vidagent.text import fold
 from vidagent.tools.base import Evidence
 
 PROMPTS = "vidagent.agent"
-MAX_SPANS = 8  # VideoAgent reads about 8 captions a question; the check reads no more than that again
-SPAN_CHARS = 400  # of each span's text
 MIN_WORD = 3  # shorter words say nothing about which span is meant
 _NUMBER = re.compile(r"\d+")
 
 
-def check_answer(answer: Answer, llm: MeteredChat) -> Answer:
+def check_answer(answer: Answer, llm: MeteredChat, shapes: ToolShapes | None = None) -> Answer:
     """``answer`` with its check: evidence marked ``supports``, ``answer.check`` set, and abstained with
     the reason when nothing it cites supports it. An answer that already abstained, or has no text, is
-    left as it is; a budget spent before or during the check leaves it unchecked (said so)."""
+    left as it is; a budget spent before or during the check leaves it unchecked (said so). ``shapes``
+    (the settings' ``tools``; None: the defaults) says how much evidence is re-read."""
+    shapes = shapes or ToolShapes()
     if answer.abstained or not answer.text.strip():
         return answer
     if llm.calls_left() == 0:
         return _with(answer, Check((), (), None, "not checked: the question's budget is spent"))
-    read = spans_to_read(answer)
+    read = spans_to_read(answer, shapes.check_spans)
     if not read:
         check = Check((), (), None, "no evidence")
         _record(answer, "The answer cites nothing read from a memory to check it against.", None, "", 0.0)
         return _with(answer, check, "the answer cites no evidence from the video")
     try:
-        check = _judge(answer, read, llm)
+        check = _judge(answer, read, llm, shapes.check_span_chars)
     except BudgetSpentError as spent:
         return _with(answer, Check(tuple(read), (), None, f"not checked: {spent}"))
     reason = "" if check.supported else _unsupported_reason(check, answer.choice_index)
     return _with(answer, check, reason)
 
 
-def spans_to_read(answer: Answer, limit: int = MAX_SPANS) -> list[int]:
+def spans_to_read(answer: Answer, limit: int) -> list[int]:
     """The evidence items the check re-reads (indices, in the evidence's order): those with text, and of
     more than ``limit`` the ones sharing the rarest words with the question and the answer."""
     texts = {i: item.text for i, item in enumerate(answer.evidence) if item.text.strip()}
@@ -79,13 +81,13 @@ def spans_to_read(answer: Answer, limit: int = MAX_SPANS) -> list[int]:
     return sorted(best)
 
 
-def evidence_lines(evidence: Sequence[Evidence]) -> str:
-    """The numbered lines the check shows (1-based): where each item is, and its text."""
+def evidence_lines(evidence: Sequence[Evidence], chars: int) -> str:
+    """The numbered lines the check shows (1-based): where each item is, and its text (``chars`` of it)."""
     lines = []
     for number, item in enumerate(evidence, start=1):
         where = item.where or f"{item.start_s:.1f}-{item.end_s:.1f} s"
         text = " ".join(item.text.split())
-        lines.append(f"[{number}] {where}: {text[:SPAN_CHARS]}")
+        lines.append(f"[{number}] {where}: {text[:chars]}")
     return "\n".join(lines)
 
 
@@ -98,10 +100,10 @@ def supporting_lines(reply: str, count: int) -> tuple[int, ...]:
     return tuple(sorted({n for n in found if 0 <= n < count}))
 
 
-def _judge(answer: Answer, read: list[int], llm: MeteredChat) -> Check:
+def _judge(answer: Answer, read: list[int], llm: MeteredChat, chars: int) -> Check:
     task = answer.task
     shown = [answer.evidence[i] for i in read]
-    context = prompt(PROMPTS, "check_evidence").render(evidence=evidence_lines(shown), question=task.question,
+    context = prompt(PROMPTS, "check_evidence").render(evidence=evidence_lines(shown, chars), question=task.question,
                                                        options=task.options_text()).strip()
     probabilities = None
     if task.choices and llm.calls_left() != 1:  # with one call left, the judgement of support comes first

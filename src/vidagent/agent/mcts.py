@@ -38,8 +38,7 @@ from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers
 from vidagent.agent.parsing import extract_choice, parse_react
 from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.react import VIDEOAGENT_TOOLS
-from vidagent.agent.react_steps import (MAX_UNUSABLE_REPLIES, CallKey, ReActSteps, StepOutcome, answer_format,
-                                        offered_tools)
+from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format, offered_tools
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace, model_cost
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -183,6 +182,7 @@ class _Search:
         self.evidence: list[Any] = []
         self.iterations: list[dict[str, Any]] = []
         self.unusable = 0  # unusable replies in a row, across chains
+        self.unusable_limit = work.toolbox.shapes.unusable_replies  # ... at which the search ends
         self.rng = random.Random(planner.seed if planner.seed is not None else self.task.seed)
         self.seed_base = self.rng.randrange(1 << 30)
         overview = self.steps.overview(root_step.id, planner.overview_segments)
@@ -212,7 +212,7 @@ class _Search:
             self.iterations.append({"iteration": iteration + 1, "selected": node.step_id,
                                     "probability": round(probability, 4), "leaf": leaf.step_id,
                                     "failed": leaf.failure is not None})
-            if self.unusable >= MAX_UNUSABLE_REPLIES:
+            if self.unusable >= self.unusable_limit:
                 self.trace.add(EvaluationStep(parent_id=leaf.step_id, text=f"{self.unusable} unusable replies in a "
                                               "row: the search ends and answers with what it has"))
                 break
@@ -267,7 +267,7 @@ class _Search:
         self.unusable = self.unusable + 1 if outcome.unusable else 0
         if outcome.final_answer is not None:
             child.answer = outcome.final_answer
-        elif outcome.unusable and (self.planner.errors_fail or self.unusable >= MAX_UNUSABLE_REPLIES):
+        elif outcome.unusable and (self.planner.errors_fail or self.unusable >= self.unusable_limit):
             child.failure = "unusable reply"  # "an incorrect result format"
         elif outcome.is_error and self.planner.errors_fail and outcome.tool:
             child.failure = f"{outcome.tool} failed"  # "a failed tool call"

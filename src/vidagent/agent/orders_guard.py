@@ -24,6 +24,7 @@ from vidagent.agent.answer import Candidate
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, ObservationStep, Trace, model_cost
 from vidagent.agent.task import Task
+from vidagent.config import ToolShapes
 from vidagent.llm.base import ChatModel, Completion, Message
 from vidagent.llm.budget import BudgetSpentError
 from vidagent.memory.video_memory import VideoMemory
@@ -33,7 +34,6 @@ from vidagent.tools.observed import quote, segment_text, split_orders
 from vidagent.video.source import Source
 
 PROMPTS = "vidagent.agent"
-MATERIAL_CHARS = 3000  # the ordinary text the model is shown when it chooses again
 NO_ANSWER = "No answer: the only text naming one gives orders to a model"
 
 
@@ -98,8 +98,10 @@ class Guarded:
 
 
 def guard_answer(task: Task, text: str, choice_index: int | None, candidates: Sequence[Candidate] | None,
-                 trace: Trace, memories: Iterable[VideoMemory], llm: ChatModel) -> Guarded:
-    """``text`` (option ``choice_index``), unless only video text that gives orders names it."""
+                 trace: Trace, memories: Iterable[VideoMemory], llm: ChatModel,
+                 shapes: ToolShapes | None = None) -> Guarded:
+    """``text`` (option ``choice_index``), unless only video text that gives orders names it. ``shapes`` (the
+    settings' ``tools``; None: the defaults) says how much ordinary text the model is shown to choose again."""
     material = Material.read(trace, memories)
     if not material.orders:
         return Guarded(text, choice_index, list(candidates) if candidates is not None else None)
@@ -122,7 +124,8 @@ def guard_answer(task: Task, text: str, choice_index: int | None, candidates: Se
         trace.add(FinalAnswerStep(parent_id=note.id, answer=best.text, how="guard",
                                   thought="(the planner's best answer that is not excluded)"))
         return Guarded(best.text, best.choice_index, kept, names)
-    new_text, new_index, step_id = _choose_again(task, excluded, names, material, trace, note.id, llm)
+    material_chars = (shapes or ToolShapes()).guard_material_chars
+    new_text, new_index, step_id = _choose_again(task, excluded, names, material, material_chars, trace, note.id, llm)
     if new_text == NO_ANSWER:
         return Guarded(new_text, None, [], names, abstained="the only text naming an answer gives orders to a model")
     return Guarded(new_text, new_index, [Candidate(new_text, new_index, step_id=step_id)], names)
@@ -134,13 +137,14 @@ def _excluded(candidate: Candidate, excluded: Sequence[int], names: Sequence[str
     return any(fold(candidate.text.strip(" .")) == fold(name.strip(" .")) for name in names)
 
 
-def _choose_again(task: Task, excluded: Sequence[int], names: Sequence[str], material: Material, trace: Trace,
-                  parent_id: int, llm: ChatModel) -> tuple[str, int | None, int]:
-    """The model's answer without the excluded ones, shown only the ordinary text it could read."""
+def _choose_again(task: Task, excluded: Sequence[int], names: Sequence[str], material: Material, material_chars: int,
+                  trace: Trace, parent_id: int, llm: ChatModel) -> tuple[str, int | None, int]:
+    """The model's answer without the excluded ones, shown only the ordinary text it could read (the last
+    ``material_chars`` of it)."""
     remaining = [i for i in range(len(task.choices or ())) if i not in excluded]
     options = "".join(f"\n{n}. {task.choices[i]}" for n, i in enumerate(remaining)) if task.choices else ""
     contract = prompt(PROMPTS, "orders_choose_again" if task.choices else "orders_answer_again")
-    values = {"question": task.question, "material": material.rest[-MATERIAL_CHARS:],
+    values = {"question": task.question, "material": material.rest[-material_chars:],
               "excluded": ", ".join(names)}
     request = contract.render(**values, **({"options": options} if task.choices else {}))
     started = time.perf_counter()

@@ -40,7 +40,6 @@ from vidagent.tools.base import Evidence, Tool
 
 PROMPTS = "vidagent.agent"
 EXAMPLE_KIND = "trace"
-STEP_CHARS = 300  # an observation's length in a stored example or a self-check
 
 
 @dataclass(frozen=True)
@@ -138,7 +137,7 @@ class PEILPlanner:
                  given: Inspector, examples: list[Entry], number: int, previous: Attempt | None) -> Attempt:
         inspector = Inspector(given.describer, list(given.entries))
         executor = Executor(modules, inspector, task.question)
-        steps = ReActSteps(model, Toolbox.of(executor.tools()), trace)
+        steps = ReActSteps(model, Toolbox.of(executor.tools(), shapes=toolbox.shapes), trace)
         opening = self._opening(task, toolbox, steps, inspector, examples, previous)
         parent, seen, opened = self._look_first(steps, inspector, parent)
         temperature = None if number == 1 else self.retry_temperature
@@ -156,9 +155,9 @@ class PEILPlanner:
 
         chain = steps.chain(task, opening, parent, max_steps=self.max_steps, seen=seen, temperature=temperature,
                             seed=seed, after_step=inspect, errors_count=True, choose_by=self.choose_by)
+        text = trace.chain_text(chain.final.id, step_chars=toolbox.shapes.peil_step_chars)
         return Attempt(number, chain.final, task.answer_text(chain.final.answer, chain.choice_index),
-                       chain.choice_index, trace.chain_text(chain.final.id, step_chars=STEP_CHARS),
-                       chain.evidence + opened, unusable=chain.unusable)
+                       chain.choice_index, text, chain.evidence + opened, unusable=chain.unusable)
 
     def _look_first(self, steps: ReActSteps, inspector: Inspector,
                     parent: int) -> tuple[int, set[CallKey], tuple[Evidence, ...]]:

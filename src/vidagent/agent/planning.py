@@ -19,6 +19,7 @@ from vidagent.agent.parsing import extract_choice
 from vidagent.agent.steps import FinalAnswerStep, MemoryStep, ObservationStep, Step, TaskStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
+from vidagent.config import ToolShapes
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Completion, Message
 from vidagent.llm.metered import MeteredChat
@@ -119,11 +120,13 @@ def metered(llm: ChatModel) -> MeteredChat:
 
 
 def guarded_answer(task: Task, text: str, choice_index: int | None, candidates: Sequence[Candidate] | None,
-                   trace: Trace, memories: Sequence[VideoMemory], llm: ChatModel) -> Guarded:
+                   trace: Trace, memories: Sequence[VideoMemory], llm: ChatModel,
+                   shapes: ToolShapes | None = None) -> Guarded:
     """An answer through both guards of the video's text: text that gives orders names nothing
-    (``orders_guard``), and an answer only the video's own text names is decided again without it
-    (``text_guard``); ``Guarded.excluded`` holds what either set aside."""
-    guarded = guard_answer(task, text, choice_index, candidates, trace, memories, llm)
+    (``orders_guard``, the model shown ``shapes.guard_material_chars`` of ordinary text to choose again), and an
+    answer only the video's own text names is decided again without it (``text_guard``); ``Guarded.excluded``
+    holds what either set aside."""
+    guarded = guard_answer(task, text, choice_index, candidates, trace, memories, llm, shapes)
     if guarded.excluded or guarded.abstained:
         return guarded
     withheld = withhold_text(task, guarded.text, guarded.choice_index, guarded.candidates, trace, memories, llm)
@@ -164,7 +167,7 @@ class Run:
         chosen = list(candidates) if candidates is not None else [
             Candidate(text, choice_index, step_id=step_id, likelihood=likelihood)]
         guarded = guarded_answer(self.task, text, choice_index, chosen, self.trace,
-                                 list(self.toolbox.memories.values()), self.llm)
+                                 list(self.toolbox.memories.values()), self.llm, self.toolbox.shapes)
         return Answer(task=self.task, text=guarded.text, planner=self.planner, choice_index=guarded.choice_index,
                       evidence=dedupe_evidence(list(evidence)), candidates=guarded.candidates or chosen,
                       artifacts=guarded_artifacts(dict(artifacts or {}), guarded), trace=self.trace,

@@ -35,8 +35,6 @@ from vidagent.prompts import Prompt, prompt
 from vidagent.tools.base import Evidence
 
 PROMPTS = "vidagent.agent"
-MAX_UNUSABLE_REPLIES = 2  # an unusable reply and its one retry: then a chain's answer is forced (issue 42)
-MAX_FAILED_STEPS = 3  # with errors_count: unusable replies or failed tool calls in a row before it is forced
 CallKey = tuple[str, Hashable]
 
 
@@ -204,8 +202,8 @@ class ReActSteps:
               after_step: Callable[[StepOutcome], int] | None = None, errors_count: bool = False,
               choose_by: str = "text") -> Chain:
         """Steps until a final answer (a repeated call ends in one), ``max_steps`` model steps,
-        ``MAX_UNUSABLE_REPLIES`` unusable replies in a row, or (``errors_count``) ``MAX_FAILED_STEPS``
-        unusable replies and tool errors in a row; then the answer is forced if needed and mapped to an
+        ``unusable_replies`` unusable replies in a row, or (``errors_count``) ``failed_steps`` unusable replies
+        and tool errors in a row (the toolbox's shapes); then the answer is forced if needed and mapped to an
         option. ``after_step`` may record more steps after each one and returns the id the next step hangs
         from. The conversation is ``opening`` and the path to each step. ``choose_by="likelihood"`` picks
         the option by the model's probabilities after the whole chain (falling back to reading the answer
@@ -214,6 +212,7 @@ class ReActSteps:
         evidence: list[Evidence] = []
         final: FinalAnswerStep | None = None
         parent, unusable, failed = parent_id, 0, 0
+        shapes = self.toolbox.shapes
         for _ in range(max_steps):
             if self.last_call_left():  # a budget's last call is kept for the answer
                 break
@@ -232,10 +231,10 @@ class ReActSteps:
                     seen.add(outcome.call)
                 evidence.extend(outcome.evidence)
                 unusable, failed = 0, failed + 1 if errors_count and outcome.is_error else 0
-            if unusable >= MAX_UNUSABLE_REPLIES or failed >= MAX_FAILED_STEPS:
+            if unusable >= shapes.unusable_replies or failed >= shapes.failed_steps:
                 break
         messages = self.conversation(opening, final.parent_id if final is not None else parent)  # type: ignore[arg-type]
-        gave_up = final is None and unusable >= MAX_UNUSABLE_REPLIES
+        gave_up = final is None and unusable >= shapes.unusable_replies
         if final is None:
             final = self.force_final(messages, parent, task, thought="(unusable replies)" if gave_up else
                                      "(step limit reached)")

@@ -60,10 +60,6 @@ PROMPTS = "vidagent.agent"
 DESCRIBE = "frame_description"
 ASK = "frame_question_answering"
 TRAVELER_TOOLS = (DESCRIBE, ASK)
-INITIAL_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
-ANSWER_CHARS = 600  # about 150 tokens (the paper's best LMM reply length): the cap on one stored text
-CUT_CHARS = 160  # a stored text's length once an unusable summary is replaced by cutting
-SUMMARY_TOKENS_PER_ENTRY = 40
 END_MARGIN_S = 0.05
 EVALUATE_BY = ("text", "scores")
 
@@ -131,6 +127,7 @@ class _Traversal:
         self.trace = work.trace
         self.last: Step = work.root
         self.fps = toolbox.shapes.frame_tool_fps  # the frame tools' rate: a window's span follows it
+        self.shapes = toolbox.shapes  # the bank's opening frames, its texts' lengths, the Summarizer's tokens
         self.duration = toolbox.video.duration_s if toolbox.video else 0.0
         self.bank: dict[str, dict[str, Any]] = {}
         self.windows: list[float] = []  # centres of the windows viewed
@@ -163,7 +160,7 @@ class _Traversal:
 
     # -- the memory bank ---------------------------------------------------------------------
     def _initialise(self) -> None:
-        for fraction in INITIAL_FRACTIONS:
+        for fraction in self.shapes.traveler_opening:
             second = max(0.0, min(self.duration - END_MARGIN_S, fraction * self.duration))
             observation = self._call(DESCRIBE, {"start_s": second, "end_s": second},
                                      thought=f"(memory bank: the frame at {fraction:.0%} of the video)")
@@ -176,9 +173,9 @@ class _Traversal:
     def _store(self, second: float, *, description: str | None = None, qa: tuple[str, str] | None = None) -> None:
         entry = self.bank.setdefault(_key(second), {})
         if description is not None:
-            entry["seen"] = description[:ANSWER_CHARS]
+            entry["seen"] = description[:self.shapes.traveler_answer_chars]
         if qa is not None:
-            entry.setdefault("qa", {})[qa[0]] = qa[1][:ANSWER_CHARS]
+            entry.setdefault("qa", {})[qa[0]] = qa[1][:self.shapes.traveler_answer_chars]
 
     def _memory(self) -> str:
         """The bank as the prompts see it: JSON, its entries in the order they were collected."""
@@ -195,18 +192,19 @@ class _Traversal:
         keys = list(self.bank)
         example = "\n".join(f"{key}: one short sentence about what was found at {key} s" for key in keys[:2])
         completion = self._chat("traveler_summarize", memory=before, question=self.task.question, example=example,
-                                max_tokens=SUMMARY_TOKENS_PER_ENTRY * len(keys))
+                                max_tokens=self.shapes.traveler_summary_tokens * len(keys))
         sentences = _summary_lines(completion.text)
         condensed = {key: {"seen": sentences[key]} for key in keys if key in sentences}
         if len(condensed) == len(keys) and len(json.dumps(condensed, ensure_ascii=False)) < len(before):
             self.bank = condensed
             text = f"memory bank summarised: {len(before)} -> {len(self._memory())} characters"
         else:  # an unusable summary (an entry missing, or no shorter): keep every key, cut the texts instead
+            cut = self.shapes.traveler_cut_chars
             for entry in self.bank.values():
                 if isinstance(entry.get("seen"), str):
-                    entry["seen"] = entry["seen"][:CUT_CHARS]
+                    entry["seen"] = entry["seen"][:cut]
                 for question, reply in (entry.get("qa") or {}).items():
-                    entry["qa"][question] = reply[:CUT_CHARS]
+                    entry["qa"][question] = reply[:cut]
             text = f"summary unusable; texts cut: {len(before)} -> {len(self._memory())} characters"
         self._add(MemoryStep(action="summarise", text=text, model_output=completion.text,
                              **model_cost(completion, started)))

@@ -185,7 +185,9 @@ def _experience_settings(config: RunConfig, settings: Settings, out: Path) -> Se
     return replace(settings, experience=mode, experience_scope=scope, examples_scope="" if config.teach else None)
 
 
-def _check_folder(out: Path, identity: dict[str, Any]) -> None:
+def _check_folder(out: Path, identity: dict[str, Any], answer_settings: dict[str, Any] | None = None) -> None:
+    """Refuses a folder whose rows were made by another run (``IDENTITY_KEYS``); where the settings differ and
+    both sides recorded them (``answer_settings``), the error names the settings that differ."""
     meta_file = out / RUN_FILE
     if not meta_file.is_file():
         if (out / RESULTS).is_file():
@@ -198,7 +200,26 @@ def _check_folder(out: Path, identity: dict[str, Any]) -> None:
     for key in IDENTITY_KEYS:
         if meta.get(key, OPTIONAL_IDENTITY.get(key)) != identity[key]:
             what = DIGEST_MEANINGS.get(key, f"{key} {meta.get(key)!r}, not {identity[key]!r}")
+            differ = _differences(meta.get("answer_settings"), answer_settings) if key == "settings" else []
+            if differ:
+                what = f"other settings that change answers ({'; '.join(differ)})"
             raise EvalError(f"{out} holds a run with {what}: use another --out to start a new run")
+
+
+def _differences(kept: Any, now: Any, prefix: str = "") -> list[str]:
+    """The settings two recorded ``answer_settings`` disagree on, dotted (``tools.check_spans 8, not 4``; a
+    setting named on one side only is at the value runs had before it existed on the other)."""
+    if not isinstance(kept, dict) or not isinstance(now, dict):
+        return []
+    found: list[str] = []
+    for key in sorted(set(kept) | set(now)):
+        old, new = kept.get(key), now.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            found += _differences(old, new, f"{prefix}{key}.")
+        elif old != new:
+            shown = ["(as before it existed)" if key not in side else json.dumps(side[key]) for side in (kept, now)]
+            found.append(f"{prefix}{key} {shown[0]}, not {shown[1]}")
+    return found
 
 
 def _reset_experience(settings: Settings, finished: set[str]) -> None:
@@ -261,7 +282,7 @@ def run_eval(config: RunConfig, settings: Settings, *, log: Callable[[str], None
     settings = _experience_settings(config, settings, out)
     identity = _identity(dataset, config, settings)
     out.mkdir(parents=True, exist_ok=True)
-    _check_folder(out, identity)
+    _check_folder(out, identity, settings.answer_settings())
     meta = {**identity, "answer_settings": settings.answer_settings(),  # what the settings digest is of, to read
             "dataset_name": dataset.name, "limit": config.limit, "missing": len(missing),
             "question_ids": [item.id for item in runnable], "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
