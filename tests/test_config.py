@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from vidagent.config import Settings
+from vidagent.errors import VidagentError
 
 
 def test_overrides_set_only_what_was_given():
@@ -155,18 +158,26 @@ def test_a_runs_identity_is_derived_from_the_declarations_and_keeps_the_digest_o
              "peil_step_chars": "VIDAGENT_PEIL_STEP_CHARS", "traveler_answer_chars": "VIDAGENT_TRAVELER_ANSWER_CHARS",
              "traveler_cut_chars": "VIDAGENT_TRAVELER_CUT_CHARS",
              "traveler_summary_tokens": "VIDAGENT_TRAVELER_SUMMARY_TOKENS", "check_spans": "VIDAGENT_CHECK_SPANS",
-             "check_span_chars": "VIDAGENT_CHECK_SPAN_CHARS", "guard_material_chars": "VIDAGENT_GUARD_MATERIAL_CHARS"}
+             "check_span_chars": "VIDAGENT_CHECK_SPAN_CHARS", "guard_material_chars": "VIDAGENT_GUARD_MATERIAL_CHARS",
+             "absolute_parts": "VIDAGENT_ABSOLUTE_PARTS", "relative_parts": "VIDAGENT_RELATIVE_PARTS"}
     digests = {settings_digest(Settings())}
     for name, variable in moved.items():
         assert name not in Settings().answer_settings()["tools"]
         settings = Settings.from_env({variable: "7"})
         assert getattr(settings.tools, name) == 7 and settings.answer_settings()["tools"][name] == 7
         digests.add(settings_digest(settings))
+    for name, variable in {"ocr_score": "VIDAGENT_OCR_SCORE", "text_match": "VIDAGENT_TEXT_MATCH"}.items():
+        assert name not in Settings().answer_settings()["tools"]
+        settings = Settings.from_env({variable: "0.25"})
+        assert getattr(settings.tools, name) == 0.25 and settings.answer_settings()["tools"][name] == 0.25
+        digests.add(settings_digest(settings))
+        with pytest.raises(VidagentError, match="between 0 and 1"):
+            Settings.from_env({variable: "2"})
     opening = Settings.from_env({"VIDAGENT_TRAVELER_OPENING": "0, 0.5, 1"})
     assert opening.tools.traveler_opening == (0.0, 0.5, 1.0)
     assert opening.answer_settings()["tools"]["traveler_opening"] == [0.0, 0.5, 1.0]
     digests.add(settings_digest(opening))
-    assert len(digests) == len(moved) + 2
+    assert len(digests) == len(moved) + 2 + 2  # the two thresholds too
     assert ToolShapes().check_spans == 8 and ToolShapes().traveler_opening == (0.0, 0.25, 0.5, 0.75, 1.0)
 
 

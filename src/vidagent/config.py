@@ -207,6 +207,18 @@ def _rate(default: float, env: str) -> Any:
     return setting(default, env, _positive(float))
 
 
+def _share(default: float, env: str) -> Any:
+    """A threshold between 0 and 1, moved here from a module constant (named in a run's identity when changed)."""
+    def parse(raw: str) -> Any:
+        if not raw.strip():
+            return UNSET
+        value = float(raw)
+        if not 0.0 <= value <= 1.0:
+            raise VidagentError(f"{env} must be between 0 and 1, not {raw!r}")
+        return value
+    return setting(default, env, parse, before=default)
+
+
 @dataclass(frozen=True)
 class ToolShapes:
     """How much each tool, and each planner's own steps, read, keep and show the model: settings, not
@@ -255,8 +267,16 @@ class ToolShapes:
     # question; the check reads no more than that again), and the characters of each
     check_spans: int = _count(8, "VIDAGENT_CHECK_SPANS", new=True)
     check_span_chars: int = _count(400, "VIDAGENT_CHECK_SPAN_CHARS", new=True)
-    # The orders guard (agent.orders_guard): the ordinary text the model is shown when it chooses again
+    # The guards of the video's text (agent.orders_guard, agent.text_guard): the ordinary text the model is shown
+    # when it chooses again
     guard_material_chars: int = _count(3000, "VIDAGENT_GUARD_MATERIAL_CHARS", new=True)
+    # AssistGPT's temporal_reason: beginning / middle / end are parts of this many, before / after parts of this many
+    absolute_parts: int = _count(5, "VIDAGENT_ABSOLUTE_PARTS", new=True)
+    relative_parts: int = _count(8, "VIDAGENT_RELATIVE_PARTS", new=True)
+    # AssistGPT's text modules: the least OCR confidence of a piece of text read, and the least similarity of the
+    # query to a piece that text_ground takes for a match
+    ocr_score: float = _share(0.5, "VIDAGENT_OCR_SCORE")
+    text_match: float = _share(0.6, "VIDAGENT_TEXT_MATCH")
 
 
 def _api_keys(env: Mapping[str, str]) -> Any:

@@ -129,7 +129,8 @@ def guarded_answer(task: Task, text: str, choice_index: int | None, candidates: 
     guarded = guard_answer(task, text, choice_index, candidates, trace, memories, llm, shapes)
     if guarded.excluded or guarded.abstained:
         return guarded
-    withheld = withhold_text(task, guarded.text, guarded.choice_index, guarded.candidates, trace, memories, llm)
+    withheld = withhold_text(task, guarded.text, guarded.choice_index, guarded.candidates, trace, memories, llm,
+                             shapes)
     if not withheld.withheld:
         return guarded
     return Guarded(withheld.text, withheld.choice_index, withheld.candidates, excluded=(),

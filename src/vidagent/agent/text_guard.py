@@ -22,6 +22,7 @@ from vidagent.agent.answer import Candidate
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, ObservationStep, Trace, model_cost
 from vidagent.agent.task import Task
+from vidagent.config import ToolShapes
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.budget import BudgetSpentError
 from vidagent.memory.video_memory import VideoMemory
@@ -30,7 +31,6 @@ from vidagent.text import fold
 from vidagent.video.source import Source
 
 PROMPTS = "vidagent.agent"
-MATERIAL_CHARS = 3000  # what else was read, shown to the model when it decides without the video's text
 # A question that asks what the video's text says (it is then the evidence, not a lever on the answer).
 ABOUT_TEXT = re.compile(
     r"\b(written|write|writes|printed|print|says?|said|saying|reads?|text|words?|letters?|spell\w*|signs?|labels?|"
@@ -104,8 +104,10 @@ class Withheld:
 
 
 def withhold_text(task: Task, text: str, choice_index: int | None, candidates: Sequence[Candidate] | None,
-                  trace: Trace, memories: Sequence[VideoMemory], llm: ChatModel) -> Withheld:
-    """``text`` (option ``choice_index``), unless only the video's own text names it: then decided again without it."""
+                  trace: Trace, memories: Sequence[VideoMemory], llm: ChatModel,
+                  shapes: ToolShapes | None = None) -> Withheld:
+    """``text`` (option ``choice_index``), unless only the video's own text names it: then decided again without it
+    (the model shown ``shapes.guard_material_chars`` of what else was read)."""
     kept = Withheld(text, choice_index, list(candidates) if candidates is not None else None)
     if not text.strip() or about_text(task.question):
         return kept
@@ -124,7 +126,7 @@ def withhold_text(task: Task, text: str, choice_index: int | None, candidates: S
     note = trace.add(EvaluationStep(parent_id=last.id if last else None, score=0.0, text=(
         f"{option!r} is named by the video's own text ({'; '.join(repr(s[:80]) for s in said[:3])}) and by nothing "
         f"else read: decided again with that text withheld")))
-    decided = _decide_without(task, support, trace, note.id, llm)
+    decided = _decide_without(task, support[-(shapes or ToolShapes()).guard_material_chars:], trace, note.id, llm)
     if decided is None:  # no call left: the answer stands, the trace says it was not checked
         trace.add(EvaluationStep(parent_id=note.id, text="no model call left: the answer stands unchecked"))
         return kept
@@ -141,10 +143,11 @@ def withhold_text(task: Task, text: str, choice_index: int | None, candidates: S
 
 def _decide_without(task: Task, support: str, trace: Trace, parent_id: int,
                     llm: ChatModel) -> tuple[str, int | None, int] | None:
-    """The model's answer from ``support`` alone (the video's text withheld): text, option, step id; None when
+    """The model's answer from ``support`` alone (the video's text withheld, its length cut by the caller): text,
+    option, step id; None when
     the question's budget leaves no call."""
     contract = prompt(PROMPTS, "text_withheld_choose" if task.choices else "text_withheld_answer")
-    values = {"question": task.question, "material": support[-MATERIAL_CHARS:] or "(nothing else was read)"}
+    values = {"question": task.question, "material": support or "(nothing else was read)"}
     if task.choices:
         values["options"] = "".join(f"\n{_LETTERS[i]}. {option}" for i, option in enumerate(task.choices))
     started = time.perf_counter()

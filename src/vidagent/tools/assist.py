@@ -49,10 +49,6 @@ from vidagent.video.video import SampledFrame
 PROMPTS = "vidagent.tools"
 MOVING: tuple[SourceKind, ...] = ("video", "clip")
 STILL: tuple[SourceKind, ...] = ("image", "crop")
-ABSOLUTE_PARTS = 5  # temporal_reason: beginning / middle / end of five parts
-RELATIVE_PARTS = 8  # temporal_reason: before / after over eight parts
-MIN_TEXT_MATCH = 0.6  # text_ground: similarity of the query to a piece of OCR text
-MIN_OCR_SCORE = 0.5
 
 
 def module(name: str, description: str, accepts: tuple[SourceKind, ...], query: str,
@@ -207,7 +203,7 @@ class AssistModules:
                                evidence=(Evidence(start, end, "on-screen text", media.source.id, kind="text"),),
                                artifacts=refined)
         image = _still(media)
-        boxes = [box for box in self.reader.read(image.pixels) if box.score >= MIN_OCR_SCORE]
+        boxes = [box for box in self.reader.read(image.pixels) if box.score >= self.shapes.ocr_score]
         if not boxes:
             return Observation("No text was read in this image.", evidence=_evidence(image, ""))
         text = " | ".join(box.text for box in boxes)
@@ -261,16 +257,16 @@ class AssistModules:
         image = _still(media)
         target, _, object_name = (part.strip() for part in query.partition(":"))
         target = target.lower()
-        boxes = [box for box in self.reader.read(image.pixels) if box.score >= MIN_OCR_SCORE]
+        boxes = [box for box in self.reader.read(image.pixels) if box.score >= self.shapes.ocr_score]
         if not boxes:
             return Observation("No text was read in this image.")
         ratios = [_text_match(target, box.text.lower()) for box in boxes]
         best = int(np.argmax(ratios))
-        if ratios[best] < MIN_TEXT_MATCH:
+        if ratios[best] < self.shapes.text_match:
             shown = quote_all(box.text for box in boxes[:self.shapes.module_lines])
             return Observation(f"No text like '{target}' was found. The texts read are: {shown}")
         note = ""
-        matches = [i for i, ratio in enumerate(ratios) if ratio >= MIN_TEXT_MATCH]
+        matches = [i for i, ratio in enumerate(ratios) if ratio >= self.shapes.text_match]
         if object_name and len(matches) > 1:
             on_object = self._on_object(image, object_name, [boxes[i].box for i in matches])
             if on_object is None:
@@ -333,7 +329,7 @@ class AssistModules:
 
     def temporal_reason(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
-        start, end = _temporal_window(query, video.window)
+        start, end = _temporal_window(query, video.window, self.shapes.absolute_parts, self.shapes.relative_parts)
         clip = video.clip(start, end)
         low, high = clip.window
         return Observation(f"'{query}' is {low:.1f}-{high:.1f} s.",
@@ -423,26 +419,27 @@ def _inside(inner: Sequence[float], outer: Sequence[float]) -> float:
     return max(0.0, width) * max(0.0, height) / area if area > 0 else 0.0
 
 
-def _temporal_window(query: str, window: tuple[float, float]) -> tuple[float, float]:
-    """AssistGPT's rule: beginning/middle/end are the first/third/last of five parts; before/after
+def _temporal_window(query: str, window: tuple[float, float], absolute_parts: int = 5,
+                     relative_parts: int = 8) -> tuple[float, float]:
+    """AssistGPT's rule: beginning/middle/end are the first/middle/last of five parts; before/after
     a time are the part of eight just before the one holding it, or just after."""
     start, end = window
     text = query.lower()
     numbers = [float(n) for n in re.findall(r"\d+(?:\.\d+)?", text)]
     if ("before" in text or "after" in text) and numbers:
-        part = (end - start) / RELATIVE_PARTS
-        # the part holding the time, counted past either end (-1, RELATIVE_PARTS) when it lies outside
+        part = (end - start) / relative_parts
+        # the part holding the time, counted past either end (-1, relative_parts) when it lies outside
         if "before" in text:
-            index = min(RELATIVE_PARTS, int((min(numbers) - start) // part)) - 1
+            index = min(relative_parts, int((min(numbers) - start) // part)) - 1
         else:
             index = max(-1, int((max(numbers) - start) // part)) + 1
-        if not 0 <= index < RELATIVE_PARTS:
+        if not 0 <= index < relative_parts:
             raise ToolInputError(f"there is nothing {'before' if 'before' in text else 'after'} "
                                  f"{numbers[0]:g} s in {start:.1f}-{end:.1f} s")
         return start + index * part, start + (index + 1) * part
-    part = (end - start) / ABSOLUTE_PARTS
-    for words, index in ((("beginning", "begin", "start", "first", "opening"), 0), (("middle", "halfway"), 2),
-                         (("end", "last", "final", "finish"), ABSOLUTE_PARTS - 1)):
+    part = (end - start) / absolute_parts
+    for words, index in ((("beginning", "begin", "start", "first", "opening"), 0), (("middle", "halfway"), absolute_parts // 2),
+                         (("end", "last", "final", "finish"), absolute_parts - 1)):
         if any(re.search(rf"\b{word}", text) for word in words):
             return start + index * part, start + (index + 1) * part
     raise ToolInputError("temporal_reason takes \"beginning\", \"middle\", \"end\", \"before: <seconds>\" "
