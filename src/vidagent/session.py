@@ -1,48 +1,43 @@
 """A session holds the loaded models and the library, and answers questions about videos.
 
 Models load on first use and stay loaded for the session's later questions; close the
-session (or use it as a context manager) to stop the detector's worker process.
+session (or use it as a context manager) to stop the detector's worker process. The session keeps
+resources only: a question's life (open its sources, check its needs, recall, run, check, learn,
+report) is the stages of ``vidagent.agent.inquiry``, which ``ask`` runs in order.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.evidence_check import check_answer
-from vidagent.agent.learning.keeper import Experience, ExperienceOptions, check_mode
-from vidagent.agent.planner import Planner, planner_for
-from vidagent.agent.planning import NoChatModel, anytime_answer
-from vidagent.agent.steps import FinalAnswerStep, MemoryStep, Step, Trace
-from vidagent.agent.task import Question, Source, Task
-from vidagent.agent.workspace import open_workspace
+from vidagent.agent.inquiry import Inquiry, SourceInput, answer_inquiry, asked_question, choose_vqa
+from vidagent.agent.planner import Planner
+from vidagent.agent.steps import Step
+from vidagent.agent.task import Question
 from vidagent.config import Settings
-from vidagent.errors import ModelUnavailableError, PlannerError, VidagentError, VideoError
+from vidagent.errors import ModelUnavailableError
 from vidagent.experience.store import ExperienceStore
 from vidagent.knowledge.sources import Knowledge, KnowledgeLimits, open_knowledge
 from vidagent.knowledge.spec import KnowledgeSpec, as_spec
 from vidagent.llm.base import ChatModel
-from vidagent.llm.budget import Budget, BudgetSpentError
-from vidagent.llm.metered import MeteredChat
+from vidagent.llm.budget import Budget
 from vidagent.memory.builder import ALL_STAGES, MemoryBuilder
 from vidagent.memory.store import Library
-from vidagent.memory.stored_video import StoredVideo, is_memory_id
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.suite import Perception
 from vidagent.perception.base import VisualQA
 from vidagent.tools.refer import ReferredMasks, ReferTools, Segmentation
-from vidagent.tools.vqa import DescribedFramesVQA, FrameBudgetVQA, VisionChatVQA
-from vidagent.video.image import Image, open_media
 from vidagent.video.video import Video
-
-SourceInput = Union[str, Path, Video, Image, StoredVideo]
 
 logger = logging.getLogger(__name__)
 
+
 class Session:
-    """Entry point for indexing videos and asking questions about them."""
+    """Entry point for indexing videos and asking questions about them: the settings, the library, the models and
+    the experience store, built on first use and kept for the session's later questions."""
 
     def __init__(
         self,
@@ -104,26 +99,19 @@ class Session:
         return self._experience_store
 
     def vqa(self, llm: ChatModel) -> VisualQA:
-        """Visual question answering for a question asked with ``llm``: the one given to the session, a
-        configured local model (built once), else ``llm`` itself looking at the frames when it can, or
+        """Visual question answering for a question asked with ``llm`` (``inquiry.choose_vqa``): the one given to
+        the session, a configured model (built once), else ``llm`` itself looking at the frames when it can, or
         reading their descriptions; held to the frames of the question's budget when ``llm`` has one."""
-        meter = getattr(llm, "meter", None)
-        chosen = self._vqa_for(llm)
-        if meter is not None and meter.budget.frames is not None:  # the question's frame budget holds it
-            return FrameBudgetVQA(chosen, meter)
-        return chosen
+        return choose_vqa(llm, self._configured_vqa(), self.settings, lambda: self.perception.describer)
 
-    def _vqa_for(self, llm: ChatModel) -> VisualQA:
+    def _configured_vqa(self) -> VisualQA | None:
+        """The VQA model given to the session, or the one the settings name (built on first use, closed here)."""
         if self._vqa is None and self.settings.backends.vqa:
             from vidagent.perception.backends import build_backend
 
             self._vqa = build_backend("vqa", self.settings.backends.vqa, self.settings)
             self._owns_vqa = True
-        if self._vqa is not None:
-            return self._vqa
-        if llm.supports_images:
-            return VisionChatVQA(llm, self.settings.tools.vision_frames)
-        return DescribedFramesVQA(self.perception.describer, llm)
+        return self._vqa
 
     # -- work --------------------------------------------------------------------------------
     def builder(self) -> MemoryBuilder:
@@ -183,45 +171,10 @@ class Session:
         ``None`` (the default) glances every 20 s at a video of at least ``settings.glance_after_s`` seconds
         (120) and indexes a shorter one whole; ``0`` always indexes whole first.
         """
-        if isinstance(question, Question) and choices is not None:
-            raise TypeError("give the options inside the Question")
-        asked = question if isinstance(question, Question) else Question(question, tuple(choices) if choices else None)
-        if planner_options and not isinstance(planner, (str, type(None))):
-            raise PlannerError("planner_options go with a planner's name; set them on the planner object instead")
-        handles = open_sources(sources, lambda: self.library)
-        kinds = [_kind(handle) for handle in handles]
-        chosen = planner if isinstance(planner, Planner) else planner_for(planner, planner_options, kinds,
-                                                                          embedded=self.embedded_llm)
-        needs = chosen.needs
-        attached = [*self.knowledge, *(as_spec(item) for item in knowledge)]
-        needs.check(chosen.name, kinds, knowledge=len(attached))
-        sources = self.open_knowledge(attached)
-        task = asked.about(tuple(_source(h) for h in handles))
-        limit = Budget.parse(budget) if isinstance(budget, str) else budget
-        llm = MeteredChat(self.llm if needs.llm else NoChatModel(chosen.name), budget=limit)
-        keeper = self._experience(check_mode(experience or self.settings.experience)) if needs.llm else None
-        key = "+".join(sorted(source.id for source in task.sources))  # whose experience: these sources'
-        trace = Trace(on_step)
-        memories: Mapping[str, VideoMemory] = {}
-        try:  # a budget spent anywhere (replay, memory selection, tools, planner) ends in the answer it reached
-            replay = keeper.recall(task, chosen.name, key, llm) if keeper else None
-            with open_workspace(needs, asked.text, handles, self, llm, knowledge=sources, replay=replay,
-                                progress=progress, glance=glance) as toolbox:
-                memories = toolbox.memories
-                answer = chosen.run(task, toolbox, llm, trace)
-        except BudgetSpentError as spent:
-            answer = anytime_answer(chosen.name, task, trace, llm, str(spent), memories.values())
-        coverage = {video_id: memory.coverage.report() for video_id, memory in memories.items() if memory.coverage}
-        if coverage:
-            answer.artifacts["coverage"] = coverage
-        if needs.llm and (self.settings.check if check is None else check):
-            answer = check_answer(answer, llm)
-        if llm.meter is not None:
-            answer.artifacts["budget"] = llm.meter.to_dict() | {"stopped": any(
-                s.how == "budget" for s in answer.trace.of_type(FinalAnswerStep))}
-        if keeper:
-            _learn(keeper, task, answer, chosen.name, key, llm)
-        return answer
+        inquiry = Inquiry(sources, asked_question(question, choices), planner_asked=planner,
+                          planner_options=planner_options, on_step=on_step, progress=progress, experience=experience,
+                          knowledge=knowledge, budget=budget, check=check, glance=glance)
+        return answer_inquiry(inquiry, self)
 
     def refer_object(self, video: str | Path | Video, expression: str, *, target: str | Path | None = None,
                      use_model: bool = True, progress: bool = False,
@@ -266,11 +219,6 @@ class Session:
                                  self.settings.web_search)
         return open_knowledge(items, self.perception.embedder, limits)
 
-    def _experience(self, mode: str) -> Experience | None:
-        if mode == "none":
-            return None
-        return Experience(self.experience_store, ExperienceOptions(mode, self.settings.experience_scope))
-
     def close(self) -> None:
         """Stop the detector's worker, free the chat model and its cache, close the library."""
         if self._perception is not None:
@@ -294,54 +242,3 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def open_sources(sources: SourceInput | Sequence[SourceInput],
-                 library: Callable[[], Library] | None = None) -> list[Video | Image | StoredVideo]:
-    """Open every source before any work; the first that cannot be read stops it, named. The same
-    file given twice (by content) is an error too: each source is one ``visual[i]``. A source may be
-    a memory without a file, named by its id (``egoschema:<q_uid>``), when the library (``library()``,
-    opened only for such a name) holds it."""
-    given = [sources] if isinstance(sources, (str, Path, Video, Image, StoredVideo)) else list(sources)
-    if not given:
-        raise VideoError("no video or image was given")
-    handles: list[Video | Image | StoredVideo] = []
-    seen: dict[str, Path | str] = {}
-    for item in given:
-        handle = item if isinstance(item, (Video, Image, StoredVideo)) else _open_one(item, library)
-        if handle.content_hash in seen:
-            raise VideoError(f"{handle.path}: the same file as {seen[handle.content_hash]}; give each source once")
-        seen[handle.content_hash] = handle.path
-        handles.append(handle)
-    return handles
-
-
-def _learn(keeper: Experience, task: Task, answer: Answer, planner: str, key: str, llm: MeteredChat) -> None:
-    """Keep what the answer teaches; a failure to (a model that went away) costs the memory, not the answer."""
-    try:
-        keeper.learn(task, answer, planner, key, llm)
-    except VidagentError as error:
-        logger.warning("experience not kept for %r: %s", task.question, error)
-        last = answer.trace.last
-        answer.trace.add(MemoryStep(parent_id=last.id if last else None, action="not kept", text=str(error)))
-
-
-def _open_one(item: str | Path, library_of: Callable[[], Library] | None) -> Video | Image | StoredVideo:
-    """A file, or a stored memory named by its id (a name that is no file and has a namespace)."""
-    text = str(item)
-    if library_of is not None and is_memory_id(text) and not Path(text).expanduser().exists():
-        library = library_of()
-        stored = library.stored_video(text)
-        if stored is None:
-            raise VideoError(f"{text}: no such file, and no memory with this id in {library.path} "
-                             f"(import captions with `vidagent import`)")
-        return stored
-    return open_media(item)
-
-
-def _kind(handle: Video | Image | StoredVideo) -> str:
-    return "image" if isinstance(handle, Image) else "video"
-
-
-def _source(handle: Video | Image | StoredVideo) -> Source:
-    return Source(handle.content_hash, _kind(handle), str(handle.path))
