@@ -152,7 +152,7 @@ def run_guarded(inquiry: Inquiry, resources: AskResources) -> None:
         run_planner(inquiry, resources)
     except BudgetSpentError as spent:
         inquiry.answer = anytime_answer(inquiry.planner.name, inquiry.task, inquiry.trace, inquiry.llm, str(spent),
-                                        inquiry.memories.values())
+                                        inquiry.memories.values(), resources.settings.tools)
 
 
 def recall_experience(inquiry: Inquiry, resources: AskResources) -> None:
@@ -181,7 +181,7 @@ def check_evidence(inquiry: Inquiry, resources: AskResources) -> None:
     """The evidence check, where the planner has a chat model and the question (else the settings) asks for it."""
     wanted = resources.settings.check if inquiry.check is None else inquiry.check
     if inquiry.planner.needs.llm and wanted:
-        inquiry.answer = check_answer(inquiry.answer, inquiry.llm)
+        inquiry.answer = check_answer(inquiry.answer, inquiry.llm, resources.settings.tools)
 
 
 def report_budget(inquiry: Inquiry, resources: AskResources) -> None:

@@ -176,7 +176,7 @@ class Run:
 
 
 def anytime_answer(planner: str, task: Task, trace: Trace, llm: MeteredChat, why: str,
-                   memories: Iterable[VideoMemory] = ()) -> Answer:
+                   memories: Iterable[VideoMemory] = (), shapes: ToolShapes | None = None) -> Answer:
     """The answer of a planner its budget stopped (``why``): the answer its trace reached most often (a
     search's chains vote; a tie goes to the latest), mapped to an option where it names one, else none;
     recorded as a final answer reached ``how="budget"``, and guarded like every answer (``orders_guard``,
@@ -193,7 +193,7 @@ def anytime_answer(planner: str, task: Task, trace: Trace, llm: MeteredChat, why
     step = trace.add(FinalAnswerStep(parent_id=last.id if last else None, answer=text or "(none)", how="budget",
                                      thought=f"({why})"))
     guarded = guarded_answer(task, text, choice, [Candidate(text, choice, step_id=step.id)] if text else [], trace,
-                             list(memories), llm)
+                             list(memories), llm, shapes)
     evidence = [item for observation in trace.of_type(ObservationStep) for item in observation.evidence]
     return Answer(task=task, text=guarded.text, planner=planner, choice_index=guarded.choice_index,
                   evidence=dedupe_evidence(evidence), candidates=guarded.candidates or [], trace=trace,
