@@ -89,6 +89,24 @@ def test_models_list_names_what_is_installed(tmp_path, models_dir):
     assert empty.returncode == 0 and "no models installed" in empty.stdout
 
 
+def test_settings_lists_every_setting_its_variable_and_whether_it_changes_answers_and_hides_keys(tmp_path,
+                                                                                                monkeypatch):
+    monkeypatch.setenv("VIDAGENT_CAPTION_LINES", "9")
+    monkeypatch.setenv("VIDAGENT_LLM_API_KEY", "sk-secret-123")
+    monkeypatch.setenv("VIDAGENT_LLM_BASE_URL", "http://localhost:1/v1")
+    table = run_cli("settings", home=tmp_path)
+    assert table.returncode == 0 and "sk-secret-123" not in table.stdout
+    row = next(line for line in table.stdout.splitlines() if " tools.caption_lines " in line)
+    assert row.startswith("= ") and row.split()[2] == "9" and row.endswith("VIDAGENT_CAPTION_LINES*")
+    listed = json.loads(run_cli("settings", "--json", home=tmp_path).stdout)
+    by_name = {item["name"]: item for item in listed}
+    assert by_name["llm.api_key"]["value"] == "(set)" and not by_name["llm.api_key"]["answers"]
+    assert by_name["home"]["value"] == str(tmp_path) and by_name["home"]["set"] == ["VIDAGENT_HOME"]
+    from vidagent.config import Settings
+
+    assert {v for item in listed for v in item["variables"]} == set(Settings.environment())
+
+
 @pytest.fixture(scope="module")
 def dev_question(tmp_path_factory, models_dir):
     """A dev-set question, its video, and one vidagent home for the end-to-end runs of this module."""

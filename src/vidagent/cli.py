@@ -188,6 +188,23 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_settings(args: argparse.Namespace) -> int:
+    """Every setting, the environment variables that set it, its value here, and whether it changes answers."""
+    described = _settings(args).described()
+    if args.json:
+        print(json.dumps([{"name": d.name, "variables": list(d.variables), "value": d.value, "answers": d.answers,
+                           "set": [v for v in d.variables if os.environ.get(v)]} for d in described],
+                         ensure_ascii=False, default=str))
+        return 0
+    rows = [("=" if d.answers else " ", d.name, json.dumps(d.value, default=str),
+             ", ".join(f"{v}*" if os.environ.get(v) else v for v in d.variables) or "-") for d in described]
+    name_width, value_width = max(len(r[1]) for r in rows), min(40, max(len(r[2]) for r in rows))
+    print("= changes answers (in an eval run's identity); * set in this environment")
+    for mark, name, value, variables in rows:
+        print(f"{mark} {name:<{name_width}}  {value:<{value_width}}  {variables}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vidagent", description="Answer questions about videos.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -264,6 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     models_sub.add_parser("list", help="list installed models")
     models.set_defaults(run=_cmd_models)
+
+    shown = sub.add_parser("settings", help="list every setting: its value, its environment variable, whether it "
+                                            "changes answers")
+    shown.add_argument("--json", action="store_true", help="one JSON list")
+    shown.set_defaults(run=_cmd_settings)
 
     add_eval_parser(sub)
     add_experience_parser(sub, _settings)

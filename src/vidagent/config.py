@@ -427,6 +427,11 @@ class Settings:
         """Every environment variable a setting declares -> the setting's dotted name (``llm.model``)."""
         return dict(_declared(cls))
 
+    def described(self) -> list[DeclaredSetting]:
+        """Every declared setting with its value here, for a person to read (``vidagent settings``): secrets
+        shown as set or not, never their text."""
+        return _described(self)
+
 
 def _read(settings: Declared, env: Mapping[str, str]) -> Declared:
     """``settings`` with each declared setting its environment variable sets (groups' too)."""
@@ -467,6 +472,33 @@ def _declared(kind: type, prefix: str = "") -> list[tuple[str, str]]:
             found += _declared(declared.default_factory, f"{prefix}{declared.name}.")  # type: ignore[arg-type]
         else:
             found += [(name, prefix + declared.name) for name in declared.metadata.get("env", ())]
+    return found
+
+
+@dataclass(frozen=True)
+class DeclaredSetting:
+    """One declared setting as ``vidagent settings`` lists it."""
+
+    name: str  # dotted: ``llm.model``, ``tools.caption_lines``
+    variables: tuple[str, ...]  # the environment variables that set it (the first one set is read)
+    value: object  # JSON-friendly; a secret is ``"(set)"`` or ``None``
+    answers: bool  # whether it can change an answer (then it is in an evaluation run's identity)
+
+
+_SECRETS = ("api_key", "backend_api_keys")  # shown as set or not
+
+
+def _described(settings: Any, prefix: str = "", answers: bool = True) -> list[DeclaredSetting]:
+    found: list[DeclaredSetting] = []
+    for declared in fields(settings):
+        meta, value = declared.metadata, getattr(settings, declared.name)
+        counts = answers and meta.get("answers", True)
+        if meta.get("group"):
+            found += _described(value, f"{prefix}{declared.name}.", counts)
+            continue
+        if declared.name in _SECRETS:
+            value = "(set)" if value else None
+        found.append(DeclaredSetting(prefix + declared.name, tuple(meta.get("env", ())), _plain(value), counts))
     return found
 
 
