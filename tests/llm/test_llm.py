@@ -116,6 +116,24 @@ def test_missing_or_corrupt_model_files(tmp_path: Path) -> None:
         LocalGGUFBackend(corrupt).complete([Message("user", "hi")])
 
 
+@pytest.mark.models
+def test_warming_up_loads_the_model_on_a_thread_and_a_failed_load_is_reported_by_the_first_call(tmp_path: Path) -> None:
+    backend = LocalGGUFBackend(_installed("smollm2-135m"), context_tokens=1024)
+    llm = LLM(backend)
+    llm.warm_up()
+    llm.warm_up()  # once is enough
+    assert llm._warming is not None and llm._warming.name == "llm-warm-up"
+    llm._warming.join(timeout=120)
+    assert backend.load_seconds is not None and backend._server is not None  # loaded before any call
+    assert llm.chat([Message("user", "Say hi.")], max_tokens=4).text
+    llm.close()
+    absent = LLM(LocalGGUFBackend(tmp_path / "absent.gguf"))
+    absent.warm_up()
+    with pytest.raises(ModelUnavailableError, match="does not exist"):
+        absent.chat([Message("user", "hi")])
+    absent.close()
+
+
 # --- the LLM client and its cache ---------------------------------------------------------------
 
 

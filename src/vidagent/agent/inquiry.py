@@ -137,6 +137,10 @@ def prepare(inquiry: Inquiry, resources: AskResources) -> None:
     needs = inquiry.planner.needs
     inquiry.task = inquiry.asked.about(tuple(_source(handle) for handle in inquiry.handles))
     limit = Budget.parse(inquiry.budget) if isinstance(inquiry.budget, str) else inquiry.budget
+    if needs.llm:  # the model loads while the sources' memories are opened (a glance, an index)
+        warm_up = getattr(resources.llm, "warm_up", None)
+        if callable(warm_up):
+            warm_up()
     inquiry.llm = MeteredChat(resources.llm if needs.llm else NoChatModel(inquiry.planner.name), budget=limit)
     mode = check_mode(inquiry.experience or resources.settings.experience) if needs.llm else "none"
     inquiry.keeper = keeper_for(mode, resources)

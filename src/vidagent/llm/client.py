@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -11,6 +13,8 @@ from vidagent.config import Settings
 from vidagent.errors import LLMError, ModelUnavailableError
 from vidagent.llm.base import ChatBackend, Completion, Message, Sampling
 from vidagent.llm.cache import ResponseCache, cache_key
+
+_log = logging.getLogger(__name__)
 
 
 class LLM:
@@ -26,6 +30,7 @@ class LLM:
         self.backend = backend
         self.cache = cache
         self.default_temperature = default_temperature
+        self._warming: threading.Thread | None = None
 
     @property
     def name(self) -> str:
@@ -76,8 +81,28 @@ class LLM:
             self.cache.put(key, completion)
         return completion
 
+    def warm_up(self) -> None:
+        """Start loading the backend's model on a thread of its own (an embedded model's weights: a few seconds),
+        so that the load overlaps what a question does before its first call (opening a glance, indexing); the
+        first call waits for it. Nothing for a backend with nothing to load; a failed load is tried again, and
+        reported, by that call."""
+        load = getattr(self.backend, "load", None)
+        if not callable(load) or self._warming is not None:
+            return
+
+        def main() -> None:
+            try:
+                load()
+            except Exception as error:  # noqa: BLE001 - the first call loads again and raises it where it is seen
+                _log.debug("warming up %s failed: %s", self.name, error)
+
+        self._warming = threading.Thread(target=main, daemon=True, name="llm-warm-up")
+        self._warming.start()
+
     def close(self) -> None:
         """Free the backend (model memory, HTTP connections) and close the response cache."""
+        if self._warming is not None:
+            self._warming.join()  # a load under way would otherwise finish after the close
         close = getattr(self.backend, "close", None)
         if callable(close):
             close()
