@@ -87,26 +87,14 @@ EARLIER_VARIABLES = {
 }
 
 
-def _leaves(kind: type, prefix: str = "") -> list[tuple[str, dict]]:
-    from dataclasses import fields
-
-    found: list[tuple[str, dict]] = []
-    for declared in fields(kind):
-        if declared.metadata.get("group"):
-            found += _leaves(declared.default_factory, f"{prefix}{declared.name}.")  # type: ignore[arg-type]
-        else:
-            found.append((prefix + declared.name, dict(declared.metadata)))
-    return found
-
-
 def test_every_setting_that_changes_answers_declares_its_environment_variable_and_the_earlier_ones_stay():
     import re
 
     declared = Settings.environment()
     assert {name: declared.get(name) for name in EARLIER_VARIABLES} == EARLIER_VARIABLES
-    for name, meta in _leaves(Settings):
-        if meta["answers"]:
-            assert meta["env"], f"{name} changes answers but declares no environment variable"
+    for setting in Settings().described():
+        if setting.answers:
+            assert setting.variables, f"{setting.name} changes answers but declares no environment variable"
     assert len(set(declared)) == len(declared)
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     read_elsewhere = {"VIDAGENT_TOKEN", "VIDAGENT_TEST_DATA"}  # the server's token, the tests' data folder
