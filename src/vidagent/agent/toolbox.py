@@ -64,7 +64,6 @@ class Toolbox:
     memory_note: str = ""
     context_tokens: int = 4096  # the chat model's context window, for planners that fill it
     assist: AssistKit = field(default_factory=AssistKit)  # AssistGPT's sources, modules and example bank (PEIL)
-    experience_scope: str = ""  # whose experience: the user's (''), or an evaluation run's own
     replay: Replay | None = None  # experience chosen for this question (DigimonGPT), shown before it
     sees_frames: bool = True  # visual_question_answering looks at pixels (False: it reads frame descriptions)
     selection: MemorySelection | None = None  # which memories were built ahead of the question, and why

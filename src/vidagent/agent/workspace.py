@@ -121,7 +121,7 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
             memory_note=memory_note(list(memories.values()), perception.describer.memory_note),
             context_tokens=settings.llm.context_tokens, assist=_assist_kit(needs, media, resources, llm, attached),
             attached=tuple(tool.name for tool in attached),
-            experience_scope=settings.experience_scope, replay=replay,
+            replay=replay,
             sees_frames=resources.vqa(llm).sees_frames if with_tools else True,
             selection=selection, shapes=settings.tools, withheld=withheld,
             selector=EvidenceSelector(perception.embedder))
