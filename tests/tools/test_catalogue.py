@@ -1,14 +1,19 @@
 """The catalogue's contract (vidagent.tools.catalogue): every tool and module the workspace builds is
 declared in its form and only there; what a capability declares it refines, it refines on a glanced
-memory, and what it does not, it does not; sources without frames or speech withhold what needs them;
-a tool whose declared parameters its function does not take is refused when it is made."""
+memory, and what it does not, it does not; every tool and module calls exactly the capabilities
+(vidagent.tools.capabilities) it declares it is a form of, and the segment-id and visual[i] forms of one
+capability reach the same function; sources without frames or speech withhold what needs them; a tool
+whose declared parameters its function does not take is refused when it is made."""
 
 from __future__ import annotations
 
+import itertools
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from fakes import perception as fake_perception
 from fakes.library import fake_settings
 from fakes.llm import ScriptedLLM
 from fakes.perception import long_clip, scripted_perception, write_clip
@@ -18,9 +23,9 @@ from vidagent.agent.workspace import open_workspace
 from vidagent.errors import PlannerError
 from vidagent.memory.glance import Glance
 from vidagent.session import Session
-from vidagent.tools import catalogue
+from vidagent.tools import capabilities, catalogue
 from vidagent.tools.base import Observation, Parameter, Tool
-from vidagent.tools.media import video_media
+from vidagent.tools.media import frame_media, video_media
 from vidagent.video.video import Video
 
 EVERYTHING = Needs(tools=None, modules=True, max_sources=None)
@@ -42,6 +47,13 @@ MODULE_CALLS = {  # (query, the stretch of the video as the source)
     "subtitle_ground": ("the clock", (0.0, 60.0)),
     "temporal_reason": ("after: 40", (0.0, 60.0)),
 }
+FORM_CALLS = {  # more calls of a module, each (query, the stretch as the source; a time: the frame there)
+    "subtitle_reason": [("What is said about the clock?", (0.0, 60.0))],
+    "caption": [("What is on the table?", 21.0), ("", 21.0)],  # asks a question; describes
+    **{name: [call] for name, call in MODULE_CALLS.items()},
+}
+# a capability that calls another (the forms of the outer one reach the inner one through it)
+NESTED = {"look_and_ask": {"ask_frames"}}
 
 
 @contextmanager
@@ -120,3 +132,98 @@ def test_a_tool_whose_declared_parameters_its_function_does_not_take_is_refused_
         Tool("count", "counts", (Parameter("question", str, "q"),), count)
     made = Tool("count", "counts", (Parameter("question", str, "q"), Parameter("limit", int, "n")), count)
     assert made(made.parse_arguments({"question": "ab", "limit": 2})).text == "abab"
+
+
+@pytest.fixture()
+def palette_kept(monkeypatch):
+    """These tests make clips of their own; the colours (and voices) later tests' clips are given stay as
+    they were without them (tests/memory/test_glance.py's keyframe checks depend on those colours)."""
+    for counter in ("_colours", "_voices"):
+        position = int(re.fullmatch(r"count\((\d+)\)", repr(getattr(fake_perception, counter))).group(1))
+        monkeypatch.setattr(fake_perception, counter, itertools.count(position))
+
+
+class CapabilitySpy:
+    """Wraps every capability (vidagent.tools.capabilities.CAPABILITIES): ``called`` names those a tool
+    or module called itself, ``reached`` every one that ran (through another one, too)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.called: set[str] = set()
+        self.reached: set[str] = set()
+        self._depth = 0
+        for name, function in capabilities.CAPABILITIES.items():
+            monkeypatch.setattr(capabilities, function.__name__, self._spy(name, function))
+
+    def _spy(self, name, function):
+        def spy(*args, **kwargs):
+            if self._depth == 0:
+                self.called.add(name)
+            self.reached.add(name)
+            self._depth += 1
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._depth -= 1
+        return spy
+
+    def take(self) -> tuple[set[str], set[str]]:
+        """What was called and reached since the last take."""
+        taken = (set(self.called), set(self.reached))
+        self.called.clear()
+        self.reached.clear()
+        return taken
+
+
+def _reaches(names) -> set[str]:
+    return set(names).union(*(NESTED.get(name, set()) for name in names))
+
+
+def _declared(names) -> dict[str, tuple[set[str], set[str]]]:
+    return {name: (set(catalogue.CATALOGUE[name].capabilities), _reaches(catalogue.CATALOGUE[name].capabilities))
+            for name in names}
+
+
+def test_every_tool_calls_exactly_the_capabilities_it_is_declared_a_form_of(tmp_path, monkeypatch, palette_kept):
+    spy = CapabilitySpy(monkeypatch)
+    seen = {}
+    with fresh_session(tmp_path) as (session, video, llm), \
+            open_workspace(Needs(tools=tuple(SEGMENT_CALLS)), "What is on the table?", [video], session, llm,
+                           glance=10.0) as toolbox:
+        for name, arguments in SEGMENT_CALLS.items():
+            observation = toolbox.call(name, arguments)
+            assert not observation.is_error, f"{name}: {observation.text}"
+            seen[name] = spy.take()
+    assert seen == _declared(SEGMENT_CALLS)
+
+
+def test_every_module_calls_exactly_the_capabilities_it_is_declared_a_form_of(tmp_path, monkeypatch, palette_kept):
+    spy = CapabilitySpy(monkeypatch)
+    seen = {}
+    with fresh_session(tmp_path) as (session, video, llm):
+        media = video_media(Glance(session.builder(), video, 10.0, speech=True).open())
+        with open_workspace(Needs(tools=(), modules=True, max_sources=None), "?", [video], session, llm,
+                            glance=0) as toolbox:
+            for name, calls in FORM_CALLS.items():
+                for query, where in calls:
+                    source = frame_media(media, where) if isinstance(where, float) else media.clip(*where)
+                    observation = toolbox.assist.modules[name].function(query, source)
+                    assert not observation.is_error, f"{name}: {observation.text}"
+                seen[name] = spy.take()
+    assert seen == _declared(FORM_CALLS)
+
+
+def test_every_declared_capability_is_written_once_and_both_forms_reach_the_shared_ones():
+    for name, function in capabilities.CAPABILITIES.items():
+        assert function.__name__ == name and getattr(capabilities, name) is function
+    declared = {c.name: _reaches(c.capabilities) for c in catalogue.CATALOGUE.values()}
+    assert set().union(*declared.values()) == set(capabilities.CAPABILITIES)
+    forms = {name: {c.form for c in catalogue.CATALOGUE.values() if name in declared[c.name]}
+             for name in capabilities.CAPABILITIES}
+    # the segment-id tool and the visual[i] module of each of these format one function's result
+    assert {name for name, reached in forms.items() if reached == {"segments", "source"}} == \
+        {"read_span", "localise", "describe", "ask_frames"}
+    assert catalogue.CATALOGUE["caption_retrieval"].capabilities == catalogue.CATALOGUE["video_narration"].capabilities
+    assert catalogue.CATALOGUE["segment_localization"].capabilities == \
+        catalogue.CATALOGUE["narration_ground"].capabilities
+    # every tool and module with a call case is checked against its declaration above
+    assert {c.name for c in catalogue.CATALOGUE.values() if c.capabilities} <= set(SEGMENT_CALLS) | set(FORM_CALLS)

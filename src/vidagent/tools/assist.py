@@ -20,6 +20,10 @@ The modules that read a window's descriptions or on-screen text from the memory 
 ``narration_reason``, ``narration_ground``, ``text_detect`` over a video) read a partial memory as react's
 ``caption_retrieval`` does (``vidagent.tools.refining``): a window of at most ``ToolShapes.module_lines``
 segments is described in full first, and the observation names it (``artifacts["refined"]``).
+
+Reading a window, localising a text in it, looking and asking, describing and hearing are the shared
+capabilities (``vidagent.tools.capabilities``) that react's tools are forms of too: a module here only
+turns their results into its observation; the catalogue says which module is a form of which.
 """
 
 from __future__ import annotations
@@ -38,10 +42,12 @@ from vidagent.perception.base import (FrameDescriber, ObjectDetector, OpenVocabu
                                       VisualQA)
 from vidagent.perception.detections import class_names
 from vidagent.prompts import prompt
+from vidagent.tools import capabilities
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.capabilities import Span
 from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media
-from vidagent.tools.observed import frame_text, lines, quote, quote_all, segment_text, with_text
-from vidagent.tools.refining import read_stretch, refine_stretch, refined_artifact
+from vidagent.tools.observed import lines, quote, quote_all, segment_text, with_text
+from vidagent.tools.refining import refine_stretch, refined_artifact
 from vidagent.video.sampling import spread_evenly
 from vidagent.video.source import SourceKind
 from vidagent.video.video import SampledFrame
@@ -146,19 +152,19 @@ class AssistModules:
     def caption(self, query: str, media: Media | None) -> Observation:
         image = _still(media)
         if not _given(query):
-            description = self.describer.describe([image.pixels])[0]
-            seen = frame_text(description)
+            seen = capabilities.describe(self.describer, [image.pixels])[0]
             return Observation(f"Description: {seen}", evidence=_evidence(image, seen))
         frame = SampledFrame(image.source.window[0] if image.source.window else 0.0, image.pixels)
-        result = self.vqa.answer(query, [frame])
-        return Observation(f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}",
-                           evidence=_evidence(image, result.answer, "model"))
+        looked = capabilities.ask_frames(self.vqa, query, [frame])
+        return Observation(f"Description: {lines(looked.description)}\nAnswer: {quote(looked.answer)}",
+                           evidence=_evidence(image, looked.answer, "model"))
 
     def video_narration(self, query: str, media: Media | None) -> Observation:
         return self._narration(_moving(media), self.shapes.module_lines)
 
     def _narration(self, video: VideoMedia, max_lines: int | None = None, max_chars: int | None = None) -> Observation:
-        segments, refined = read_stretch(video.memory, video.segments(), self.shapes.module_lines)
+        reading = capabilities.read_span(video.memory, _span(video), self.shapes.module_lines)
+        segments = reading.segments
         said = [with_text(s.description, s.on_screen_text) for s in segments]
         narration = [f"{s.start_s:.1f}-{s.end_s:.1f} s: {text}" for s, text in zip(segments, said)]
         if not narration:
@@ -166,7 +172,7 @@ class AssistModules:
         text, kept = _shown(narration, "stretches", max_lines, max_chars)
         return Observation(text, evidence=tuple(Evidence(segments[i].start_s, segments[i].end_s, said[i],
                                                          video.source.id) for i in kept),
-                           artifacts=refined_artifact(refined))
+                           artifacts=refined_artifact(reading.refined))
 
     def object_detect(self, query: str, media: Media | None) -> Observation:
         image = _still(media)
@@ -213,13 +219,14 @@ class AssistModules:
         return self._speech(_moving(media), self.shapes.module_lines)
 
     def _speech(self, video: VideoMedia, max_lines: int | None = None, max_chars: int | None = None) -> Observation:
-        if not video.memory.video.info.has_audio:
+        heard = capabilities.hear(video.memory, _span(video))
+        if not heard.has_audio:
             return Observation("This video has no audio track.")
-        spoken = video.speech()
-        heard = [f"{a:.1f}-{b:.1f} s: {quote(text)}" for a, b, text in spoken]
-        if not heard:
+        spoken = heard.lines
+        said = [f"{a:.1f}-{b:.1f} s: {quote(text)}" for a, b, text in spoken]
+        if not said:
             return Observation("No speech was recognised in this source.")
-        text, kept = _shown(heard, "lines", max_lines, max_chars)
+        text, kept = _shown(said, "lines", max_lines, max_chars)
         return Observation(text, evidence=tuple(Evidence(spoken[i][0], spoken[i][1], spoken[i][2], video.source.id,
                                                          kind="speech")
                                                 for i in kept))
@@ -241,7 +248,7 @@ class AssistModules:
             return Observation(f"Nothing was detected to match '{query}' (the detector knows 80 COCO classes).")
         names = class_names(detections)
         labels = sorted(set(names))
-        similarity = dict(zip(labels, self._similarities(query, labels)))
+        similarity = dict(zip(labels, capabilities.similarities(self.embedder, query, labels)))
         scores = [similarity[label] * (0.5 + 0.5 * float(score))
                   for label, score in zip(names, detections.confidence)]
         best = int(np.argmax(scores))
@@ -291,39 +298,36 @@ class AssistModules:
 
     def narration_ground(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
-        refined = refine_stretch(video.memory, video.segments(), self.shapes.module_lines)
-        segments = video.segments()  # read again: what was refined is described now
+        found = capabilities.localise(video.memory, self.embedder, query, _span(video), limit=1,
+                                      whole=self.shapes.module_lines)
+        segments, refined = found.segments, found.refined
         if not segments:
             return Observation("The memory holds no narration for this source.", is_error=True)
-        inside = [s.segment_id for s in segments]
-        ranked = video.memory.rank_segments(self.embedder.embed_queries([query])[0], video.memory.segment_count)
-        match = next((r for r in ranked if r.segment.segment_id in inside), None)
-        if match is None:  # a partial memory has looked at none of them yet
+        if not found.ranked:  # a partial memory has looked at none of them yet
             return Observation("The memory holds no narration for this source yet.", is_error=True,
                                artifacts=refined_artifact(refined))
-        best = inside.index(match.segment.segment_id)
+        match = found.ranked[0]
+        best = [s.segment_id for s in segments].index(match.segment.segment_id)
         first, last = segments[max(0, best - 1)], segments[min(len(segments) - 1, best + 1)]
         clip = video.clip(first.start_s, last.end_s)
         start, end = clip.window
-        found = match.segment
-        seen = with_text(found.description, found.on_screen_text)
-        return Observation(f"The best match is {found.start_s:.1f}-{found.end_s:.1f} s "
+        matched = match.segment
+        seen = with_text(matched.description, matched.on_screen_text)
+        return Observation(f"The best match is {matched.start_s:.1f}-{matched.end_s:.1f} s "
                            f"(similarity {match.score:.2f}): {seen}\n"
                            f"Cut the clip {start:.1f}-{end:.1f} s around it.",
-                           evidence=(Evidence(start, end, segment_text(found), video.source.id),), media=(clip,),
+                           evidence=(Evidence(start, end, segment_text(matched), video.source.id),), media=(clip,),
                            artifacts=refined_artifact(refined))
 
     def subtitle_ground(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
-        lines = video.speech()
-        if not lines:
+        match = capabilities.match_speech(video.memory, self.embedder, query, _span(video))
+        if match is None:
             return Observation("Warning: no speech in this source, so no clip was found by its subtitles.")
-        scores = self._similarities(query, [text for _, _, text in lines])
-        best = int(np.argmax(scores))
-        start_s, end_s, text = lines[best]
+        start_s, end_s, text = match.line
         clip = video.clip(start_s - 1.0, end_s + 1.0)
         start, end = clip.window
-        return Observation(f"The speech that matches best (similarity {scores[best]:.2f}) is at "
+        return Observation(f"The speech that matches best (similarity {match.score:.2f}) is at "
                            f"{start_s:.1f}-{end_s:.1f} s: {quote(text)}\nCut the clip {start:.1f}-{end:.1f} s.",
                            evidence=(Evidence(start, end, text.strip(), video.source.id, kind="speech"),), media=(clip,))
 
@@ -390,10 +394,6 @@ class AssistModules:
         return Observation(f"{listing} found (open-vocabulary detection of the query).",
                            evidence=_evidence(image, listing))
 
-    def _similarities(self, query: str, texts: Sequence[str]) -> list[float]:
-        query_vector = self.embedder.embed_queries([query])[0]
-        return [float(v) for v in self.embedder.embed_passages(list(texts)) @ query_vector]
-
 
 def _shown(lines: list[str], what: str, max_lines: int | None, max_chars: int | None) -> tuple[str, list[int]]:
     """``lines`` joined, evenly thinned to at most ``max_lines`` lines or ``max_chars`` characters, with
@@ -444,6 +444,11 @@ def _temporal_window(query: str, window: tuple[float, float], absolute_parts: in
             return start + index * part, start + (index + 1) * part
     raise ToolInputError("temporal_reason takes \"beginning\", \"middle\", \"end\", \"before: <seconds>\" "
                          f"or \"after: <seconds>\"; got {query!r}")
+
+
+def _span(video: VideoMedia) -> Span:
+    """The window a video or clip covers, as the capabilities take it."""
+    return Span.of_times(*video.window)
 
 
 def _still(media: Media | None) -> ImageMedia:

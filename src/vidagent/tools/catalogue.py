@@ -15,7 +15,10 @@ can build it ahead). Each entry says:
 - ``refines``: it reads a stretch whole, so a partial (glanced) memory is described in full there
   first (``tools.refining``);
 - ``offered``: offered by a planner that takes every tool (False: only when the planner's ``tools``
-  option names it).
+  option names it);
+- ``capabilities``: the capabilities (``tools.capabilities.CAPABILITIES``, each written once over a memory
+  and a window) it is a form of, the ones it calls itself: the segment-id tool and the ``visual[i]`` module
+  of one capability format the same function's result (empty: what it does is written only there).
 
 Every tool the workspace builds must have its entry (``check_declared``, run when the workspace is
 built, and a contract test builds them all): a tool added without one fails loudly, not silently
@@ -42,26 +45,28 @@ class Capability:
     needs: frozenset[str] = frozenset()
     refines: bool = False
     offered: bool = True
+    capabilities: tuple[str, ...] = ()
 
 
 def _entry(name: str, form: Form, reads: str, *, needs: str = "", refines: bool = False,
-           offered: bool = True) -> Capability:
-    return Capability(name, form, frozenset(reads.split()), frozenset(needs.split()), refines, offered)
+           offered: bool = True, of: str = "") -> Capability:
+    return Capability(name, form, frozenset(reads.split()), frozenset(needs.split()), refines, offered,
+                      tuple(of.split()))
 
 
 
 
 CATALOGUE: dict[str, Capability] = {c.name: c for c in (
     # VideoAgent's temporal tools
-    _entry("caption_retrieval", "segments", "descriptions speech text", refines=True),
-    _entry("segment_localization", "segments", "descriptions speech text"),
-    _entry("visual_question_answering", "segments", "pixels model", refines=True),
+    _entry("caption_retrieval", "segments", "descriptions speech text", refines=True, of="read_span"),
+    _entry("segment_localization", "segments", "descriptions speech text", of="localise"),
+    _entry("visual_question_answering", "segments", "pixels model", refines=True, of="look_and_ask"),
     # VideoAgent's object memory and DoraemonGPT's sub-task tools (SQL over the memory, objects included)
     _entry("object_memory_querying", "segments", "objects model", needs="pixels"),
     *(_entry(kind, "segments", "descriptions speech text objects model") for kind in SUBTASK_KINDS),
     # frames by time
-    _entry("frame_description", "segments", "pixels"),
-    _entry("frame_question_answering", "segments", "pixels model"),
+    _entry("frame_description", "segments", "pixels", of="describe"),
+    _entry("frame_question_answering", "segments", "pixels model", of="look_and_ask"),
     # DoraemonGPT's utilities and the referring tool: offered only when named
     _entry("export_clip", "segments", "pixels files", offered=False),
     _entry("export_frames", "segments", "pixels files", offered=False),
@@ -69,18 +74,18 @@ CATALOGUE: dict[str, Capability] = {c.name: c for c in (
     _entry("remove_object", "segments", "pixels objects files", offered=False),
     _entry("refer_object", "segments", "pixels objects model files", offered=False),
     # AssistGPT's modules
-    _entry("caption", "source", "pixels model", needs="pixels"),
-    _entry("video_narration", "source", "descriptions", refines=True),
+    _entry("caption", "source", "pixels model", needs="pixels", of="describe ask_frames"),
+    _entry("video_narration", "source", "descriptions", refines=True, of="read_span"),
     _entry("object_detect", "source", "pixels", needs="pixels"),
     _entry("text_detect", "source", "pixels text", needs="pixels", refines=True),
-    _entry("asr", "source", "speech", needs="speech"),
+    _entry("asr", "source", "speech", needs="speech", of="hear"),
     _entry("region_ground", "source", "pixels", needs="pixels"),
-    _entry("narration_ground", "source", "descriptions", refines=True),
+    _entry("narration_ground", "source", "descriptions", refines=True, of="localise"),
     _entry("text_ground", "source", "pixels text", needs="pixels"),
-    _entry("subtitle_ground", "source", "speech", needs="speech"),
+    _entry("subtitle_ground", "source", "speech", needs="speech", of="match_speech"),
     _entry("knowledge_reason", "source", "model"),
-    _entry("narration_reason", "source", "descriptions model", refines=True),
-    _entry("subtitle_reason", "source", "speech model", needs="speech"),
+    _entry("narration_reason", "source", "descriptions model", refines=True, of="read_span"),
+    _entry("subtitle_reason", "source", "speech model", needs="speech", of="hear"),
     _entry("temporal_reason", "source", ""),
     _entry("get_frame", "source", "pixels", needs="pixels"),
 )}

@@ -1,6 +1,9 @@
 """Tools that look at a video's frames directly, by time (TraveLER's Extractor, AssistGPT's
 inspection of clips): describe the frames of a window, or ask the visual-QA backend about them.
 
+Describing frames and asking about them are capabilities shared with AssistGPT's ``caption`` module
+(``vidagent.tools.capabilities``); these tools pick the frames and format the results.
+
 A window is ``[start_s, end_s]`` in seconds, sampled at ``ToolShapes.frame_tool_fps`` from its start to
 its end (one frame when start equals end; at most ``frame_tool_max_frames``). Frames decoded for a window are
 kept for the question, so describing a window and then asking about it decodes it once.
@@ -15,11 +18,12 @@ from vidagent.llm.base import ChatModel
 from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber, VisualQA
+from vidagent.tools import capabilities
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
-from vidagent.tools.caption_window import answer_from_captions, segment_evidence, caption_lines
-from vidagent.tools.observed import frame_text, quote
+from vidagent.tools.capabilities import Span
+from vidagent.tools.caption_window import caption_lines, segment_evidence
+from vidagent.tools.observed import quote
 from vidagent.video.video import SampledFrame
-
 
 
 @dataclass
@@ -57,29 +61,38 @@ class FrameTools:
         frames = self._window(start_s, end_s)
         if isinstance(frames, Observation):
             return frames
-        described = self.describer.describe([frame.image for frame in frames])
-        lines = [f"{frame.time_s:.1f} s: {frame_text(description)}" for frame, description in zip(frames, described)]
+        described = capabilities.describe(self.describer, [frame.image for frame in frames])
+        lines = [f"{frame.time_s:.1f} s: {seen}" for frame, seen in zip(frames, described)]
         text = "\n".join(lines)
         return Observation(text, evidence=(Evidence(frames[0].time_s, frames[-1].time_s, text, self.memory.video_id),),
                            artifacts={"frame_times": [round(f.time_s, 3) for f in frames]})
 
     def frame_question_answering(self, question: str, start_s: float, end_s: float) -> Observation:
-        if not self.memory.has_pixels:
+        seen: list[SampledFrame] = []
+        if self.memory.has_pixels:
+            frames = self._window(start_s, end_s)
+            if isinstance(frames, Observation):
+                return frames
+            seen = frames
+        else:  # its captions stand for the frames
             read = self._captions(start_s, end_s)
             if isinstance(read, Observation):
                 return read
-            return Observation(f"Answer (from the captions; this memory has no frames): "
-                               f"{quote(answer_from_captions(question, read, self.llm))}",
-                               evidence=segment_evidence(read, self.memory.video_id))
-        frames = self._window(start_s, end_s)
-        if isinstance(frames, Observation):
-            return frames
-        result = self.vqa.answer(question, frames)
-        return Observation(f"Answer: {quote(result.answer)}",
-                           evidence=(Evidence(frames[0].time_s, frames[-1].time_s, result.answer,
+        looked = capabilities.look_and_ask(self.memory, self._span(start_s, end_s), question, vqa=self.vqa,
+                                           llm=self.llm, frames=lambda: seen)
+        if looked.captions is not None:
+            return Observation(f"Answer (from the captions; this memory has no frames): {quote(looked.answer)}",
+                               evidence=segment_evidence(looked.captions, self.memory.video_id))
+        return Observation(f"Answer: {quote(looked.answer)}",
+                           evidence=(Evidence(looked.frames[0].time_s, looked.frames[-1].time_s, looked.answer,
                                               self.memory.video_id, kind="model"),),
-                           artifacts={"frame_times": [round(f.time_s, 3) for f in frames],
-                                      "description": result.description})
+                           artifacts={"frame_times": [round(f.time_s, 3) for f in looked.frames],
+                                      "description": looked.description})
+
+    def _span(self, start_s: float, end_s: float) -> Span:
+        """The window asked about, clamped to the video."""
+        start, end = sorted((float(start_s), float(end_s)))
+        return Span.of_times(max(0.0, start), min(self.memory.video.duration_s, end))
 
     def _captions(self, start_s: float, end_s: float) -> list[SegmentRecord] | Observation:
         """The captions of a window, for a memory without frames."""
@@ -87,7 +100,7 @@ class FrameTools:
         start, end = sorted((float(start_s), float(end_s)))
         if end < 0 or start > duration:
             return Observation(f"Nothing there: the video runs from 0 to {duration:.1f} s.", is_error=True)
-        read = self.memory.segments_between(max(0.0, start), min(duration, end))
+        read = self._span(start, end).segments(self.memory)
         if not read:
             return Observation(f"No captions between {start:.1f} and {end:.1f} s.", is_error=True)
         return read
@@ -102,5 +115,5 @@ class FrameTools:
         if key not in self._frames:
             count = min(self.shapes.frame_tool_max_frames, 1 + round((end - start) * self.shapes.frame_tool_fps))
             times = [start] if count == 1 else [start + i * (end - start) / (count - 1) for i in range(count)]
-            self._frames[key] = list(self.memory.video.frames_at(times, max_side=self.shapes.frame_max_side))
+            self._frames[key] = capabilities.window_frames(self.memory, times, self.shapes.frame_max_side)
         return self._frames[key]

@@ -1,6 +1,8 @@
 """VideoAgent's tools over the temporal memory: caption_retrieval, segment_localization,
 visual_question_answering (what they do follows the paper's appendix C; their descriptions are
-cut to what a planner needs, since every step of a ReAct chain re-reads them)."""
+cut to what a planner needs, since every step of a ReAct chain re-reads them). Each is the segment-id
+form of a capability written once in ``vidagent.tools.capabilities`` (read a span, localise, look and
+ask), of which AssistGPT's modules are the ``visual[i]`` form: here only the ids and the observation."""
 
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ from vidagent.llm.base import ChatModel
 from vidagent.memory.store import SegmentRecord
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import TextEmbedder, VisualQA
+from vidagent.tools import capabilities
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
-from vidagent.tools.caption_window import answer_from_captions, segment_evidence
+from vidagent.tools.capabilities import Span
+from vidagent.tools.caption_window import segment_evidence
 from vidagent.tools.observed import lines, quote, segment_text
-from vidagent.tools.refining import read_stretch, refined_artifact
+from vidagent.tools.refining import refined_artifact
 from vidagent.video.sampling import midpoints, spread_evenly
-
+from vidagent.video.video import SampledFrame
 
 
 @dataclass
@@ -51,7 +55,7 @@ class TemporalTools:
             ),
         ]
 
-    # -- tools -----------------------------------------------------------------------------
+    # -- tools: formatters over the capabilities (vidagent.tools.capabilities) -----------------
     def caption_retrieval(self, start_segment: int, end_segment: int) -> Observation:
         count = self.memory.segment_count
         if count == 0:
@@ -63,21 +67,22 @@ class TemporalTools:
         start, end = max(0, start), min(count - 1, end)
         shown = self.shapes.caption_lines
         # read whole: a partial memory describes it in full first; skimmed: among the segments it has looked at
-        segments, refined = read_stretch(self.memory, self.memory.segments[start:end + 1], shown)
+        reading = capabilities.read_span(self.memory, Span.of_segments(self.memory, start, end), shown)
+        segments = reading.segments
         if len(segments) > shown:  # a wide range is skimmed: ``shown`` segments evenly spread over it
             segments = spread_evenly(segments, shown)
             notes.append(f"({end - start + 1} segments in {start}-{end}: {shown} of them, evenly spread, "
                          f"are shown; ask a range of at most {shown} to read every one)")
         lines = notes + _segment_runs(segments)
         return Observation("\n".join(lines), evidence=segment_evidence(segments, self.memory.video_id),
-                           artifacts=refined_artifact(refined))
+                           artifacts=refined_artifact(reading.refined))
 
     def segment_localization(self, description: str) -> Observation:
         count = self.memory.segment_count
         if count == 0:
             return Observation("The video memory holds no segments.", is_error=True)
-        query = self.embedder.embed_queries([description])[0]
-        ranked = self.memory.rank_segments(query, self.shapes.localized_segments)
+        ranked = capabilities.localise(self.memory, self.embedder, description,
+                                       limit=self.shapes.localized_segments).ranked
         lines = [f"There are {count} segments in total (ids 0-{count - 1}). Most similar to '{description}':"]
         lines += [f"{_segment_line(r.segment, words=self.shapes.snippet_words)} [similarity {r.score:.2f}]" for r in ranked]
         return Observation("\n".join(lines), evidence=segment_evidence([r.segment for r in ranked], self.memory.video_id))
@@ -90,23 +95,25 @@ class TemporalTools:
             return Observation(f"No segment {segment_id}: ids run from 0 to {count - 1}.", is_error=True)
         first = self.memory.segment(max(0, segment_id - 1))
         last = self.memory.segment(min(count - 1, segment_id + 1))
-        refined = self.memory.refine(first.start_s, last.end_s)  # what it looks at, described in full
-        if not self.memory.has_pixels:  # a memory of captions only: they stand for the frames
-            read = self.memory.segments[first.segment_id : last.segment_id + 1]
-            answer = answer_from_captions(question, read, self.llm)
+        span = Span.of_segments(self.memory, first.segment_id, last.segment_id)
+        refined = self.memory.refine(span.start_s, span.end_s)  # what it looks at, described in full
+        looked = capabilities.look_and_ask(self.memory, span, question, vqa=self.vqa, llm=self.llm,
+                                           frames=lambda: self._frames(span))
+        if looked.captions is not None:  # a memory of captions only: they stand for the frames
             return Observation(f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s),"
-                               f" read from their captions (no frames).\nAnswer: {quote(answer)}",
-                               evidence=segment_evidence(read, self.memory.video_id))
-        span = last.end_s - first.start_s
-        samples = max(2, round(span * self.shapes.vqa_frames_per_second))
-        times = midpoints(first.start_s, last.end_s, samples)
-        frames = list(self.memory.video.frames_at(times, max_side=self.shapes.frame_max_side))
-        result = self.vqa.answer(question, frames)
+                               f" read from their captions (no frames).\nAnswer: {quote(looked.answer)}",
+                               evidence=segment_evidence(looked.captions, self.memory.video_id))
         text = f"Segments {first.segment_id}-{last.segment_id} ({first.start_s:.1f}-{last.end_s:.1f} s).\n" \
-               f"Description: {lines(result.description)}\nAnswer: {quote(result.answer)}"
-        return Observation(text, evidence=(Evidence(first.start_s, last.end_s, result.answer, self.memory.video_id,
+               f"Description: {lines(looked.description)}\nAnswer: {quote(looked.answer)}"
+        return Observation(text, evidence=(Evidence(first.start_s, last.end_s, looked.answer, self.memory.video_id,
                                                      kind="model"),),
-                           artifacts={"frame_times": [f.time_s for f in frames]} | refined_artifact(refined))
+                           artifacts={"frame_times": [f.time_s for f in looked.frames]} | refined_artifact(refined))
+
+    def _frames(self, span: Span) -> list[SampledFrame]:
+        """What visual_question_answering looks at: frames at the midpoints of equal parts of the span."""
+        samples = max(2, round((span.end_s - span.start_s) * self.shapes.vqa_frames_per_second))
+        return capabilities.window_frames(self.memory, midpoints(span.start_s, span.end_s, samples),
+                                          self.shapes.frame_max_side)
 
 
 def _segment_runs(segments: list[SegmentRecord]) -> list[str]:
