@@ -78,6 +78,8 @@ def test_keyframes_near_gives_the_nearest_keyframe_within_reach_decoding_only_ke
     assert {t: frame.time_s for t, frame in near.items() if frame is not None} == {0.9: 0.0, 2.2: 2.0, 3.1: 4.0}
     assert [int(round(near[t].image.mean())) for t in (0.9, 2.2, 3.1)] == pytest.approx([0, 80, 160], abs=4)
     assert near[0.9] is not near[2.2] and dict(video.keyframes_near([2.2, 2.3], within_s=0.5))[2.3] is not None
+    shared = dict(video.keyframes_near([1.0, 3.0], within_s=1.0))  # 2 s is after 1 s's reach, at 3 s's start
+    assert shared[1.0].time_s == 0.0 and shared[3.0].time_s == 2.0
 
 
 def test_seek_free_decoding_of_a_single_keyframe_avi():

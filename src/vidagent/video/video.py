@@ -199,8 +199,9 @@ class Video:
 
     def keyframes_near(self, times_s: Sequence[float], within_s: float, *,
                        max_side: int | None = None) -> Iterator[tuple[float, SampledFrame | None]]:
-        """For each requested time (in time order), the keyframe nearest to it within ``within_s``
-        seconds (the frame with its own time), or None where no keyframe lies that near.
+        """For each requested time (in time order), the keyframe nearest to it from ``within_s`` seconds
+        before it to (not including) ``within_s`` after it (the frame with its own time), or None where no
+        keyframe lies that near. Times ``2 * within_s`` apart never share a keyframe.
 
         Only keyframes are decoded (a twentieth to a three-hundredth of the frames of a usual stream):
         the cheapest look at a whole video, for a first glance that can take a frame near a time in
@@ -212,7 +213,7 @@ class Video:
         converted: dict[int, SampledFrame] = {}
 
         def take(frame: av.VideoFrame | None, target: float) -> SampledFrame | None:
-            if frame is None or abs(frame.time - target) > within_s + 1e-6:
+            if frame is None or target - frame.time > within_s + 1e-6 or frame.time - target >= within_s - 1e-6:
                 return None
             if id(frame) not in converted:
                 converted[id(frame)] = self._convert(frame, frame.time, max_side)
