@@ -191,9 +191,7 @@ class Glance:
         with bar:
             for first in range(0, len(ordered), self.frames.batch_size):
                 batch = ordered[first:first + self.frames.batch_size]
-                started = time.perf_counter()
-                self.glimpses.update(zip((frame.time_s for frame in batch), self.frames.process(batch)))
-                self.seconds += time.perf_counter() - started
+                self.glimpses.update(zip((frame.time_s for frame in batch), self._timed_process(batch)))
                 bar.update(len(batch))
 
     def _sample_time(self, time_s: float) -> float:
@@ -230,14 +228,18 @@ class Glance:
         fresh = [frame for frame in frames if frame.time_s not in self.results]
         if not fresh:
             return
-        started = time.perf_counter()
-        outputs = self.frames.process(fresh)
-        self.seconds += time.perf_counter() - started
         chunk = []
-        for frame, output in zip(fresh, outputs):
+        for frame, output in zip(fresh, self._timed_process(fresh)):
             self.results[frame.time_s] = output
             chunk.append([frame.time_s, output])
         self._checkpoint(chunk)
+
+    def _timed_process(self, frames: list[SampledFrame]) -> list[Any]:
+        """The describer's results for ``frames``, its time counted as the glance's model time."""
+        started = time.perf_counter()
+        outputs = self.frames.process(frames)
+        self.seconds += time.perf_counter() - started
+        return outputs
 
     def _save_copies(self) -> None:
         """Every sample time whose key frame is described takes its result (checkpointed)."""
