@@ -212,12 +212,16 @@ class Video:
             return
         converted: dict[int, SampledFrame] = {}
 
-        def take(frame: av.VideoFrame | None, target: float) -> SampledFrame | None:
-            if frame is None or target - frame.time > within_s + 1e-6 or frame.time - target >= within_s - 1e-6:
+        def take(target: float, *candidates: av.VideoFrame | None) -> SampledFrame | None:
+            """The candidate nearest to ``target`` within reach (the earlier on a tie), converted once."""
+            reachable = [frame for frame in candidates if frame is not None and
+                         -within_s - 1e-6 <= frame.time - target < within_s - 1e-6]
+            if not reachable:
                 return None
-            if id(frame) not in converted:
-                converted[id(frame)] = self._convert(frame, frame.time, max_side)
-            return converted[id(frame)]
+            nearest = min(reachable, key=lambda frame: abs(frame.time - target))
+            if id(nearest) not in converted:
+                converted[id(nearest)] = self._convert(nearest, nearest.time, max_side)
+            return converted[id(nearest)]
 
         previous: av.VideoFrame | None = None
         index = 0
@@ -229,12 +233,7 @@ class Video:
                     if frame.time is None:
                         continue
                     while index < len(targets) and frame.time >= targets[index]:
-                        target = targets[index]
-                        before = take(previous, target) if previous is not None else None
-                        after = take(frame, target)
-                        nearer = after if before is None or (after is not None and
-                                                             frame.time - target < target - previous.time) else before
-                        yield target, nearer
+                        yield targets[index], take(targets[index], previous, frame)
                         index += 1
                     if index >= len(targets):
                         return
@@ -243,7 +242,7 @@ class Video:
         except (av.error.FFmpegError, OSError) as error:
             raise VideoError(f"{self.path}: corrupt video data ({error_reason(error)})") from error
         for target in targets[index:]:
-            yield target, take(previous, target)
+            yield target, take(target, previous)
 
     def frames_between(self, start_s: float, end_s: float) -> Iterator[SampledFrame]:
         """Yield every frame, at full size, that starts in ``[start_s, end_s)`` (to the last frame when
