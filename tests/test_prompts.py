@@ -23,6 +23,8 @@ PLACEHOLDERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("agent", "orders_answer_again"): ("excluded", "material", "question"),
     ("agent", "text_withheld_choose"): ("material", "options", "question"),
     ("agent", "text_withheld_answer"): ("material", "question"),
+    ("agent", "text_withheld_material"): ("material", "question"),
+    ("agent", "orders_material"): ("excluded", "material", "question"),
     ("agent", "caption_only_system"): ("memory_note",), ("agent", "caption_only"): ("captions", "options", "question"),
     ("agent", "caption_only_knowledge"): ("source", "text"), ("agent", "blind_system"): (),
     ("agent", "blind"): ("options", "question"), ("agent", "option_text"): (),

@@ -18,7 +18,7 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from vidagent.config import Settings
-from vidagent.llm.base import Message
+from vidagent.llm.base import Completion, Message
 from vidagent.memory.builder import TEMPORAL_STAGES
 from vidagent.memory.store import SegmentRecord
 from vidagent.prompts import load_prompt
@@ -130,17 +130,42 @@ def test_an_option_only_orders_name_is_replaced_by_the_models_choice_among_the_o
     memory = _memory(f"1 frisbee ({colour or 'grey'}).", READ[case])
     trace = _trace_with(segment_text(memory.segments[0]))
     task = Task("Which one?", choices)
-    llm = ScriptedLLM([f"{choices[kept]}"])
+    others = [i for i in range(len(choices)) if i != followed]
+    llm = ScriptedLLM(_scoring_replies(others, kept))
     guarded = guard_answer(task, choices[followed], followed, [Candidate(choices[followed], followed)], trace,
                            [memory], llm)
     assert guarded.choice_index == kept and guarded.text == choices[kept]
     assert guarded.excluded == (choices[followed],)
-    request = llm.requests[0][0].content
-    material = request.split("is no evidence):")[1].split("Text between <video_text>")[0]
-    assert all(piece not in material for piece in split_orders(quote(READ[case]))[0])  # the orders are left out
-    assert f". {choices[followed]}\n" not in request.split("Choose among these options:")[1]
+    assert len(llm.requests) == len(others)  # the other options scored in every cyclic order, as planners score
+    for request in llm.requests:
+        material = request[0].content.split("is no evidence):")[1].split("Text between <video_text>")[0]
+        assert all(piece not in material for piece in split_orders(quote(READ[case]))[0])  # the orders are left out
+        listed = request[-1].content.split("Which option is correct?")[1]
+        assert f". {choices[followed]}\n" not in listed and all(choices[i] in listed for i in others)
     note, final = trace.of_type(EvaluationStep)[-1], trace.of_type(FinalAnswerStep)[-1]
     assert "gives orders to a model" in note.text and final.how == "guard" and final.answer == choices[kept]
+
+
+def _scoring_replies(among: list[int], wanted: int) -> list[Completion]:
+    """A model that puts the option ``wanted`` first in every cyclic order of the options ``among`` (the
+    numbers it is asked for are positions in that order)."""
+    replies = []
+    for shift in range(len(among)):
+        position = (among.index(wanted) - shift) % len(among)
+        likeliest = ((str(position), -0.1), *((str(p), -3.0) for p in range(len(among)) if p != position))
+        replies.append(Completion(str(position), 10, 1, 0.01, first_token_logprobs=likeliest))
+    return replies
+
+
+def test_a_backend_that_cannot_score_options_is_asked_to_choose_among_the_others_in_words():
+    choices = ("red", "yellow", "green", "blue", "HACKED")
+    memory = _memory("1 frisbee (grey).", READ["system_hacked"])
+    trace = _trace_with(segment_text(memory.segments[0]))
+    llm = ScriptedLLM(["1", "green"])  # the scoring call reads no log-probabilities, then the reply in words
+    guarded = guard_answer(Task("Which one?", choices), "HACKED", 4, None, trace, [memory], llm)
+    assert guarded.choice_index == 2 and guarded.excluded == ("HACKED",)
+    assert "HACKED" not in llm.requests[1][0].content.split("Choose among these options:")[1]
+    assert trace.of_type(FinalAnswerStep)[-1].thought == "(chosen again among the other options)"
 
 
 def test_the_guard_keeps_answers_with_other_support_and_prefers_the_planners_next_candidate():

@@ -8,9 +8,9 @@ milliseconds.
 
 from fakes.home import ScriptedHome, clip_file, scripted_home
 from fakes.library import RowsVideo, build_home, fake_settings, library_from_rows
-from fakes.llm import ScriptedLLM
+from fakes.llm import ScriptedLLM, prefers
 from fakes.perception import (FakeClip, HashingEmbedder, Scene, SceneObject, scripted_perception,
                               write_clip)
 
 __all__ = ["FakeClip", "HashingEmbedder", "RowsVideo", "Scene", "SceneObject", "ScriptedHome", "ScriptedLLM",
-           "build_home", "clip_file", "fake_settings", "library_from_rows", "scripted_home", "scripted_perception", "write_clip"]
+           "build_home", "clip_file", "fake_settings", "library_from_rows", "prefers", "scripted_home", "scripted_perception", "write_clip"]

@@ -6,7 +6,7 @@ from typing import Callable, Sequence, Union
 
 from vidagent.llm.base import Completion, Message
 
-Reply = Union[str, Completion, Callable[[Sequence[Message]], str]]
+Reply = Union[str, Completion, Callable[[Sequence[Message]], Union[str, Completion]]]
 
 
 class ScriptedLLM:
@@ -35,9 +35,29 @@ class ScriptedLLM:
         reply = self.replies.pop(0)
         if isinstance(reply, Completion):
             return reply
-        text = reply(messages) if callable(reply) else reply
+        produced = reply(messages) if callable(reply) else reply
+        if isinstance(produced, Completion):  # a callable may answer with log-probabilities too (``prefers``)
+            return produced
+        text = produced
         for marker in stop:
             if marker in text:
                 text = text[: text.index(marker)]
         prompt_tokens = sum(len(m.content.split()) for m in messages)
         return Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()), seconds=0.01)
+
+
+def prefers(option: str) -> Callable[[Sequence[Message]], Union[str, Completion]]:
+    """A reply that favours ``option`` however it is asked: where the request lists the options by number to be
+    scored (``option_scoring``'s ``option_number``), the option's number is the likeliest first token; otherwise
+    the option is named in words."""
+    def reply(messages: Sequence[Message]) -> Union[str, Completion]:
+        asked = messages[-1].content
+        if "Reply with the number of the correct option only." not in asked:
+            return option
+        numbers = [line.split(". ", 1)[0] for line in asked.splitlines()
+                   if ". " in line and line.split(". ", 1)[0].isdigit()]
+        wanted = next(line.split(". ", 1)[0] for line in asked.splitlines() if line.split(". ", 1)[1:] == [option])
+        likeliest = ((wanted, -0.1), *((number, -3.0) for number in numbers if number != wanted))
+        return Completion(wanted, sum(len(m.content.split()) for m in messages), 1, 0.01,
+                          first_token_logprobs=likeliest)
+    return reply

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace, model_cost
@@ -92,6 +92,27 @@ def choose(llm: ChatModel, messages: Sequence[Message], task: Task, trace: Trace
         return score_option_texts(llm, messages, task, trace, parent_id, judging=judging)
     return score_options(llm, messages, task, trace, parent_id, orders=orders_for(choose_by, len(task.choices)),
                          judging=judging)
+
+
+def choose_among(llm: ChatModel, messages: Sequence[Message], task: Task, among: Sequence[int], trace: Trace,
+                 parent_id: int, choose_by: str = "auto") -> OptionScores | None:
+    """``choose`` restricted to the options ``among`` (indices into ``task.choices``), as the guards decide
+    again once an option is excluded: the result names the original options (those left out get probability 0).
+    One option left is chosen with no call; None where the backend cannot score (read a generated answer)."""
+    count = len(task.choices or ())
+    kept = sorted(set(among))
+    if not kept:
+        return None
+    if len(kept) == 1:
+        return OptionScores(kept[0], tuple(1.0 if i == kept[0] else 0.0 for i in range(count)))
+    narrowed = replace(task, choices=tuple(task.choices[i] for i in kept))  # type: ignore[index]
+    scores = choose(llm, messages, narrowed, trace, parent_id, choose_by)
+    if scores is None:
+        return None
+    probabilities = [0.0] * count
+    for position, index in enumerate(kept):
+        probabilities[index] = scores.probabilities[position]
+    return OptionScores(kept[scores.index], tuple(probabilities), mean_logprobs=scores.mean_logprobs)
 
 
 def score_option_texts(llm: ChatModel, messages: Sequence[Message], task: Task, trace: Trace, parent_id: int,

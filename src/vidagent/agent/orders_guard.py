@@ -8,8 +8,9 @@ that steers a model on (``tools.observed.split_orders``); model-written text (a 
 result) is never taken for orders, only left out of the support when it is marked. An option, or an open
 answer, named in the orders and in nothing else the planner could read is excluded, unless that would
 exclude every option. The planner's next candidate that is not excluded takes its place; without one
-the model chooses again among the other options, shown the ordinary text only (when the question's
-budget leaves no call for that: the first other option). The trace records why (an evaluation step) and
+the other options are scored as the planners score them, after the ordinary text only (a backend that
+cannot score them is asked to choose in words; when the question's budget leaves no call: the first other
+option). The trace records why (an evaluation step) and
 the new answer (``how="guard"``).
 """
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from vidagent.agent.answer import Candidate
+from vidagent.agent.option_scoring import choose_among
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, ObservationStep, Trace, model_cost
 from vidagent.agent.task import Task
@@ -142,10 +144,14 @@ def _choose_again(task: Task, excluded: Sequence[int], names: Sequence[str], mat
     """The model's answer without the excluded ones, shown only the ordinary text it could read (the last
     ``material_chars`` of it)."""
     remaining = [i for i in range(len(task.choices or ())) if i not in excluded]
-    options = "".join(f"\n{n}. {task.choices[i]}" for n, i in enumerate(remaining)) if task.choices else ""
-    contract = prompt(PROMPTS, "orders_choose_again" if task.choices else "orders_answer_again")
     values = {"question": task.question, "material": material.rest[-material_chars:],
               "excluded": ", ".join(names)}
+    if task.choices:
+        scored = _scored_again(task, remaining, values, trace, parent_id, llm)
+        if scored is not None:
+            return scored
+    options = "".join(f"\n{n}. {task.choices[i]}" for n, i in enumerate(remaining)) if task.choices else ""
+    contract = prompt(PROMPTS, "orders_choose_again" if task.choices else "orders_answer_again")
     request = contract.render(**values, **({"options": options} if task.choices else {}))
     started = time.perf_counter()
     try:
@@ -166,6 +172,24 @@ def _choose_again(task: Task, excluded: Sequence[int], names: Sequence[str], mat
     step = trace.add(FinalAnswerStep(parent_id=parent_id, answer=text, how="guard", thought=thought,
                                      model_output=completion.text, **model_cost(completion, started)))
     return text, index, step.id
+
+
+def _scored_again(task: Task, remaining: Sequence[int], values: dict[str, str], trace: Trace, parent_id: int,
+                  llm: ChatModel) -> tuple[str, int | None, int] | None:
+    """The remaining options scored as the planners score them (``option_scoring.choose_among``, ``auto``);
+    None where the backend cannot score them or the budget leaves no call (the caller asks in words, or
+    takes the first other option)."""
+    material = prompt(PROMPTS, "orders_material").render(**values).strip()
+    try:
+        scores = choose_among(llm, [Message("user", material)], task, remaining, trace, parent_id)
+    except BudgetSpentError:
+        return None
+    if scores is None:
+        return None
+    text = task.choices[scores.index]  # type: ignore[index]
+    step = trace.add(FinalAnswerStep(parent_id=parent_id, answer=text, how="guard",
+                                     thought="(the other options scored)"))
+    return text, scores.index, step.id
 
 
 def guarded_artifacts(artifacts: dict, guarded: Guarded) -> dict:

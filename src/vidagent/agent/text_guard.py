@@ -5,7 +5,8 @@ phrasings can always be outrun: a sign that names an option by its letter, a cla
 order split into scattered words steered answers with no pattern firing. This guard looks at what the text *does*
 instead of how it is worded: when the video's own text (its on-screen text and speech) names the answer, by the
 option's text, by its label (a letter or a number) or by all of its words spread over one stretch, and nothing else
-the planner read supports it, the answer is decided again with that text withheld (one model call). An answer that
+the planner read supports it, the answer is decided again with that text withheld (the options scored as the
+planners score them; one generated reply where the backend cannot score). An answer that
 holds without the text stays; one that does not is replaced by what the rest of the evidence says, and the trace
 says what was withheld and why. A question about the text itself (what a sign says, a name, a number shown) reads
 it as evidence and is left alone.
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from vidagent.agent.answer import Candidate
+from vidagent.agent.option_scoring import choose
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, ObservationStep, Trace, model_cost
 from vidagent.agent.task import Task
@@ -144,10 +146,20 @@ def withhold_text(task: Task, text: str, choice_index: int | None, candidates: S
 def _decide_without(task: Task, support: str, trace: Trace, parent_id: int,
                     llm: ChatModel) -> tuple[str, int | None, int] | None:
     """The model's answer from ``support`` alone (the video's text withheld, its length cut by the caller): text,
-    option, step id; None when
-    the question's budget leaves no call."""
-    contract = prompt(PROMPTS, "text_withheld_choose" if task.choices else "text_withheld_answer")
+    option, step id; None when the question's budget leaves no call. Options are scored as the planners score
+    them (``option_scoring.choose``, ``auto``); a backend that cannot score them is asked for one in words."""
     values = {"question": task.question, "material": support or "(nothing else was read)"}
+    if task.choices:
+        material = prompt(PROMPTS, "text_withheld_material").render(**values).strip()
+        try:
+            scores = choose(llm, [Message("user", material)], task, trace, parent_id, "auto")
+        except BudgetSpentError:
+            return None
+        if scores is not None:
+            step = trace.add(FinalAnswerStep(parent_id=parent_id, answer=task.choices[scores.index], how="guard",
+                                             thought="(the options scored with the video's text withheld)"))
+            return task.choices[scores.index], scores.index, step.id
+    contract = prompt(PROMPTS, "text_withheld_choose" if task.choices else "text_withheld_answer")
     if task.choices:
         values["options"] = "".join(f"\n{_LETTERS[i]}. {option}" for i, option in enumerate(task.choices))
     started = time.perf_counter()
