@@ -169,6 +169,7 @@ def test_a_planner_gets_what_its_needs_declare_and_no_model_when_it_needs_none(s
 
         def run(self, task, toolbox, llm, trace=None):
             assert toolbox.tools == {} and not toolbox.memories and toolbox.video.duration_s > 4
+            assert toolbox.video.segment_count == 0 and toolbox.video.segment_seconds == settings.segment_seconds
             llm.chat([Message("user", "hi")])
 
     # an uninstalled model: loading it would fail, so these questions show none is loaded

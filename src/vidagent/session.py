@@ -120,8 +120,7 @@ class Session:
     def index(self, video: str | Path | Video, stages: Sequence[str] = ALL_STAGES, *,
               progress: bool = True) -> VideoMemory:
         """Build (or reuse) the given memory stages of a video (default: all of them)."""
-        handle = video if isinstance(video, Video) else Video(video)
-        return self.builder().build(handle, stages, progress=progress)
+        return self.builder().build(_opened(video), stages, progress=progress)
 
     def ask(
         self,
@@ -200,8 +199,7 @@ class Session:
         return tools.masks_at(tools.resolve(expression), times)
 
     def _refer_tools(self, video: str | Path | Video, use_model: bool, progress: bool) -> ReferTools:
-        handle = video if isinstance(video, Video) else Video(video)
-        memory = self.builder().build(handle, ["objects"], progress=progress)
+        memory = self.builder().build(_opened(video), ["objects"], progress=progress)
         llm: ChatModel | None = None
         if use_model:
             try:
@@ -242,3 +240,8 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _opened(video: str | Path | Video) -> Video:
+    """A video given by its path opened (the edge where a path becomes a handle); an opened one as it is."""
+    return video if isinstance(video, Video) else Video(video)

@@ -12,11 +12,12 @@ from vidagent.agent.mcts import MCTSPlanner, Node
 from vidagent.agent.planner import build_planner
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, FormatErrorStep, ToolCallStep, Trace
 from vidagent.agent.task import Task
-from vidagent.agent.toolbox import Toolbox, VideoContext
+from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
 from fakes import ScriptedLLM
+from fakes.media import counted_video
 
 CAPTIONS = ["a woman holds a ball", "a dog jumps", "a dog runs with a black leash"]
 CHOICES = ("a black leash", "a rope toy", "a long scarf", "a garden hose", "nothing is attached")
@@ -38,7 +39,7 @@ TOOLBOX = Toolbox.of(
     [Tool("caption_retrieval", "Read segment descriptions.", (Parameter("start_segment", int, ""),
                                                                Parameter("end_segment", int, "")), _captions),
      Tool("count", "Counts things.", (Parameter("question", str, "the sub-question"),), _count)],
-    videos=(VideoContext("v1", 6.0, 3, 2.0),))
+    sources=(counted_video("v1", 6.0, 3, 2.0),))
 
 READ_ALL = "Thought: read everything\nAction: caption_retrieval\nAction Input: 0, 2"
 COUNT = "Thought: count the dogs\nAction: count\nAction Input: how many dogs are there?"
@@ -161,7 +162,7 @@ def test_an_expansion_that_repeats_a_child_is_drawn_again_with_another_seed_with
     calls = []
     counting = Tool("count", "Counts things.", (Parameter("question", str, ""),),
                     lambda question: calls.append(question) or _count(question))
-    toolbox = Toolbox.of([TOOLBOX.tools["caption_retrieval"], counting], videos=TOOLBOX.videos)
+    toolbox = Toolbox.of([TOOLBOX.tools["caption_retrieval"], counting], sources=TOOLBOX.sources)
     llm = ScriptedLLM([COUNT, LEASH, COUNT, READ_ALL, LEASH])
     answer = planner(n=2, strategy="root").run(Task("What is attached to the dog?", CHOICES), toolbox, llm)
     assert calls == ["how many dogs are there?"]  # the repeated call was refused, not run again

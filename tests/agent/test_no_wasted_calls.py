@@ -13,7 +13,7 @@ from vidagent.agent.mcts import MCTSPlanner
 from vidagent.agent.react import ReActPlanner
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, FormatErrorStep, ToolCallStep
 from vidagent.agent.task import Task
-from vidagent.agent.toolbox import Toolbox, VideoContext
+from vidagent.agent.toolbox import Toolbox
 from vidagent.llm.base import Completion, Message
 from vidagent.llm.budget import Budget, BudgetSpentError
 from vidagent.llm.metered import MeteredChat
@@ -21,6 +21,7 @@ from vidagent.session import Session
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
 from fakes import ScriptedLLM, scripted_perception
+from fakes.media import counted_video
 
 CAPTIONS = ["a woman holds a ball", "a dog jumps", "a dog runs with a black leash"]
 CHOICES = ("a black leash", "a rope toy", "a long scarf", "a garden hose", "nothing is attached")
@@ -46,7 +47,7 @@ class Reads:
 def toolbox(reads: Reads) -> Toolbox:
     parameters = (Parameter("start_segment", int, ""), Parameter("end_segment", int, ""))
     return Toolbox.of([Tool("caption_retrieval", "Read segment descriptions.", parameters, reads)],
-                      videos=(VideoContext("v1", 6.0, 3, 2.0),))
+                      sources=(counted_video("v1", 6.0, 3, 2.0),))
 
 
 def stuck(reply: str) -> Callable[[Sequence[Message]], str]:

@@ -10,13 +10,14 @@ from vidagent.agent.evidence_check import check_answer
 from vidagent.agent.mcts import MCTSPlanner
 from vidagent.agent.react import ReActPlanner
 from vidagent.agent.task import Task
-from vidagent.agent.toolbox import Toolbox, VideoContext
+from vidagent.agent.toolbox import Toolbox
 from vidagent.agent.traveler import TravelerPlanner
 from vidagent.config import ToolShapes
 from vidagent.llm.metered import MeteredChat
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
 from fakes import ScriptedLLM
+from fakes.media import counted_video
 
 CHOICES = ("a black leash", "a rope toy", "a long scarf")
 QUESTION = "What is attached to the dog?"
@@ -30,7 +31,7 @@ def captions(shapes: ToolShapes | None = None) -> Toolbox:
 
     parameters = (Parameter("start_segment", int, ""), Parameter("end_segment", int, ""))
     return Toolbox.of([Tool("caption_retrieval", "Read segment descriptions.", parameters, read)],
-                      videos=(VideoContext("v1", 6.0, 3, 2.0),), **({"shapes": shapes} if shapes else {}))
+                      sources=(counted_video("v1", 6.0, 3, 2.0),), **({"shapes": shapes} if shapes else {}))
 
 
 def unusable_then_answer(messages) -> str:
@@ -61,7 +62,7 @@ class FakeFrames:
         return Toolbox.of([Tool("frame_description", "describe", window, self.describe),
                            Tool("frame_question_answering", "ask", (Parameter("question", str, ""),) + window,
                                 lambda question, start_s, end_s: Observation("Answer: a ball"))],
-                          videos=(VideoContext("v1", 20.0, 10, 2.0),), shapes=shapes)
+                          sources=(counted_video("v1", 20.0, 10, 2.0),), shapes=shapes)
 
     def describe(self, start_s: float, end_s: float) -> Observation:
         self.described.append(start_s)

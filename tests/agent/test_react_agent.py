@@ -7,13 +7,14 @@ from dataclasses import replace
 from vidagent.agent.react import ReActPlanner
 from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, ObservationStep, TaskStep, ToolCallStep
 from vidagent.agent.task import Task
-from vidagent.agent.toolbox import Toolbox, VideoContext
+from vidagent.agent.toolbox import Toolbox
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
 from fakes import ScriptedLLM
+from fakes.media import counted_video
 
 CAPTIONS = ["a woman holds a ball", "a dog jumps", "a dog runs with a black leash"]
-CONTEXT = VideoContext(source_id="v1", duration_s=6.0, segment_count=3, segment_seconds=2.0)
+CONTEXT = counted_video("v1", duration_s=6.0, segment_count=3, segment_seconds=2.0)
 
 
 def _captions(start_segment: int, end_segment: int) -> Observation:
@@ -24,7 +25,7 @@ def _captions(start_segment: int, end_segment: int) -> Observation:
 
 TOOLS = Toolbox.of([Tool("caption_retrieval", "captions", (Parameter("start_segment", int, ""),
                                                             Parameter("end_segment", int, "")), _captions)],
-                   videos=(CONTEXT,))
+                   sources=(CONTEXT,))
 CHOICES = ("a black leash", "a rope toy", "a long scarf", "a garden hose", "nothing is attached")
 
 
@@ -173,7 +174,7 @@ def test_a_vqa_that_only_reads_descriptions_is_left_out_unless_asked_for():
     vqa = Tool("visual_question_answering", "looks closer", (Parameter("question", str, ""),
                                                             Parameter("segment_id", int, "")),
                lambda question, segment_id: Observation("a dog"))
-    described = Toolbox.of([*TOOLS.tools.values(), vqa], videos=(CONTEXT,), sees_frames=False)
+    described = Toolbox.of([*TOOLS.tools.values(), vqa], sources=(CONTEXT,), sees_frames=False)
     llm = ScriptedLLM(["Final Answer: a black leash"])
     ReActPlanner(overview_segments=0).run(Task("What is attached?", CHOICES), described, llm)
     assert "visual_question_answering" not in llm.requests[0][0].content

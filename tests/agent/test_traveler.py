@@ -13,7 +13,7 @@ import pytest
 
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, MemoryStep, ObservationStep, PlanStep, ToolCallStep
 from vidagent.agent.task import Task
-from vidagent.agent.toolbox import Toolbox, VideoContext
+from vidagent.agent.toolbox import Toolbox
 from vidagent.agent.traveler import TravelerPlanner, _final_answer, _questions
 from vidagent.config import Settings
 from vidagent.llm.base import Completion
@@ -22,6 +22,7 @@ from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
 from conftest import TEMPORAL_TOY, video_path
 from fakes import ScriptedLLM
+from fakes.media import counted_video
 
 DURATION = 20.0
 CHOICES = ("a ball", "a frisbee", "a stick", "a shoe", "nothing")
@@ -39,7 +40,7 @@ class FakeVideo:
         return Toolbox.of([
             Tool("frame_description", "describe", window, self.describe),
             Tool("frame_question_answering", "ask", (Parameter("question", str, ""),) + window, self.ask),
-        ], videos=(VideoContext("v1", DURATION, 10, 2.0),))
+        ], sources=(counted_video("v1", DURATION, 10, 2.0),))
 
     def describe(self, start_s: float, end_s: float) -> Observation:
         self.described.append((start_s, end_s))

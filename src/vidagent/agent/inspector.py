@@ -20,7 +20,7 @@ from vidagent.perception.base import FrameDescriber
 from vidagent.prompts import prompt
 from vidagent.tools.assist import source_refusal
 from vidagent.tools.base import Observation, Tool
-from vidagent.tools.media import Media, MediaFacts, VideoMedia, facts
+from vidagent.tools.media import Media, MediaFacts
 
 PROMPTS = "vidagent.agent"
 
@@ -53,7 +53,7 @@ class Inspector:
                 return entry, False
         index = len(self.entries)
         named = f" ({self._user_name(media)})" if media.source.parent is None else ""
-        summary = f"visual[{index}]{named}: {self._describe(media, origin, facts(media, self.describer))}"
+        summary = f"visual[{index}]{named}: {self._describe(media, origin, media.facts(self.describer))}"
         entry = SourceEntry(media, origin, summary)
         self.entries.append(entry)
         return entry, True
@@ -98,24 +98,30 @@ class Inspector:
         return source.path if same else name
 
     def _describe(self, media: Media, origin: str, known: MediaFacts) -> str:
-        source = media.source
-        if isinstance(media, VideoMedia):
-            duration = f"{known.duration_s:.1f}"
-            what = f"{_article_for_number(duration)} {duration} s {source.kind}"
-            if source.kind == "clip" and source.window:
-                what += f" ({source.window[0]:.1f}-{source.window[1]:.1f} s of {self.label(source.parent or '')})"
-            details = [f"audio: {'yes' if known.has_audio else 'none'}",
-                       f"speech: {'yes' if known.has_speech else 'none'}",
-                       f"on-screen text: {'yes' if known.has_text else 'none'}"]
-        else:
-            width, height = known.size or (0, 0)
-            what = f"a {width}x{height} {'image' if source.kind == 'image' else 'crop'}"
-            if source.kind == "crop":
-                at = f" at {source.window[0]:.1f} s" if source.window else ""
-                what += f" of {self.label(source.parent or '')}{at}"
-            details = [f"text: {'yes' if known.has_text else 'none'}"]
+        what, details = self._moving(media, known) if media.source.is_moving else self._still(media, known)
         content = f"; content: {known.content}" if known.content else ""
         return f"{what}, {origin}; {', '.join(details)}{content}"
+
+    def _moving(self, media: Media, known: MediaFacts) -> tuple[str, list[str]]:
+        """What a video or clip is (its length, where it was cut), and whether it has audio, speech and text."""
+        source = media.source
+        duration = f"{known.duration_s:.1f}"
+        what = f"{_article_for_number(duration)} {duration} s {source.kind}"
+        if source.kind == "clip" and source.window:
+            what += f" ({source.window[0]:.1f}-{source.window[1]:.1f} s of {self.label(source.parent or '')})"
+        return what, [f"audio: {'yes' if known.has_audio else 'none'}",
+                      f"speech: {'yes' if known.has_speech else 'none'}",
+                      f"on-screen text: {'yes' if known.has_text else 'none'}"]
+
+    def _still(self, media: Media, known: MediaFacts) -> tuple[str, list[str]]:
+        """What an image or crop is (its size, where it was cut), and whether it shows text."""
+        source = media.source
+        width, height = known.size or (0, 0)
+        what = f"a {width}x{height} {'image' if source.kind == 'image' else 'crop'}"
+        if source.kind == "crop":
+            at = f" at {source.window[0]:.1f} s" if source.window else ""
+            what += f" of {self.label(source.parent or '')}{at}"
+        return what, [f"text: {'yes' if known.has_text else 'none'}"]
 
 
 class Executor:

@@ -96,7 +96,7 @@ class PEILPlanner:
         model, trace = run.llm, run.trace
         inspector = Inspector(toolbox.assist.describer)
         parent = run.root.id
-        for media in toolbox.assist.sources:
+        for media in toolbox.sources:
             entry, _ = inspector.add(media, "given by the user")
             parent = trace.add(InspectionStep(parent_id=parent, label=entry.label, source=media.source.to_dict(),
                                               origin=entry.origin, text=entry.summary)).id

@@ -1,12 +1,13 @@
 """The ``Toolbox``: everything a planner may use for one question, built by the session.
 
-It holds the tools (over the memory, the vision models and the chat model), a short account of
-each video (length, segments), the video memories themselves for planners that read a memory
-whole (the caption-only baseline), and a note on what the memory's descriptions are. For planners
-that take several sources (PEIL) its ``assist`` kit holds the sources' media in the question's
-order, the AssistGPT modules that take a source each, the frame describer (to summarise images)
-and the bank of kept traces. The experience replayed for the question, if any, comes with it. A
-planner works only through its toolbox, never through the session.
+It holds the question's sources as media (``tools.media``: a video's memory, an image's pixels), in
+the user's order, and what the planners read of them is derived from those: the first video's
+account (length, segments) and the opened memories for planners that read a memory whole (the
+caption-only baseline). Besides: the tools (over the memory, the vision models and the chat model),
+a note on what the memory's descriptions are, and for planners that take several sources (PEIL) an
+``assist`` kit with the AssistGPT modules that take a source each, the frame describer (to summarise
+images) and the bank of kept traces. The experience replayed for the question, if any, comes with
+it. A planner works only through its toolbox, never through the session.
 """
 
 from __future__ import annotations
@@ -27,28 +28,17 @@ from vidagent.perception.base import FrameDescriber
 from vidagent.prompts import load_prompt, prompt
 from vidagent.tools.base import Observation, Tool
 from vidagent.tools.evidence_selection import EvidenceSelector
-from vidagent.tools.media import Media
+from vidagent.tools.media import Media, VideoMedia, videos_among
 
 PROMPTS = "vidagent.agent"
 
 
 @dataclass(frozen=True)
-class VideoContext:
-    """What a planner is told about a video up front."""
-
-    source_id: str
-    duration_s: float
-    segment_count: int
-    segment_seconds: float
-
-
-@dataclass(frozen=True)
 class AssistKit:
-    """What AssistGPT's planner works with besides the chat model: the sources' media in the
-    question's order, the modules (each taking any source), the describer that summarises images,
-    and the bank of kept traces with whose it is (its scope)."""
+    """What AssistGPT's planner works with besides the chat model and the toolbox's sources: the modules
+    (each taking any source), the describer that summarises images, and the bank of kept traces with
+    whose it is (its scope)."""
 
-    sources: tuple[Media, ...] = ()
     modules: Mapping[str, Tool] = field(default_factory=dict)
     describer: FrameDescriber | None = None
     examples: ExperienceStore | None = None
@@ -59,11 +49,10 @@ class AssistKit:
 @dataclass(frozen=True)
 class Toolbox:
     tools: Mapping[str, Tool]
-    videos: tuple[VideoContext, ...] = ()
-    memories: Mapping[str, VideoMemory] = field(default_factory=dict)
+    sources: tuple[Media, ...] = ()  # the question's videos and images, in the user's order
     memory_note: str = ""
     context_tokens: int = 4096  # the chat model's context window, for planners that fill it
-    assist: AssistKit = field(default_factory=AssistKit)  # AssistGPT's sources, modules and example bank (PEIL)
+    assist: AssistKit = field(default_factory=AssistKit)  # AssistGPT's modules, describer and example bank (PEIL)
     replay: Replay | None = None  # experience chosen for this question (DigimonGPT), shown before it
     sees_frames: bool = True  # visual_question_answering looks at pixels (False: it reads frame descriptions)
     selection: MemorySelection | None = None  # which memories were built ahead of the question, and why
@@ -85,9 +74,15 @@ class Toolbox:
         return list(self.tools)
 
     @property
-    def video(self) -> VideoContext | None:
-        """The first (for now: the only) video."""
-        return self.videos[0] if self.videos else None
+    def video(self) -> VideoMedia | None:
+        """The first (for the planners over one video: the only) video among the sources."""
+        return next(iter(videos_among(self.sources)), None)
+
+    @property
+    def memories(self) -> Mapping[str, VideoMemory]:
+        """The memories opened for the question by video id, in the sources' order (none for a planner
+        that needs no memory): what the caption-only baseline reads whole and the answer's guards check."""
+        return {video.memory.video_id: video.memory for video in videos_among(self.sources) if video.opened}
 
     def select(self, names: Iterable[str] | None) -> "Toolbox":
         """The same toolbox with only the named tools, in that order (``None``: all of them), and the

@@ -2,9 +2,11 @@
 
 One function, ``open_workspace``, serves every planner and every task (a single video is one
 source): it builds each video's memory (and DoraemonGPT's object memory ahead of the question when
-the planner's tools read it and the question calls for it), the tools over the video, AssistGPT's
-modules over every source, and hands the planner a ``Toolbox`` holding exactly those. The SQL
-connection the tools read through stays open while the planner runs, hence a context manager.
+the planner's tools read it and the question calls for it), makes every source's media (``tools.media``:
+here, at the edge, the opened handles become the one source type the toolbox, the planners and the tools
+share), the tools over the video and AssistGPT's modules over every source, and hands the planner a
+``Toolbox`` holding exactly those. The SQL connection the tools read through stays open while the
+planner runs, hence a context manager.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Callable, Iterator, Protocol, Sequence
 
 from vidagent.agent.memory_selection import MemorySelection, select_memory
 from vidagent.agent.planning import Needs
-from vidagent.agent.toolbox import AssistKit, Toolbox, VideoContext
+from vidagent.agent.toolbox import AssistKit, Toolbox
 from vidagent.config import Settings
 from vidagent.errors import MemoryStoreError, PlannerError
 from vidagent.experience.replay import Replay
@@ -36,7 +38,7 @@ from vidagent.tools.base import Tool
 from vidagent.tools.evidence_selection import EvidenceSelector
 from vidagent.tools.frames import FrameTools
 from vidagent.tools.knowledge import KnowledgeTools
-from vidagent.tools.media import Media, VideoMedia, image_media, video_media
+from vidagent.tools.media import Media, image_media, video_file, video_media, videos_among
 from vidagent.tools.refer import ReferTools
 from vidagent.tools.sql_agent import OBJECT_KIND, SUBTASK_KINDS, SQLTools
 from vidagent.tools.temporal import TemporalTools
@@ -45,6 +47,7 @@ from vidagent.video.image import Image
 from vidagent.video.video import Video
 
 Handle = Video | Image | StoredVideo
+VideoHandle = Video | StoredVideo
 OBJECT_TOOLS = catalogue.names(form="segments", reads="objects", offered=True)  # read the object memory
 
 
@@ -81,10 +84,9 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
     for a video of at least ``settings.glance_after_s`` seconds (``coverage.glance_every``); 0: never."""
     settings = resources.settings
     if not needs.memory:
-        yield Toolbox({}, videos=tuple(VideoContext(h.content_hash, h.duration_s, 0, settings.segment_seconds)
-                                       for h in handles if not isinstance(h, Image)))
+        yield _without_memory(handles, resources)
         return
-    videos = [h for h in handles if not isinstance(h, Image)]
+    videos = _videos(handles)
     with_tools = needs.tools != ()
     if with_tools and (len(videos) != 1 or len(handles) != 1):
         raise PlannerError("tools over a video take exactly one video as the question's source")
@@ -95,21 +97,19 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
             and not every[id(videos[0])]:
         selection = _object_memory_ahead(builder, videos[0], llm, question, settings)
     stages = list(TEMPORAL_STAGES) + (["objects"] if selection is not None and selection.objects else [])
-    memories: dict[str, VideoMemory] = {}
-    media: list[Media] = []
-    for handle in handles:
-        if isinstance(handle, Image):
-            media.append(image_media(handle))
-            continue
+
+    def opened(handle: VideoHandle) -> Media:
         memory = _glanced(builder, handle, every[id(handle)], progress) if every[id(handle)] else None
         memory = memory or video_memory(builder, handle, stages, resources.library, progress)
-        memories[memory.video_id] = memory
-        media.append(video_media(memory))
+        return video_media(memory, settings.segment_seconds)
+
+    media = _media(handles, opened)
+    memories = [video.memory for video in videos_among(media)]
     with ExitStack() as stack:
         tools: list[Tool] = []
         withheld: tuple[str, ...] = ()
         if with_tools:
-            memory, handle = next(iter(memories.values())), videos[0]
+            memory, handle = memories[0], videos[0]
             queries = stack.enter_context(ReadOnlyQueries(settings.library_path, memory.video_id))
             withheld = withheld_tools(memory)
             tools = _video_tools(memory, resources, llm, queries, withheld,
@@ -117,8 +117,7 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
         perception = resources.perception
         attached = KnowledgeTools(llm, perception.embedder, settings.tools).tools(knowledge)
         toolbox = Toolbox.of(
-            tools + attached, videos=tuple(_context(m, settings) for m in memories.values()), memories=memories,
-            memory_note=memory_note(list(memories.values()), perception.describer.memory_note),
+            tools + attached, sources=tuple(media), memory_note=memory_note(memories, perception.describer.memory_note),
             context_tokens=settings.llm.context_tokens, assist=_assist_kit(needs, media, resources, llm, attached),
             attached=tuple(tool.name for tool in attached),
             replay=replay,
@@ -128,12 +127,31 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
         yield toolbox.select(needs.tools)
 
 
-def video_memory(builder: MemoryBuilder, handle: Video | StoredVideo, stages: Sequence[str], library: Library,
+def _without_memory(handles: Sequence[Handle], resources: Resources) -> Toolbox:
+    """The toolbox of a planner that needs no memory: the sources only, each video's memory left
+    unopened (the planner is told its length, no segments; nothing is built)."""
+    library, fallback = resources.library, resources.settings.segment_seconds
+    return Toolbox({}, sources=tuple(_media(handles, lambda handle: video_media(
+        VideoMemory(handle, library), fallback, opened=False))))
+
+
+def _videos(handles: Sequence[Handle]) -> list[VideoHandle]:
+    """The handles that are videos (a file, or a memory without one), in the user's order."""
+    return [handle for handle in handles if not isinstance(handle, Image)]
+
+
+def _media(handles: Sequence[Handle], video: Callable[[VideoHandle], Media]) -> list[Media]:
+    """Every source's media in the user's order: an image's pixels, a video as ``video`` makes it."""
+    return [image_media(handle) if isinstance(handle, Image) else video(handle) for handle in handles]
+
+
+def video_memory(builder: MemoryBuilder, handle: VideoHandle, stages: Sequence[str], library: Library,
                  progress: bool) -> VideoMemory:
     """A video's memory with ``stages`` built; a memory without a file is read as it was imported
     (it has segments only: asking it for another stage is an error that says so)."""
-    if isinstance(handle, Video):
-        return builder.build(handle, stages, progress=progress)
+    file = video_file(handle)
+    if file is not None:
+        return builder.build(file, stages, progress=progress)
     memory = VideoMemory(handle, library)
     lacking = [stage for stage in stages if stage not in ("frames", "speech") and stage not in memory.stages]
     if lacking:
@@ -143,12 +161,13 @@ def video_memory(builder: MemoryBuilder, handle: Video | StoredVideo, stages: Se
     return memory
 
 
-def _glanced(builder: MemoryBuilder, handle: Video | StoredVideo, every_s: float,
+def _glanced(builder: MemoryBuilder, handle: VideoHandle, every_s: float,
              progress: bool) -> VideoMemory | None:
     """The partial memory of a video whose temporal memory is missing (None: a memory to read as it is)."""
-    if not isinstance(handle, Video):
+    file = video_file(handle)
+    if file is None:
         return None
-    glance = Glance(builder, handle, every_s, progress=progress)
+    glance = Glance(builder, file, every_s, progress=progress)
     return glance.open() if glance.needed() else None
 
 
@@ -176,9 +195,8 @@ def withheld_modules(media: Sequence[Media]) -> tuple[str, ...]:
     (memories imported from captions) nothing can be looked at, so the image modules, ``get_frame`` and
     on-screen text are withheld; with no video that has a speech memory, the speech modules. On NExT-QA's
     imported memories PEIL spent 22 of 133 module calls on such modules, each answered only by an error."""
-    videos = [item for item in media if isinstance(item, VideoMedia)]
-    pixels = len(videos) < len(media) or any(video.memory.has_pixels for video in videos)
-    speech = any(video.memory.has_pixels or "speech" in video.memory.stages for video in videos)
+    pixels = any(item.has_pixels for item in media)
+    speech = any(item.serves_speech for item in media)
     return catalogue.unservable("source", pixels=pixels, speech=speech)
 
 
@@ -216,17 +234,18 @@ def _assist_kit(needs: Needs, media: Sequence[Media], resources: Resources, llm:
     modules = [module for module in modules if module.name not in unservable]
     modules += [knowledge_module(tool) for tool in knowledge]
     scope = settings.experience_scope if settings.examples_scope is None else settings.examples_scope
-    return AssistKit(tuple(media), {module.name: module for module in modules}, perception.describer,
+    return AssistKit({module.name: module for module in modules}, perception.describer,
                      resources.experience_store, scope, withheld=unservable)
 
 
-def _object_memory_ahead(builder: MemoryBuilder, video: Video | StoredVideo, llm: ChatModel, question: str,
+def _object_memory_ahead(builder: MemoryBuilder, video: VideoHandle, llm: ChatModel, question: str,
                          settings: Settings) -> MemorySelection | None:
     """DoraemonGPT's task-related memory: build the object memory ahead only when it is needed
     (None: a memory without a video file, which has nothing to build it from)."""
-    if not isinstance(video, Video):
+    file = video_file(video)
+    if file is None:
         return None
-    if not builder.missing_stages(video, ["objects"]):
+    if not builder.missing_stages(file, ["objects"]):
         return MemorySelection(True, "built")
     if settings.memory_selection == "all":
         return MemorySelection(True, "all")
@@ -234,7 +253,3 @@ def _object_memory_ahead(builder: MemoryBuilder, video: Video | StoredVideo, llm
         return None
     return select_memory(llm, question)
 
-
-def _context(memory: VideoMemory, settings: Settings) -> VideoContext:
-    return VideoContext(memory.video_id, memory.video.duration_s, memory.segment_count,
-                        memory.segment_seconds or settings.segment_seconds)

@@ -37,6 +37,7 @@ from vidagent.server.paths import AllowedFolders
 from vidagent.server.proxies import PlayableCopies, Playback
 from vidagent.server.uploads import UPLOAD_SUFFIXES, UploadFolder
 from vidagent.session import Session
+from vidagent.tools.media import video_file
 from vidagent.video.video import Video
 
 log = logging.getLogger(__name__)
@@ -215,8 +216,9 @@ class VideoService:
         """The rest of each memory an answer was read from in part, built by an index job (queued in the lane
         behind the question): its job id by video id."""
         partial = answer.artifacts.get("coverage", {})
-        return {source.content_hash: self.jobs.start(source, TEMPORAL_STAGES).id
-                for source in sources if isinstance(source, Video) and source.content_hash in partial}
+        files = [file for file in map(video_file, sources) if file is not None]
+        return {file.content_hash: self.jobs.start(file, TEMPORAL_STAGES).id
+                for file in files if file.content_hash in partial}
 
     def _knowledge(self, given: str | KnowledgeSpec) -> KnowledgeSpec:
         """A knowledge source a client named: ``web``, or a file inside the server's folders (its real path;

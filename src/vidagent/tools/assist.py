@@ -195,25 +195,29 @@ class AssistModules:
         return Observation(text, evidence=_evidence(image, listing, "objects"))
 
     def text_detect(self, query: str, media: Media | None) -> Observation:
-        if isinstance(media, VideoMedia):
-            start, end = media.window
-            refined = refined_artifact(refine_stretch(media.memory, media.segments(), self.shapes.module_lines))
-            by_time: dict[float, list[str]] = {}
-            for time_s, _, text in media.memory.on_screen_text:
-                if start <= time_s <= end:
-                    by_time.setdefault(round(time_s, 1), []).append(text)
-            if not by_time:
-                return Observation("No on-screen text was read in this source.", artifacts=refined)
-            read = [f"{t:.1f} s: {quote_all(texts)}" for t, texts in by_time.items()]
-            return Observation("\n".join(spread_evenly(read, self.shapes.module_lines)),
-                               evidence=(Evidence(start, end, "on-screen text", media.source.id, kind="text"),),
-                               artifacts=refined)
+        if media is not None and media.source.is_moving:
+            return self._text_on_screen(_moving(media))
         image = _still(media)
         boxes = [box for box in self.reader.read(image.pixels) if box.score >= self.shapes.ocr_score]
         if not boxes:
             return Observation("No text was read in this image.", evidence=_evidence(image, ""))
         text = " | ".join(box.text for box in boxes)
         return Observation(f"Text: {quote(text)}", evidence=_evidence(image, text, "text"))
+
+    def _text_on_screen(self, video: VideoMedia) -> Observation:
+        """The on-screen text the memory read over a video's window, by time."""
+        start, end = video.window
+        refined = refined_artifact(refine_stretch(video.memory, video.segments(), self.shapes.module_lines))
+        by_time: dict[float, list[str]] = {}
+        for time_s, _, text in video.memory.on_screen_text:
+            if start <= time_s <= end:
+                by_time.setdefault(round(time_s, 1), []).append(text)
+        if not by_time:
+            return Observation("No on-screen text was read in this source.", artifacts=refined)
+        read = [f"{t:.1f} s: {quote_all(texts)}" for t, texts in by_time.items()]
+        return Observation("\n".join(spread_evenly(read, self.shapes.module_lines)),
+                           evidence=(Evidence(start, end, "on-screen text", video.source.id, kind="text"),),
+                           artifacts=refined)
 
     def asr(self, query: str, media: Media | None) -> Observation:
         return self._speech(_moving(media), self.shapes.module_lines)
@@ -452,12 +456,14 @@ def _span(video: VideoMedia) -> Span:
 
 
 def _still(media: Media | None) -> ImageMedia:
+    """The image or crop a module was given, typed as one (the executor checked its kind against the module's)."""
     if not isinstance(media, ImageMedia):
         raise ToolInputError("this module takes an image or a crop")
     return media
 
 
 def _moving(media: Media | None) -> VideoMedia:
+    """The video or clip a module was given, typed as one (the executor checked its kind against the module's)."""
     if not isinstance(media, VideoMedia):
         raise ToolInputError("this module takes a video or a clip")
     return media
@@ -496,9 +502,9 @@ def _article(kind: str) -> str:
 
 
 def _hint(accepts: tuple[str, ...], media: Media) -> str:
-    if isinstance(media, VideoMedia) and set(accepts) <= set(STILL):
+    if media.source.is_moving and set(accepts) <= set(STILL):
         return " Take a frame first with get_frame(\"<seconds>\", visual[i]), or use a video module."
-    if isinstance(media, ImageMedia) and set(accepts) <= set(MOVING):
+    if not media.source.is_moving and set(accepts) <= set(MOVING):
         return " Use an image module (caption, object_detect, text_detect) on it."
     return ""
 

@@ -31,11 +31,11 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.prompts import load_prompt
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.edits import Edit, VideoEdits, object_track
+from vidagent.tools.media import video_file
 from vidagent.tools.object_masks import MANIFEST, OVERLAY, FrameMask, mask_sources, object_masks
 from vidagent.tools.referent import ObjectFacts, Referent, ReferenceError, resolve
 from vidagent.tools.referring import parse_expression
 from vidagent.video.editing import Progress
-from vidagent.video.video import Video
 
 PROMPTS = "vidagent.tools"
 REFER_TOOL = "refer_object"
@@ -188,8 +188,8 @@ class ReferTools:
         return Segmentation(self.memory.video_id, referent, edit, tuple(masks))
 
     def _edits(self, max_seconds: float | None = None) -> VideoEdits:
-        video = self.memory.video
-        if not self.memory.has_pixels or not isinstance(video, Video):
+        file = video_file(self.memory.video)
+        if file is None:
             raise ToolInputError(f"this memory ({self.memory.video_id}) was imported from captions and has no "
                                  "video file: there are no objects to segment")
-        return VideoEdits(video, self.artifacts_dir, max_seconds=max_seconds)
+        return VideoEdits(file, self.artifacts_dir, max_seconds=max_seconds)

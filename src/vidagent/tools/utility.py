@@ -20,7 +20,7 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.prompts import load_prompt
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.edits import Edit, VideoEdits, object_track
-from vidagent.tools.media import ImageMedia, VideoMedia, image_media, video_media
+from vidagent.tools.media import ImageMedia, VideoMedia, image_media, video_file, video_media
 from vidagent.video.image import Image
 from vidagent.video.sampling import spread_evenly
 from vidagent.video.source import Source
@@ -101,11 +101,11 @@ class UtilityTools:
                           media, files=[p.name for p in images])
 
     def _edits(self) -> VideoEdits | Observation:
-        video = self.memory.video
-        if not self.memory.has_pixels or not isinstance(video, Video):
+        file = video_file(self.memory.video)
+        if file is None:
             return Observation(f"Error: this memory ({self.memory.video_id}) was imported from captions and has "
                                "no video file: there is nothing to cut, draw on or save.", is_error=True)
-        return VideoEdits(video, self.artifacts_dir)
+        return VideoEdits(file, self.artifacts_dir)
 
     def _made(self, edit: Edit, what: str, media: tuple[VideoMedia | ImageMedia, ...], **more: object) -> Observation:
         start, end = edit.window
