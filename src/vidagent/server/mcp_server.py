@@ -19,7 +19,8 @@ from starlette.applications import Starlette
 
 from vidagent import __version__
 from vidagent.errors import VidagentError
-from vidagent.prompts import load_prompt
+from vidagent.agent.planner import planner_names
+from vidagent.prompts import load_prompt, prompt
 from vidagent.server.asks import AskSpec
 from vidagent.server.service import VideoService
 
@@ -61,29 +62,16 @@ def build_mcp(service: VideoService) -> MCPServer:
                 raise ToolError((job.error or {}).get("message", "the index build failed"))
             return (await asyncio.to_thread(service.video, entry.video_id)).to_dict()
 
-    @server.tool()
+    asks = prompt("vidagent.server", "mcp_ask_video").render(planners=", ".join(planner_names())).strip()
+
+    @server.tool(description=asks)
     async def ask_video(video: str, question: str, ctx: Context, choices: list[str] | None = None,
                         planner: str | None = None, options: dict[str, str | int | float | bool] | None = None,
                         more_videos: list[str] | None = None, knowledge: list[str] | None = None,
                         budget: str | None = None, check: bool | None = None,
                         glance: float | None = None) -> dict[str, Any]:
-        """Answer a question about a video (a path inside the server's folders, a video id, or the id of a memory
-        imported from captions such as egoschema:<id>), building its memory first if needed. choices: answer
-        options to pick from (named A, B, C... in the result).
-        planner: the default (caption_only reading five lines, options scored, with the embedded model, react with an
-        endpoint), react, mcts, traveler, caption_only, blind, random, or peil (for several videos: list
-        the others in more_videos). knowledge: tables (csv, tsv, xlsx, parquet, sqlite) or documents (pdf, md,
-        html, txt) inside the server's folders, or "web", that the planner may consult (PATH#description
-        describes one). budget: "calls=N,tokens=T,seconds=S,frames=F" bounds the question's model work (the planner
-        then answers with what it has; the result's budget says what was spent); the server holds every question to
-        its own most seconds and calls, a larger budget cut to them. check: true checks the answer against
-        the evidence it cites (off by default); an answer it does not support (for options: another option is likelier on it) abstains. glance: seconds; a video
-        not indexed yet is answered at once from a frame described every this many seconds (what the planner reads
-        described in full), its memory completed in the background; the result's coverage says what it saw (default:
-        every 20 s for a video of 2 minutes or more; 0 indexes the video whole first). Each reasoning step is reported as progress while it is made. Returns
-        the answer, the chosen option (its letter and text), its confidence (null when the planner has none)
-        and whether it abstained, evidence time spans, candidates, cost and
-        every step on one line."""
+        """Answer a question about a video: the description the client sees is the prompt ``mcp_ask_video``
+        (the planners named from the registry)."""
         with _reported():
             ids = [(await asyncio.to_thread(service.find, reference)).video_id
                    for reference in [video, *(more_videos or [])]]
