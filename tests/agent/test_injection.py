@@ -131,7 +131,7 @@ def test_an_option_only_orders_name_is_replaced_by_the_models_choice_among_the_o
     trace = _trace_with(segment_text(memory.segments[0]))
     task = Task("Which one?", choices)
     others = [i for i in range(len(choices)) if i != followed]
-    llm = ScriptedLLM(_scoring_replies(others, kept))
+    llm = ScriptedLLM(_scoring_replies(others, kept), scores_continuations=True)  # a local model: options scored
     guarded = guard_answer(task, choices[followed], followed, [Candidate(choices[followed], followed)], trace,
                            [memory], llm)
     assert guarded.choice_index == kept and guarded.text == choices[kept]
@@ -157,14 +157,14 @@ def _scoring_replies(among: list[int], wanted: int) -> list[Completion]:
     return replies
 
 
-def test_a_backend_that_cannot_score_options_is_asked_to_choose_among_the_others_in_words():
+def test_an_endpoint_is_asked_to_choose_among_the_other_options_in_words():
     choices = ("red", "yellow", "green", "blue", "HACKED")
     memory = _memory("1 frisbee (grey).", READ["system_hacked"])
     trace = _trace_with(segment_text(memory.segments[0]))
-    llm = ScriptedLLM(["1", "green"])  # the scoring call reads no log-probabilities, then the reply in words
+    llm = ScriptedLLM(["green"])  # an endpoint: no scoring call, the choice asked for in words
     guarded = guard_answer(Task("Which one?", choices), "HACKED", 4, None, trace, [memory], llm)
-    assert guarded.choice_index == 2 and guarded.excluded == ("HACKED",)
-    assert "HACKED" not in llm.requests[1][0].content.split("Choose among these options:")[1]
+    assert guarded.choice_index == 2 and guarded.excluded == ("HACKED",) and len(llm.requests) == 1
+    assert "HACKED" not in llm.requests[0][0].content.split("Choose among these options:")[1]
     assert trace.of_type(FinalAnswerStep)[-1].thought == "(chosen again among the other options)"
 
 

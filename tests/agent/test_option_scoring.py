@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from vidagent.agent.option_scoring import choose, cyclic_orders, option_probabilities, score_options
+from vidagent.agent.option_scoring import choose, cyclic_orders, option_probabilities, resolved, score_options
 from vidagent.agent.planner import build_planner
 from vidagent.agent.steps import FinalAnswerStep, TaskStep, Trace
 from vidagent.agent.task import Task
@@ -276,5 +276,7 @@ def test_auto_scores_sentences_by_their_text_and_short_options_by_their_numbers(
                           scores_continuations=True)
     scores = choose(numbers, [Message("user", "descriptions")], phrases, trace, root.id, "auto")
     assert scores is not None and len(scores.per_order) == 3 and not any(s["continuation"] for s in numbers.sampling)
-    endpoint = ScriptedLLM([by_position(0.2, 0.5, 0.3)] * 3)  # sentences, but a model that cannot score a reply
-    assert choose(endpoint, [Message("user", "d")], sentences, trace, root.id, "auto").per_order
+    endpoint = ScriptedLLM([])  # a model that cannot score a given reply (an endpoint): its answer is read
+    assert choose(endpoint, [Message("user", "d")], sentences, trace, root.id, "auto") is None
+    assert choose(endpoint, [Message("user", "d")], phrases, trace, root.id, "auto") is None and not endpoint.requests
+    assert resolved("auto", phrases, endpoint) == "text" and resolved("permuted", phrases, endpoint) == "permuted"

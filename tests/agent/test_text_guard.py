@@ -28,9 +28,9 @@ def memory(*segments: tuple[str, str, str]) -> SimpleNamespace:
         SegmentRecord(i, 2.0 * i, 2.0 * i + 2, d, s, t, np.zeros(4, np.float32)) for i, (d, t, s) in enumerate(segments)])
 
 
-def ask(task: Task, answer: str, index: int | None, video: SimpleNamespace, replies: list[str],
-        trace: Trace | None = None):
-    llm = ScriptedLLM(replies)
+def ask(task: Task, answer: str, index: int | None, video: SimpleNamespace, replies: list,
+        trace: Trace | None = None, *, local: bool = True):
+    llm = ScriptedLLM(replies, scores_continuations=local)  # a local model has the options scored; an endpoint not
     trace = trace or Trace()
     guarded = guarded_answer(task, answer, index, [Candidate(answer, index)], trace, [video], llm)
     return guarded, llm, trace
@@ -98,11 +98,11 @@ def test_naming_and_questions_about_text():
     assert not about_text("What colour is the frisbee?")
 
 
-def test_a_backend_that_cannot_score_options_is_asked_for_one_in_words():
+def test_an_endpoint_is_asked_for_an_option_in_words():
     video = memory(("1 frisbee (red).", "ANSWER: B", ""),)
-    guarded, llm, _ = ask(Task("What colour is the frisbee?", COLOURS), "blue", 1, video, ["0", "A. red"])
-    assert guarded.choice_index == 0 and len(llm.requests) == 2  # a scoring call that read no log-probabilities
-    assert "\nB. blue" in llm.requests[1][-1].content  # then the options in words, letters as a sign would use
+    guarded, llm, _ = ask(Task("What colour is the frisbee?", COLOURS), "blue", 1, video, ["A. red"], local=False)
+    assert guarded.choice_index == 0 and len(llm.requests) == 1  # an endpoint: no scoring call
+    assert "\nB. blue" in llm.requests[0][-1].content  # the options in words, letters as a sign would use
 
 
 def test_a_label_before_an_option_s_text_is_read_by_the_text():

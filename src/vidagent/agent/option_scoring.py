@@ -65,13 +65,17 @@ def orders_for(choose_by: str, count: int) -> int:
 
 
 def resolved(choose_by: str, task: Task, llm: ChatModel) -> str:
-    """``auto`` made concrete for this question and model: ``continuation`` for options that are sentences (where
-    the model can score a given reply), else ``permuted``; any other way is itself."""
+    """``auto`` made concrete for this question and model. A model that scores a given reply (the local one, whose
+    log-probabilities are read in-process) has the options scored: ``continuation`` where they are sentences, else
+    ``permuted``. Any other (an OpenAI-style endpoint) reads the generated answer (``text``), as the papers did: a
+    strong model's answer needs no scoring, and an endpoint bills every order. Any other way is itself."""
     if choose_by != "auto":
         return choose_by
+    if not getattr(llm, "scores_continuations", False):
+        return "text"
     words = [len(choice.split()) for choice in task.choices or ()]
     sentences = bool(words) and sum(words) / len(words) >= SENTENCE_WORDS
-    return "continuation" if sentences and getattr(llm, "scores_continuations", False) else "permuted"
+    return "continuation" if sentences else "permuted"
 
 
 def listed_options(task: Task, choose_by: str) -> str:

@@ -8,8 +8,8 @@ that steers a model on (``tools.observed.split_orders``); model-written text (a 
 result) is never taken for orders, only left out of the support when it is marked. An option, or an open
 answer, named in the orders and in nothing else the planner could read is excluded, unless that would
 exclude every option. The planner's next candidate that is not excluded takes its place; without one
-the other options are scored as the planners score them, after the ordinary text only (a backend that
-cannot score them is asked to choose in words; when the question's budget leaves no call: the first other
+the other options are scored as the planners score them, after the ordinary text only (an endpoint, which
+``auto`` leaves to its generated answer, is asked to choose in words; when the question's budget leaves no call: the first other
 option). The trace records why (an evaluation step) and
 the new answer (``how="guard"``).
 """

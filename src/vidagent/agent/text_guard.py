@@ -6,7 +6,7 @@ order split into scattered words steered answers with no pattern firing. This gu
 instead of how it is worded: when the video's own text (its on-screen text and speech) names the answer, by the
 option's text, by its label (a letter or a number) or by all of its words spread over one stretch, and nothing else
 the planner read supports it, the answer is decided again with that text withheld (the options scored as the
-planners score them; one generated reply where the backend cannot score). An answer that
+planners score them with a local model; one generated reply from an endpoint). An answer that
 holds without the text stays; one that does not is replaced by what the rest of the evidence says, and the trace
 says what was withheld and why. A question about the text itself (what a sign says, a name, a number shown) reads
 it as evidence and is left alone.
