@@ -87,7 +87,7 @@ class Answer:
     @property
     def confidence(self) -> float | None:
         """How sure the planner was, from what it has: the chosen option's probability where it chose by
-        likelihood, else the share of its attempts' votes the answer got when it made several, else the
+        likelihood, else the share of its attempts' votes the answer got when several voted (all of them: 1.0), else the
         option's probability on the cited evidence (the check's); None when it has none of them (an open
         answer of a single chain), and 0 when it abstained."""
         if self.abstained:
@@ -97,7 +97,7 @@ class Answer:
         if chosen is not None and chosen.likelihood is not None:
             return round(chosen.likelihood, 4)
         votes = sum(c.votes for c in self.candidates)
-        if chosen is not None and len(self.candidates) > 1 and votes:
+        if chosen is not None and votes > 1:  # several attempts voted (one that all agreed on: 1.0)
             return round(chosen.votes / votes, 4)
         return self.check.probability(self.choice_index) if self.check is not None else None
 
