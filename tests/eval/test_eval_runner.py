@@ -123,6 +123,20 @@ def test_prompts_and_answer_settings_are_part_of_a_runs_identity(tmp_path, setti
         _check_folder(tmp_path / "older", identity)
 
 
+def test_a_planners_defaults_are_part_of_a_runs_identity(tmp_path, settings):
+    qa = write_questions(tmp_path / "qa.jsonl")
+    identity = _identity(load_dataset(qa), RunConfig(dataset=qa, planner="react"), settings)
+    assert identity["planner_options"] == {} and identity["planner_config"]["max_steps"] == 8  # given ones, all
+    given = _identity(load_dataset(qa), RunConfig(dataset=qa, planner="react", planner_options=(("max_steps", "3"),)),
+                      settings)
+    assert given["planner_config"]["max_steps"] == 3
+    (tmp_path / "older").mkdir()
+    default_then = {**identity, "planner_config": {**identity["planner_config"], "max_steps": 6}}
+    (tmp_path / "older" / "run.json").write_text(json.dumps(default_then))  # a default that has changed since
+    with pytest.raises(EvalError, match="other planner options"):
+        _check_folder(tmp_path / "older", identity)
+
+
 def kill_after_rows(args: list[str], env: dict[str, str], results: Path, rows: int) -> None:
     """Start ``vidagent ARGS`` and kill -9 it (its whole process group) once ``results`` holds ``rows`` rows."""
     process = subprocess.Popen([sys.executable, "-m", "vidagent.cli", *args], env=env, start_new_session=True,

@@ -19,8 +19,8 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from vidagent.agent.planning import Needs, Planner
 from vidagent.errors import PlannerError
 
-__all__ = ["Needs", "Planner", "build_planner", "default_planner", "knowledge_planners", "parse_options", "planner_for",
-           "planner_names", "register_planner"]
+__all__ = ["Needs", "Planner", "build_planner", "default_planner", "knowledge_planners", "parse_options", "planner_config",
+           "planner_for", "planner_names", "register_planner"]
 
 BUILTIN_PLANNERS = {
     "blind": "vidagent.agent.baselines:BlindPlanner",
@@ -133,6 +133,15 @@ def _factory(name: str) -> Callable[..., Planner]:
             raise PlannerError(f"{name!r} is not a planner class (a class with name, needs and run)")
         return factory  # type: ignore[no-any-return]
     raise PlannerError(f"unknown planner {name!r}: use one of {', '.join(planner_names())} or module:Class")
+
+
+def planner_config(planner: Planner) -> dict[str, Any]:
+    """Every option of a built planner with the value it runs with (the given ones and the defaults), as plain JSON
+    values: what an evaluation run's identity records, so that a default changed later never mixes rows."""
+    if not dataclasses.is_dataclass(planner):
+        return {}
+    values = {f.name: getattr(planner, f.name) for f in dataclasses.fields(planner) if f.init}
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in sorted(values.items())}
 
 
 def _load(path: str, name: str) -> Callable[..., Planner]:

@@ -25,7 +25,7 @@ from vidagent.eval.dataset import REFERRING_SEGMENTATION, Dataset, EvalItem, Vid
 from vidagent.eval.errors import EvalError
 from vidagent.eval.loaders import load_dataset
 from vidagent.agent.learning.keeper import check_mode
-from vidagent.agent.planner import build_planner
+from vidagent.agent.planner import build_planner, planner_config
 from vidagent.experience.store import ExperienceStore
 from vidagent.llm.budget import Budget
 from vidagent.eval.report import RESULTS, RUN_FILE, write_run_report
@@ -36,10 +36,12 @@ from vidagent.prompts import prompts_digest
 
 # What must match for a folder's rows to be reused by a rerun. ``prompts`` and ``settings`` are digests of
 # every shipped prompt file (templates, budgets, stop strings) and of the settings that change answers; a
-# folder written before they existed is refused, since its rows may have been made with other ones.
-IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "judge", "llm", "teach", "experience", "memories",
-                 "budget", "prompts", "settings")
+# folder written before they existed is refused, since its rows may have been made with other ones. ``planner_config``
+# is every option of the planner with its value, defaults included, so a default changed since is refused too.
+IDENTITY_KEYS = ("dataset", "format", "planner", "planner_options", "planner_config", "judge", "llm", "teach",
+                 "experience", "memories", "budget", "prompts", "settings")
 DIGEST_MEANINGS = {"prompts": "other prompts (templates, token budgets or stop strings) or none recorded",
+                   "planner_config": "other planner options (defaults included) or none recorded",
                    "settings": "other settings that change answers (see answer_settings in its run.json) or none recorded"}
 OPTIONAL_IDENTITY = {"planner_options": {}, "teach": False, "experience": "none", "memories": None, "budget": None}  # what a run folder written before a key existed means by it
 
@@ -161,7 +163,8 @@ def _identity(dataset: Dataset, config: RunConfig, settings: Settings) -> dict[s
     model_free = not planner.needs.llm
     return {
         "dataset": str(dataset.source.resolve()), "format": dataset.format, "planner": config.planner,
-        "planner_options": dict(config.planner_options), "judge": config.judge, "teach": config.teach,
+        "planner_options": dict(config.planner_options), "planner_config": planner_config(planner),
+        "judge": config.judge, "teach": config.teach,
         "llm": None if model_free and not config.judge else f"{settings.llm.backend}:{settings.llm.model}",
         "experience": "none" if model_free else settings.experience, "memories": config.memories,
         "budget": str(Budget.parse(config.budget)) if config.budget else None,
