@@ -226,7 +226,8 @@ def test_caption_only_averages_its_evidence_subsets(scripted, settings):
 
 def test_samples_need_a_scored_choice():
     with pytest.raises(PlannerError, match="samples > 1"):
-        build_planner("caption_only", {"samples": "3"})
+        build_planner("caption_only", {"samples": "3", "choose_by": "text"})
+    assert build_planner("caption_only", {"samples": "3"}).choose_by == "auto"  # scored by default (a local model)
     with pytest.raises(PlannerError, match="select must be one of"):
         build_planner("caption_only", {"select": "best", "lines": "5"})
 

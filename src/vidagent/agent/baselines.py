@@ -43,7 +43,9 @@ PROMPT_RESERVE_TOKENS = 600
 class CaptionOnlyPlanner:
     """Options: ``context_tokens`` (default: the chat model's, from the toolbox; the descriptions
     are thinned evenly to fit it), ``answer_tokens`` (default: the ``answer_line`` prompt's budget, in
-    ``prompts/caption_only.toml``; an option overrides it), ``choose_by`` (``text``: the option the
+    ``prompts/caption_only.toml``; an option overrides it), ``choose_by`` (``auto``, the default: scored as
+    below with the local model, by texts where the options are sentences and by numbers in every order otherwise;
+    read off the generated answer with an endpoint; ``text``: the option the
     generated answer names; ``likelihood``: the option whose number the model finds likeliest,
     one generated token; ``permuted``: the same asked once per cyclic order of the options, averaged,
     so that a preference for a position cancels out), ``line_seconds`` (0: one line per segment; else
@@ -58,7 +60,7 @@ class CaptionOnlyPlanner:
     answer_tokens: int | None = option(None, 1, 4096)
     line_seconds: float = option(0.0, 0.0, 3600.0)
     lines: int = option(0, 0, 1000)
-    choose_by: str = "text"
+    choose_by: str = "auto"
     select: str = "even"
     samples: int = option(1, 1, 16)
     name: ClassVar[str] = "caption_only"

@@ -28,9 +28,13 @@ VIDEOAGENT_TOOLS = ("caption_retrieval", "segment_localization", "visual_questio
 @dataclass
 class ReActPlanner:
     """Options: ``max_steps`` (model steps before the answer is forced), ``overview_segments``
-    (segments read before the model speaks; 0 for none), ``choose_by`` (``text``: the option the
-    final answer names; ``likelihood``: the option the model gives the highest probability;
-    ``permuted``: that asked once per cyclic order of the options, averaged),
+    (segments read before the model speaks; 0 for none), ``choose_by`` (``auto``, the default: with the
+    local model the options are scored after the chain, by their texts where they are sentences and by their
+    numbers in every order otherwise, so every multiple-choice answer has a confidence; with an endpoint the
+    option the final answer names, as the paper reads it; ``text``: always that; ``likelihood``: the option the
+    model gives the highest probability; ``permuted``: that asked once per cyclic order of the options,
+    averaged; ``continuation``: the options' texts scored. With the embedded 1.5B model on 100 EgoSchema dev
+    questions the scored answer was right 36 times where the named option was 24: p = 0.0075),
     ``described_vqa`` (keep visual_question_answering when it cannot see the frames and only reads
     their descriptions; off: measured on dev with the offline stack, keeping it took ~1,000 more prompt
     tokens a question and 21 points of accuracy: it re-reads descriptions the planner already has and
@@ -38,7 +42,7 @@ class ReActPlanner:
 
     max_steps: int = option(8, 1, 50)
     overview_segments: int = option(15, 0, 200)
-    choose_by: str = "text"
+    choose_by: str = "auto"
     described_vqa: bool = False
     name: ClassVar[str] = "react"
     tools: tuple[str, ...] | None = VIDEOAGENT_TOOLS
