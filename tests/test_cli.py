@@ -146,8 +146,11 @@ def test_end_to_end_multiple_choice_from_the_dev_set(dev_question, models_dir):
     assert trace[0]["type"] == "task" and trace[0]["question"] == item["question"]
     # no model call chooses the memories (--memory-selection tools): the automatic overview comes first
     assert (trace[1]["type"], trace[1]["tool"]) == ("tool_call", "caption_retrieval")
-    assert [step["parent_id"] for step in trace] == [None] + list(range(len(trace) - 1))  # ReAct is a chain
-    assert any(step["type"] == "final_answer" for step in trace) and answer["planner"] == "react"
+    chain = [step for step in trace if step.get("how") not in ("likelihood", "continuation")]
+    assert [step["parent_id"] for step in chain] == [None] + list(range(len(chain) - 1))  # ReAct is a chain
+    scored = [step for step in trace if step.get("how") in ("likelihood", "continuation")]
+    assert scored and all(step["parent_id"] == chain[-1]["id"] for step in scored)  # then its answer's options scored
+    assert answer["confidence"] is not None and answer["planner"] == "react"
     assert all(e["source"] == answer["video_id"] for e in answer["evidence"])
     # Asking again is answered from the response cache: no new LLM calls.
     again = json.loads(run_cli(*args, home=home, models_dir=models_dir, timeout=900).stdout)

@@ -195,7 +195,7 @@ def test_the_check_with_the_real_embedded_model_marks_evidence_and_sets_a_calibr
     question = questions[0]
     with Session(settings) as session:
         answer = session.ask(f"egoschema:{question['q_uid']}", question["question"], _choices(question),
-                             planner="caption_only", check=True)
+                             planner="caption_only", planner_options={"choose_by": "text"}, check=True)  # one call
     data = answer.to_dict()
     check = data["check"]
     assert check["verdict"] in ("supported", "unsupported") and 1 <= check["read"] <= ToolShapes().check_spans
@@ -207,8 +207,8 @@ def test_the_check_with_the_real_embedded_model_marks_evidence_and_sets_a_calibr
         check["probabilities"][answer.choice_index], abs=1e-3))
     assert answer.usage.llm_calls == 3  # the planner's one call, then the check's two over one prefix
     assert len(answer.trace.of_type(EvaluationStep)) == 2
-    run = run_eval(RunConfig(dataset=questions_file, planner="caption_only", out=tmp_path / "checked",
-                             progress=False), replace(settings, check=True))
+    run = run_eval(RunConfig(dataset=questions_file, planner="caption_only", planner_options=(("choose_by", "text"),),
+                             out=tmp_path / "checked", progress=False), replace(settings, check=True))
     assert all(r["confidence"] is not None for r in run.rows)
     assert "**Confidence** (3 answers with one" in (tmp_path / "checked" / "summary.md").read_text()
 

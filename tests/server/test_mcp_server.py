@@ -15,7 +15,7 @@ from pathlib import Path
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from vidagent.agent.planner import planner_names
+from vidagent.agent.planner import BUILTIN_PLANNERS
 from vidagent.video.video import Video
 
 from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, video_path
@@ -47,7 +47,7 @@ def test_stdio_tools_list_index_query_and_ask(temporal_library, models_dir, tmp_
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
             assert set(tools) == TOOLS
             assert tools["query_video_memory"].annotations.read_only_hint
-            assert all(name in tools["ask_video"].description for name in planner_names())  # from the registry
+            assert all(name in tools["ask_video"].description for name in BUILTIN_PLANNERS)  # from the registry
             videos = structured(await client.call_tool("list_videos", {}))["videos"]
             assert {v["name"] for v in videos} == {"3.mp4", "4.mp4"}  # the library's clips in the served folder
             built = structured(await client.call_tool("index_video", {"video": str(video_path(TEMPORAL_TOY)),
