@@ -116,7 +116,7 @@ def choose_among(llm: ChatModel, messages: Sequence[Message], task: Task, among:
     probabilities = [0.0] * count
     for position, index in enumerate(kept):
         probabilities[index] = scores.probabilities[position]
-    return OptionScores(kept[scores.index], tuple(probabilities), mean_logprobs=scores.mean_logprobs)
+    return OptionScores(kept[scores.index], tuple(probabilities))  # the narrowed options' means would misname them
 
 
 def score_option_texts(llm: ChatModel, messages: Sequence[Message], task: Task, trace: Trace, parent_id: int,

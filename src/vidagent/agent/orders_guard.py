@@ -9,9 +9,8 @@ result) is never taken for orders, only left out of the support when it is marke
 answer, named in the orders and in nothing else the planner could read is excluded, unless that would
 exclude every option. The planner's next candidate that is not excluded takes its place; without one
 the other options are scored as the planners score them, after the ordinary text only (an endpoint, which
-``auto`` leaves to its generated answer, is asked to choose in words; when the question's budget leaves no call: the first other
-option). The trace records why (an evaluation step) and
-the new answer (``how="guard"``).
+``auto`` leaves to its generated answer, is asked to choose in words; when the question's budget leaves no
+call: the first other option). The trace records why (an evaluation step) and the new answer (``how="guard"``).
 """
 
 from __future__ import annotations
@@ -147,7 +146,8 @@ def _choose_again(task: Task, excluded: Sequence[int], names: Sequence[str], mat
     values = {"question": task.question, "material": material.rest[-material_chars:],
               "excluded": ", ".join(names)}
     if task.choices:
-        scored = _scored_again(task, remaining, values, trace, parent_id, llm)
+        material = prompt(PROMPTS, "orders_material").render(**values).strip()
+        scored = scored_choice(task, remaining, material, trace, parent_id, llm, "(the other options scored)")
         if scored is not None:
             return scored
     options = "".join(f"\n{n}. {task.choices[i]}" for n, i in enumerate(remaining)) if task.choices else ""
@@ -174,21 +174,20 @@ def _choose_again(task: Task, excluded: Sequence[int], names: Sequence[str], mat
     return text, index, step.id
 
 
-def _scored_again(task: Task, remaining: Sequence[int], values: dict[str, str], trace: Trace, parent_id: int,
-                  llm: ChatModel) -> tuple[str, int | None, int] | None:
-    """The remaining options scored as the planners score them (``option_scoring.choose_among``, ``auto``);
-    None where the backend cannot score them or the budget leaves no call (the caller asks in words, or
-    takes the first other option)."""
-    material = prompt(PROMPTS, "orders_material").render(**values).strip()
+def scored_choice(task: Task, among: Sequence[int], material: str, trace: Trace, parent_id: int, llm: ChatModel,
+                  thought: str) -> tuple[str, int | None, int] | None:
+    """A guard's new answer among the options ``among``, scored after ``material`` as the planners score options
+    (``option_scoring.choose_among``, ``auto``) and recorded as a ``how="guard"`` answer saying ``thought``: text,
+    option, step id. None where the model does not score (an endpoint) or the budget leaves no call: the caller
+    asks in words (which then finds the budget spent)."""
     try:
-        scores = choose_among(llm, [Message("user", material)], task, remaining, trace, parent_id)
+        scores = choose_among(llm, [Message("user", material)], task, among, trace, parent_id)
     except BudgetSpentError:
         return None
     if scores is None:
         return None
     text = task.choices[scores.index]  # type: ignore[index]
-    step = trace.add(FinalAnswerStep(parent_id=parent_id, answer=text, how="guard",
-                                     thought="(the other options scored)"))
+    step = trace.add(FinalAnswerStep(parent_id=parent_id, answer=text, how="guard", thought=thought))
     return text, scores.index, step.id
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from vidagent.agent.answer import Candidate
-from vidagent.agent.option_scoring import choose
+from vidagent.agent.orders_guard import scored_choice
 from vidagent.agent.parsing import extract_choice
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, ObservationStep, Trace, model_cost
 from vidagent.agent.task import Task
@@ -147,18 +147,14 @@ def _decide_without(task: Task, support: str, trace: Trace, parent_id: int,
                     llm: ChatModel) -> tuple[str, int | None, int] | None:
     """The model's answer from ``support`` alone (the video's text withheld, its length cut by the caller): text,
     option, step id; None when the question's budget leaves no call. Options are scored as the planners score
-    them (``option_scoring.choose``, ``auto``); a backend that cannot score them is asked for one in words."""
+    them (``orders_guard.scored_choice``); an endpoint is asked for one in words."""
     values = {"question": task.question, "material": support or "(nothing else was read)"}
     if task.choices:
         material = prompt(PROMPTS, "text_withheld_material").render(**values).strip()
-        try:
-            scores = choose(llm, [Message("user", material)], task, trace, parent_id, "auto")
-        except BudgetSpentError:
-            return None
-        if scores is not None:
-            step = trace.add(FinalAnswerStep(parent_id=parent_id, answer=task.choices[scores.index], how="guard",
-                                             thought="(the options scored with the video's text withheld)"))
-            return task.choices[scores.index], scores.index, step.id
+        scored = scored_choice(task, range(len(task.choices)), material, trace, parent_id, llm,
+                               "(the options scored with the video's text withheld)")
+        if scored is not None:
+            return scored
     contract = prompt(PROMPTS, "text_withheld_choose" if task.choices else "text_withheld_answer")
     if task.choices:
         values["options"] = "".join(f"\n{_LETTERS[i]}. {option}" for i, option in enumerate(task.choices))
