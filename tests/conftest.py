@@ -5,7 +5,8 @@ Two markers split the suite into tiers: ``models`` (runs a real model: the offli
 Hugging Face backends or the embedded chat model) and ``clips`` (reads ../shared/data). The fast tier,
 ``pytest -m "not models and not clips"``, runs everything else (the fakes in ``tests/fakes`` stand in
 for the models there). ``--require-models`` turns a skip of a marked test (a model, a clip or a tool
-install.sh installs is missing) into a failure, so CI cannot pass by skipping.
+install.sh installs is missing) into a failure, so CI cannot pass by skipping; a test marked ``gpu``
+(it needs a CUDA GPU, which CI has not) may still skip.
 
 Marks come from the fixtures a test uses (``MODEL_FIXTURES``, ``CLIP_FIXTURES``) and from the calls in
 its source (``video_path``, ``frame_at``); a module or test marks itself where neither shows. A test
@@ -212,7 +213,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and item.config.getoption("--require-models") and \
+    if report.skipped and item.config.getoption("--require-models") and not item.get_closest_marker("gpu") and \
             (item.get_closest_marker("models") or item.get_closest_marker("clips")):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
