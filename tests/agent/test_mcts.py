@@ -14,6 +14,7 @@ from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, FormatErrorSte
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
+from vidagent.llm.base import Completion
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 
 from fakes import ScriptedLLM
@@ -348,3 +349,40 @@ def test_a_tie_can_be_broken_by_the_model_in_the_roots_conversation():
     assert MCTSPlanner().tie_break == "llm"  # the default: it doubled multiple-choice accuracy at n=2 on dev
     with pytest.raises(PlannerError, match="tie_break must be one of"):
         build_planner("mcts", {"tie_break": "coin"})
+
+
+def _scored(*pairs: tuple[str, float]) -> Completion:
+    """A scripted reply to the option-number request: its first token's log-probabilities."""
+    return Completion(pairs[0][0], 50, 1, 0.01, first_token_logprobs=tuple(pairs))
+
+
+def test_scored_options_decide_each_answer_and_a_tie_goes_to_the_likelier_option_without_a_call():
+    # The first chain names the leash but its scores favour the rope toy; the second names the rope toy.
+    llm = ScriptedLLM([READ_ALL, LEASH, COUNT, ROPE, _scored(("1", -0.2), ("0", -1.0)), _scored(("1", -0.1), ("0", -3.0))])
+    answer = planner(n=2, strategy="root", choose_by="likelihood").run(Task("What is attached to the dog?", CHOICES),
+                                                                     TOOLBOX, llm)
+    assert answer.choice_index == 1 and [(c.choice_index, c.votes) for c in answer.candidates] == [(1, 2)]
+    rope = (math.exp(-0.2) / (math.exp(-0.2) + math.exp(-1.0)) + math.exp(-0.1) / (math.exp(-0.1) + math.exp(-3.0))) / 2
+    assert answer.confidence == pytest.approx(rope, abs=1e-4)
+    scoring = llm.requests[4]
+    assert scoring[-2].role == "assistant" and "Final Answer: a black leash" in scoring[-2].content  # after its answer
+    # Each chain's scores favour its own answer: the likelier option over both chains wins, no tie-break call.
+    llm = ScriptedLLM([READ_ALL, LEASH, COUNT, ROPE, _scored(("0", -0.5), ("1", -1.0)), _scored(("1", -0.1), ("0", -3.0))])
+    tie = planner(n=2, strategy="root", choose_by="likelihood", tie_break="llm").run(
+        Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+    assert tie.choice_index == 1 and tie.trace.last.how == "vote, tie broken by the scores" and len(llm.requests) == 6
+    assert {c.choice_index: c.votes for c in tie.candidates} == {0: 1, 1: 1}
+
+
+def test_a_forced_answer_is_scored_too_and_text_reads_the_named_option_as_the_paper():
+    llm = ScriptedLLM(["I am not sure.", "Nothing to add.", "Final Answer: a rope toy", _scored(("3", -0.1), ("1", -2.0))])
+    forced = planner(n=2, strategy="root", choose_by="likelihood").run(Task("What is attached to the dog?", CHOICES),
+                                                                     TOOLBOX, llm)
+    assert forced.choice_index == 3 and forced.trace.last.how == "likelihood" and forced.confidence > 0.8
+    llm = ScriptedLLM([READ_ALL, LEASH, COUNT, ROPE, "1"])
+    named = planner(n=2, strategy="root", choose_by="text", tie_break="llm").run(
+        Task("What is attached to the dog?", CHOICES), TOOLBOX, llm)
+    assert named.choice_index == 1 and named.trace.last.how == "vote, tie broken by the model"
+    assert MCTSPlanner().choose_by == "auto"  # scored with a model that scores; the scripted one cannot: text
+    with pytest.raises(PlannerError, match="choose_by"):
+        build_planner("mcts", {"choose_by": "dice"})

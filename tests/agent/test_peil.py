@@ -5,6 +5,7 @@ The rule-based temporal reasoning and the source handling are tested on their ow
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -474,3 +475,22 @@ def test_an_answer_naming_a_source_says_the_user_s_file_not_the_planner_s_label(
         answer = session.ask([scripted.toy, scripted.text, photo], "Which source shows the dog?", planner="peil",
                              planner_options=PLAIN)
     assert answer.text == f"dogphoto.jpg, not {Path(scripted.toy).name}"
+
+
+def test_scored_attempts_choose_their_options_and_give_the_answer_a_confidence(scripted, settings):
+    """With ``choose_by`` scoring, each attempt's option is the one its scores favour after its answer, and the
+    answer's confidence is that option's mean probability over the attempts (a single attempt has one too)."""
+    from vidagent.llm.base import Completion
+
+    def scored(*pairs: tuple[str, float]) -> Completion:
+        return Completion(pairs[0][0], 50, 1, 0.01, first_token_logprobs=tuple(pairs))
+
+    llm = ScriptedLLM(["Thought: I now know the final answer\nFinal Answer: a car", scored(("0", -0.1), ("1", -2.0)),
+                       "Yes: the drawing was described"])
+    with Session(settings, perception=scripted_perception(), llm=llm) as session:
+        answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="peil",
+                             planner_options={**PLAIN, "choose_by": "likelihood", "attempts": "1"})
+    guitar = 1 / (1 + math.exp(-1.9))
+    assert answer.choice_index == 0 and answer.text == "a guitar"  # the scores overrule the named "a car"
+    assert answer.confidence == pytest.approx(guitar, abs=1e-4)
+    assert llm.requests[1][-2].role == "assistant" and "Final Answer: a car" in llm.requests[1][-2].content

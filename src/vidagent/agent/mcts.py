@@ -21,7 +21,11 @@ a second unusable reply in a row ends the search, which answers with what it has
 spent 11 unusable steps of 9-52 s each).
 
 The answer: a vote over the options the answers name (ties go to the earliest answer), or for an
-open question an LLM summary of the distinct answers. Every answer is a ``Candidate`` with its
+open question an LLM summary of the distinct answers. With ``choose_by`` scoring (the default ``auto`` with a
+model that scores given replies: the local one), each answer's option is the one the model's scores favour
+after that chain's final answer (as ``react`` reads its chain's), each option's likelihood is its mean
+probability over the chains, and a tie of votes goes to the likelier option with no further call; with an
+endpoint the option each answer names is read, as the paper reads it. Every answer is a ``Candidate`` with its
 votes and reward; the trace is the search tree; ``artifacts["search"]`` has each node's reward
 and each iteration's selection.
 """
@@ -35,9 +39,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
 from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers
+from vidagent.agent.option_scoring import check_choose_by, choose
 from vidagent.agent.parsing import extract_choice, parse_react
 from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.react import VIDEOAGENT_TOOLS
+from vidagent.agent.parsing import reaches_no_answer
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format, offered_tools
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace, model_cost
 from vidagent.agent.task import Task
@@ -67,6 +73,7 @@ class Node:
     answer: str | None = None
     failure: str | None = None
     choice_index: int | None = None
+    option_probabilities: tuple[float, ...] | None = None  # the options' scores after this leaf's answer
 
     @property
     def is_leaf(self) -> bool:
@@ -94,8 +101,11 @@ class MCTSPlanner:
     ``overview_segments`` (0: the root is the question alone, as in the paper), ``tools`` (names,
     comma-separated; ``doraemongpt`` stands for the paper's sub-task tools, ``videoagent`` for VideoAgent's),
     ``described_vqa`` (keep visual_question_answering when it only reads frame descriptions; ReAct
-    drops it), ``seed`` (default: from the task). The paper's setting: ``tools=doraemongpt
-    overview_segments=0``."""
+    drops it), ``seed`` (default: from the task), ``choose_by`` (how an answer's option is read: ``auto``, the
+    default, scores the options after each answer with a model that can, reads the named option with an
+    endpoint; ``text`` always reads it; ``likelihood``, ``permuted``, ``continuation`` score that way; see
+    ``option_scoring``). The paper's setting: ``tools=doraemongpt overview_segments=0`` (and ``choose_by=text``
+    with the embedded model)."""
 
     n: int = option(2, 1, 64)
     alpha: float = option(1.0, 0.0, MAX_ALPHA)
@@ -111,9 +121,11 @@ class MCTSPlanner:
     seed: int | None = option(None, 0, 2**63 - 1)
     tools: tuple[str, ...] | None = SUBTASK_KINDS + VIDEOAGENT_TOOLS
     described_vqa: bool = True
+    choose_by: str = "auto"
     name: ClassVar[str] = "mcts"
 
     def __post_init__(self) -> None:
+        check_choose_by(self.choose_by)
         if self.n < 1:
             raise ValueError("n must be at least 1")
         if self.tie_break not in TIE_BREAKS:
@@ -284,16 +296,18 @@ class _Search:
             return self._forced()
         if self.task.choices:
             for leaf in answered:
-                leaf.choice_index = self.steps.choose_option(self._messages(leaf.parent), leaf.answer or "",
-                                                             self.task, leaf.step_id, allow_none=True)
+                leaf.choice_index, leaf.option_probabilities = self._read_option(leaf)
             # Answers that name no option stay apart, by their text.
             candidates = self._candidates(answered)
             voted = [c for c in candidates if c.choice_index is not None]
-            # Most votes; a tie goes to the better-rewarded branch, then to the earlier answer (max keeps the first).
-            best = max(voted, key=lambda c: (c.votes, c.reward or 0.0)) if voted else candidates[0]
+            # Most votes; a tie goes to the likelier option where they were scored, else to the better-rewarded
+            # branch, then to the earlier answer (max keeps the first).
+            best = max(voted, key=lambda c: (c.votes, c.likelihood or 0.0, c.reward or 0.0)) if voted else candidates[0]
             tied = [c for c in voted if c.votes == best.votes]
             how = "vote"
-            if len(tied) > 1 and self.planner.tie_break == "llm":
+            if len(tied) > 1 and any(c.likelihood is not None for c in tied):
+                how = "vote, tie broken by the scores"
+            elif len(tied) > 1 and self.planner.tie_break == "llm":
                 best = self._break_tie(tied) or best
                 how = "vote, tie broken by the model"
             text = self.task.answer_text(best.text, best.choice_index)
@@ -309,16 +323,34 @@ class _Search:
         text, final_id = self._summarise(candidates)
         return self._result(text, None, candidates, final_id)
 
+    def _read_option(self, leaf: Node) -> tuple[int | None, tuple[float, ...] | None]:
+        """The option a leaf's answer stands for, and the options' scores where they were read by scoring
+        (``choose_by``); an answer that reaches none ("None") stands for no option and is not scored."""
+        messages, answer = self._messages(leaf.parent), leaf.answer or ""
+        if self.planner.choose_by != "text" and not reaches_no_answer(answer, self.task.choices or ()) and \
+                self.llm.calls_left() != 0:
+            said = leaf.outcome.model_output if leaf.outcome is not None and leaf.outcome.model_output else \
+                f"Final Answer: {answer}"
+            scores = choose(self.llm, [*messages, Message("assistant", said)], self.task, self.trace, leaf.step_id,
+                            self.planner.choose_by)
+            if scores is not None:
+                return scores.index, scores.probabilities
+        return self.steps.choose_option(messages, answer, self.task, leaf.step_id, allow_none=True), None
+
     def _candidates(self, answered: list[Node]) -> list[Candidate]:
-        """One candidate per distinct answer (an option, or a text when it names none): its votes, and
-        the reward of its best branch (the branch's first node under the root, which back-propagation
-        credits with the whole branch)."""
+        """One candidate per distinct answer (an option, or a text when it names none): its votes, the
+        reward of its best branch (the branch's first node under the root, which back-propagation
+        credits with the whole branch) and, where the options were scored, its option's mean probability
+        over the scored answers (every scored chain weighs on every option)."""
+        scored = [leaf.option_probabilities for leaf in answered if leaf.option_probabilities is not None]
         out = []
         for leaves in group_answers(answered, lambda leaf: answer_key(leaf.answer or "", leaf.choice_index)):
             first = leaves[0]
             reward = max(leaf.path()[1].reward for leaf in leaves)
+            likelihood = round(sum(p[first.choice_index] for p in scored) / len(scored), 4) \
+                if scored and first.choice_index is not None else None
             out.append(Candidate(self.task.answer_text(first.answer or "", first.choice_index), first.choice_index,
-                                 votes=len(leaves), reward=reward, step_id=first.step_id))
+                                 votes=len(leaves), reward=reward, likelihood=likelihood, step_id=first.step_id))
         return out
 
     def _break_tie(self, tied: list[Candidate]) -> Candidate | None:
@@ -356,10 +388,20 @@ class _Search:
     def _forced(self) -> Answer:
         """No chain reached an answer: ask for the best answer at the end of the latest chain."""
         leaf = self.leaves[-1] if self.leaves else self.root
-        final = self.steps.force_final(self._messages(leaf), leaf.step_id, self.task)
-        choice_index = self.steps.choose_option(self._messages(leaf), final.answer, self.task, final.id)
+        messages = self._messages(leaf)
+        final = self.steps.force_final(messages, leaf.step_id, self.task)
+        scores = None
+        if self.task.choices and self.planner.choose_by != "text" and self.llm.calls_left() != 0 and \
+                not reaches_no_answer(final.answer, self.task.choices):
+            said = final.model_output or f"Final Answer: {final.answer}"
+            scores = choose(self.llm, [*messages, Message("assistant", said)], self.task, self.trace, final.id,
+                            self.planner.choose_by)
+        choice_index = scores.index if scores is not None else \
+            self.steps.choose_option(messages, final.answer, self.task, final.id)
+        likelihood = round(scores.probabilities[scores.index], 4) if scores is not None else None
         text = self.task.answer_text(final.answer, choice_index)
-        return self._result(text, choice_index, [Candidate(text, choice_index, votes=0, step_id=final.id)], final.id)
+        return self._result(text, choice_index, [Candidate(text, choice_index, votes=0, likelihood=likelihood,
+                                                           step_id=final.id)], final.id)
 
     def _result(self, text: str, choice_index: int | None, candidates: list[Candidate], final_id: int) -> Answer:
         first = self.leaves[0] if self.leaves else None

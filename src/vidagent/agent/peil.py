@@ -52,6 +52,7 @@ class Attempt:
     evidence: tuple[Evidence, ...]
     verdict: Verdict | None = None
     unusable: bool = False  # its chain ended in unusable replies (``Chain.unusable``)
+    option_probabilities: tuple[float, ...] | None = None  # the options' scores after its answer (``choose_by``)
 
 
 @dataclass
@@ -62,7 +63,10 @@ class PEILPlanner:
     The bank is the planner's own, on whatever ``--experience`` says: it costs no model call, only
     an embedding of the question), ``min_similarity`` (how like the question a kept one must be),
     ``retry_temperature``, ``modules`` (the AssistGPT modules offered; all by default), ``choose_by``
-    (``text``, ``likelihood`` or ``permuted``, as for react), ``look_first`` (narrate each video, caption each
+    (as for react: ``auto``, the default, scores the options after each attempt's answer with a model that can,
+    so a multiple-choice answer has a confidence, the options' mean probability over the attempts, and reads
+    the named option with an endpoint, as the paper; ``text``, ``likelihood``, ``permuted``,
+    ``continuation``), ``look_first`` (narrate each video, caption each
     image, as automatic first steps)."""
 
     max_steps: int = option(8, 1, 50)
@@ -76,7 +80,7 @@ class PEILPlanner:
     min_similarity: float = option(0.8, 0.0, 1.0)
     retry_temperature: float = option(0.7, 0.0, 2.0)
     modules: tuple[str, ...] | None = None
-    choose_by: str = "text"
+    choose_by: str = "auto"
     look_first: bool = True
     name: ClassVar[str] = "peil"
     needs: ClassVar[Needs] = Needs(modules=True, max_sources=None, images=True, knowledge=True)
@@ -157,7 +161,8 @@ class PEILPlanner:
                             seed=seed, after_step=inspect, errors_count=True, choose_by=self.choose_by)
         text = trace.chain_text(chain.final.id, step_chars=toolbox.shapes.peil_step_chars)
         return Attempt(number, chain.final, task.answer_text(chain.final.answer, chain.choice_index),
-                       chain.choice_index, text, chain.evidence + opened, unusable=chain.unusable)
+                       chain.choice_index, text, chain.evidence + opened, unusable=chain.unusable,
+                       option_probabilities=chain.option_probabilities)
 
     def _look_first(self, steps: ReActSteps, inspector: Inspector,
                     parent: int) -> tuple[int, set[CallKey], tuple[Evidence, ...]]:
@@ -230,8 +235,13 @@ class PEILPlanner:
 
     @staticmethod
     def _candidates(attempts: list[Attempt]) -> list[Candidate]:
+        """One candidate per distinct answer: its votes, the share of its attempts that passed their check and,
+        where the options were scored, its option's mean probability over the scored attempts."""
+        scored = [a.option_probabilities for a in attempts if a.option_probabilities is not None]
         return [Candidate(group[0].text, group[0].choice_index, votes=len(group),
                           reward=sum(1.0 for a in group if a.verdict and a.verdict.passed) / len(group),
+                          likelihood=round(sum(p[group[0].choice_index] for p in scored) / len(scored), 4)
+                          if scored and group[0].choice_index is not None else None,
                           step_id=group[-1].final.id) for group in group_answers(attempts, _answer_key)]
 
 
