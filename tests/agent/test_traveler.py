@@ -234,7 +234,19 @@ def test_scores_end_the_rounds_once_the_leading_option_keeps_its_lead():
     assert "INFORMATION:" in scoring[0][0].content and "CHOICES" not in scoring[0][0].content
     assert [max(range(5), key=e.__getitem__) for e in answer.artifacts["evaluations"]] == [2, 0, 0]
     assert answer.artifacts["evaluations"][2][0] == pytest.approx(0.7)
+    assert answer.confidence == pytest.approx(0.7, abs=1e-4)  # the leading option's probability
     assert all(llm.sampling[i]["max_tokens"] == 1 for i in range(5))
+
+
+def test_auto_evaluates_by_scores_with_a_model_that_scores_and_by_the_written_verdict_otherwise():
+    scoring = ScriptedLLM([*leaning_to(2), PLAN, "12", "[]", *leaning_to(1, 0.9)], scores_continuations=True)
+    answer, _ = run(scoring)  # the default: auto; 90 % after round 1 is enough
+    assert TravelerPlanner().evaluate_by == "auto"
+    assert answer.choice_index == 1 and answer.trace.last.how == "likelihood" and len(scoring.requests) == 13
+    assert answer.confidence == pytest.approx(0.9, abs=1e-4)
+    written = ScriptedLLM([PLAN, "12", QUESTIONS, BALL])  # an endpoint: the paper's Evaluator
+    answer, _ = run(written)
+    assert answer.choice_index == 0 and answer.trace.last.how == "model" and answer.confidence is None
 
 
 def test_scores_confident_enough_end_the_first_round_and_the_limit_takes_the_last_lead():

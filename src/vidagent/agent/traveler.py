@@ -61,7 +61,7 @@ DESCRIBE = "frame_description"
 ASK = "frame_question_answering"
 TRAVELER_TOOLS = (DESCRIBE, ASK)
 END_MARGIN_S = 0.05
-EVALUATE_BY = ("text", "scores")
+EVALUATE_BY = ("text", "scores", "auto")
 
 
 @dataclass
@@ -69,7 +69,10 @@ class TravelerPlanner:
     """Options: ``max_iterations`` (rounds before the answer is forced), ``window_frames`` (frames
     viewed around each chosen second), ``questions`` (asked about each window), ``memory_chars``
     (bank size that triggers the Summarizer), ``evaluate_by`` (``text``: the Evaluator's generated
-    verdict; ``scores``: the options' probabilities, see the module's notes), ``confidence`` (with
+    verdict; ``scores``: the options' probabilities, see the module's notes; ``auto``, the default: ``scores``
+    with a model that scores given replies (the local one: its written verdict never found the information
+    enough, so every question ran all five rounds), ``text`` with an endpoint, as the paper; a multiple-choice
+    answer reached by scores has the leading option's probability as its confidence), ``confidence`` (with
     ``scores``: the averaged probability that ends the rounds by itself), ``stable`` (with ``scores``:
     the evaluations in a row at which the lead must hold to end the rounds; 0: only ``confidence`` or the
     limit ends them)."""
@@ -78,7 +81,7 @@ class TravelerPlanner:
     window_frames: int = option(5, 1, 32)
     questions: int = option(3, 0, 10)
     memory_chars: int = option(5000, 200, 100_000)
-    evaluate_by: str = "text"
+    evaluate_by: str = "auto"
     confidence: float = option(0.8, 0.0, 1.0)
     stable: int = option(1, 0, 20)
     tools: tuple[str, ...] | None = TRAVELER_TOOLS
@@ -141,7 +144,9 @@ class _Traversal:
         self._initialise()
         explanation = ""
         current = 0.0
-        scores = self._evaluation() if self.planner.evaluate_by == "scores" and self.task.choices else None
+        by_scores = self.planner.evaluate_by == "scores" or (self.planner.evaluate_by == "auto" and
+                                                             self.llm.scores_continuations)
+        scores = self._evaluation() if by_scores and self.task.choices else None
         for iteration in range(1, self.planner.max_iterations + 1):
             plan = self._plan(explanation)
             current = self._retrieve(plan, current)
@@ -155,8 +160,8 @@ class _Traversal:
                 verdict, explanation, answer = self._evaluate(plan, iteration)
                 how = "model"
             if verdict:
-                return self._answer(answer, how=how)
-        return self._answer(str(scores.index) if scores is not None else self._force(), how="forced")
+                return self._answer(answer, how=how, scores=scores)
+        return self._answer(str(scores.index) if scores is not None else self._force(), how="forced", scores=scores)
 
     # -- the memory bank ---------------------------------------------------------------------
     def _initialise(self) -> None:
@@ -318,8 +323,11 @@ class _Traversal:
         return str(scores.index) if scores is not None else None
 
     # -- the answer --------------------------------------------------------------------------
-    def _answer(self, text: str, *, how: str) -> Answer:
+    def _answer(self, text: str, *, how: str, scores: OptionScores | None = None) -> Answer:
+        """The final answer; where the options were scored, the chosen one's probability is its likelihood."""
         choice_index = self._choice(text) if self.task.choices else None
+        likelihood = round(scores.probabilities[choice_index], 4) if scores is not None and choice_index is not None \
+            else None
         if self.task.choices and choice_index is not None:
             text = self.task.choices[choice_index]
         final = self._add(FinalAnswerStep(answer=text, how=how))
@@ -327,7 +335,8 @@ class _Traversal:
                      "memory_bank": self._memory_in_time_order()}
         if self.evaluations:  # evaluate_by=scores: every evaluation's averaged probabilities, the opening's first
             artifacts["evaluations"] = self.evaluations
-        return self.work.answer(text, choice_index, step_id=final.id, evidence=self.evidence, artifacts=artifacts)
+        return self.work.answer(text, choice_index, step_id=final.id, likelihood=likelihood, evidence=self.evidence,
+                                artifacts=artifacts)
 
     # -- helpers -----------------------------------------------------------------------------
     def _gap(self) -> float:
