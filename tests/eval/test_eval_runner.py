@@ -432,3 +432,18 @@ def test_two_ray_workers_equal_the_serial_run(tmp_path, settings):
     import ray
 
     assert not ray.is_initialized()  # the runner shut down the local instance it started
+
+
+def test_eval_without_a_planner_runs_what_ask_answers_one_video_with():
+    """`vidagent eval` once ran react when no planner was named, while `vidagent ask` answered with caption_only
+    reading five lines (the embedded model's default): a user measuring the default measured another planner."""
+    from vidagent.config import Settings
+    from vidagent.eval.cli import chosen_planner
+
+    embedded = Settings.from_env()
+    endpoint = embedded.with_overrides(base_url="http://127.0.0.1:9/v1", model="some-model")
+    assert embedded.llm.backend == "local" and endpoint.llm.backend != "local"
+    assert chosen_planner(None, None, embedded) == ("caption_only", {"lines": 5, "choose_by": "auto"})
+    assert chosen_planner(None, ["lines=3"], embedded) == ("caption_only", {"lines": "3", "choose_by": "auto"})
+    assert chosen_planner(None, None, endpoint) == ("react", {})
+    assert chosen_planner("mcts", ["n=3"], embedded) == ("mcts", {"n": "3"})

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from vidagent.agent.planning import Needs, Planner
 from vidagent.errors import PlannerError
 
-__all__ = ["Needs", "Planner", "build_planner", "default_planner", "knowledge_planners", "parse_options", "planner_config",
+__all__ = ["Needs", "Planner", "build_planner", "default_choice", "default_planner", "knowledge_planners", "parse_options", "planner_config",
            "planner_for", "planner_names", "register_planner"]
 
 BUILTIN_PLANNERS = {
@@ -50,15 +50,22 @@ def default_planner(kinds: Sequence[str], *, embedded: bool = False) -> str:
     return EMBEDDED_ONE_VIDEO_PLANNER if embedded else ONE_VIDEO_PLANNER
 
 
+def default_choice(kinds: Sequence[str], options: Mapping[str, Any] | None = None, *,
+                   embedded: bool = False) -> tuple[str, dict[str, Any]]:
+    """The default planner's name for these sources and its options: its defaults under the caller's ``options``
+    (what ``vidagent ask`` and ``vidagent eval`` run when no planner is named)."""
+    chosen = default_planner(kinds, embedded=embedded)
+    defaults = EMBEDDED_DEFAULT_OPTIONS if embedded and chosen == EMBEDDED_ONE_VIDEO_PLANNER else {}
+    return chosen, {**defaults, **dict(options or {})}
+
+
 def planner_for(name: str | None, options: Mapping[str, Any] | None, kinds: Sequence[str], *,
                 embedded: bool = False) -> Planner:
     """The planner named ``name`` with ``options``, or when none is named the default for these sources, with
     its default options under the caller's."""
     if name:
         return build_planner(name, options)
-    chosen = default_planner(kinds, embedded=embedded)
-    defaults = EMBEDDED_DEFAULT_OPTIONS if embedded and chosen == EMBEDDED_ONE_VIDEO_PLANNER else {}
-    return build_planner(chosen, {**defaults, **dict(options or {})})
+    return build_planner(*default_choice(kinds, options, embedded=embedded))
 
 
 P = TypeVar("P")

@@ -50,7 +50,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=sorted(LOADERS), help="annotation format (default: detected)")
     parser.add_argument("--id-map", metavar="FILE", help="JSON/CSV map from video id to path (e.g. NExT-QA's "
                                                         "map_vid_vidorID.json; found automatically beside the data)")
-    add_planner_options(parser, planner_names())
+    add_planner_options(parser, planner_names(), default=None,
+                        default_note="as vidagent ask for one video: caption_only reading five lines, options "
+                                     "scored, with the embedded model; react with an endpoint")
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
     parser.add_argument("--budget", metavar="calls=N,tokens=T,seconds=S,frames=F",
                         help="bound each question's model work; a planner that spends it answers with what it has")
@@ -99,21 +101,21 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if not args.dataset:
         raise EvalUsageError("give an annotation file to evaluate, or --compare RUN_DIR ...")
     from vidagent.config import Settings
-    from vidagent.agent.planner import parse_options
     from vidagent.eval.runner import RunConfig, run_eval
 
+    settings = Settings.from_env().with_overrides(
+        home=getattr(args, "home", None), base_url=args.base_url, model=args.model, api_key=args.api_key,
+        cache=False if args.no_cache else None)
+    planner, options = chosen_planner(args.planner, args.planner_option, settings)
     config = RunConfig(
         dataset=Path(args.dataset), videos=tuple(Path(v) for v in args.videos or ()), format=args.format,
-        id_map=Path(args.id_map) if args.id_map else None, planner=args.planner,
-        planner_options=tuple(parse_options(args.planner_option).items()), limit=args.limit,
+        id_map=Path(args.id_map) if args.id_map else None, planner=planner,
+        planner_options=tuple((key, str(value)) for key, value in options.items()), limit=args.limit,
         workers=args.workers, ray=args.ray is not None, ray_address=args.ray or None,
         out=Path(args.out) if args.out else None, judge=args.judge, cut_clips=not args.no_clips,
         progress=not args.quiet, teach=args.teach, experience=args.experience,
         keep_experience=args.keep_experience, memories=args.memories, budget=args.budget,
     )
-    settings = Settings.from_env().with_overrides(
-        home=getattr(args, "home", None), base_url=args.base_url, model=args.model, api_key=args.api_key,
-        cache=False if args.no_cache else None)
     if args.check is not None:
         settings = replace(settings, check=args.check)
     threads = args.threads
@@ -127,3 +129,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     print(result.reports["markdown"].read_text(encoding="utf-8"))
     print(" ".join(f"{kind}: {path}" for kind, path in result.reports.items()) + f" results: {result.out / 'results.jsonl'}")
     return 0
+
+
+def chosen_planner(name: str | None, raw_options: Sequence[str] | None, settings: Any) -> tuple[str, dict[str, Any]]:
+    """The planner a run uses and its options: the one named, or what ``vidagent ask`` answers one video with for
+    the model in use (with the embedded model, caption_only's five scored lines; react with an endpoint)."""
+    from vidagent.agent.planner import default_choice, parse_options
+
+    options = parse_options(raw_options)
+    if name is not None:
+        return name, options
+    return default_choice(["video"], options, embedded=settings.llm.backend == "local")
