@@ -425,3 +425,25 @@ def test_openai_backend_sends_seed_and_n_and_returns_every_choice(server: tuple[
     sent = handler.requests[-1]["body"]
     assert (sent["logprobs"], sent["top_logprobs"]) == (True, 3)
     assert len(scored.first_token_logprobs) == 3 and scored.first_token_logprobs[0][0].strip() == scored.text.strip()
+
+
+@pytest.mark.models
+def test_a_given_reply_is_scored_in_the_models_own_tokens(qwen: LocalGGUFBackend) -> None:
+    """Held to a reply's text alone, llama.cpp spelt " organizing" as " ", "organ", "izing" (-10 to -16 each): the
+    score measured the spelling. Held to the ids the model's own tokenizer gives (read from its GGUF file), each
+    word is the token the model reads, and the tokenizer agrees with llama.cpp's own count."""
+    tokenizer = qwen.reply_tokenizer()
+    assert tokenizer is not None
+    server = qwen._ensure_loaded()
+    for text in ["C is organizing the kitchen by putting items away in the cupboards.", "pick up the ball",
+                 "Ça coûte 12,50 € — naïve café!", "don't   stop\n\nnow", "2024-11-27 at 10:30"]:
+        ids = tokenizer.encode(text)
+        assert tokenizer.decode(ids) == text
+        assert server.handle_completions({"prompt": text, "n_predict": 1})["usage"]["prompt_tokens"] == len(ids)
+    question = [Message("user", "Describe what C does in the video in one sentence.")]
+    text = "C is organizing the kitchen by putting items away in the cupboards."
+    scored = qwen.complete(question, continuation=text)
+    assert scored.text == text and len(scored.token_logprobs) == len(tokenizer.encode(text)) + 1  # and the end
+    capital = [Message("user", "What is the capital of France? Answer with the city's name only.")]
+    paris, banana = (qwen.complete(capital, continuation=reply).token_logprobs for reply in ("Paris", "Banana"))
+    assert sum(paris) / len(paris) > sum(banana) / len(banana) + 3

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from vidagent.chat_http import engine_reply
 from vidagent.errors import LLMError, ModelUnavailableError
 from vidagent.llm.base import Completion, Message, Sampling, first_token_logprobs
+from vidagent.llm.gguf_tokenizer import ReplyTokenizer, load_reply_tokenizer, token_grammar
 
 _GGUF_MAGIC = b"GGUF"
 
@@ -45,6 +46,8 @@ class LocalGGUFBackend:
         """llama.cpp's timings of the last call (``cache_n``: prompt tokens reused from the KV cache)."""
         self._server: Any = None
         self._lock = threading.Lock()
+        self._reply_tokenizer: ReplyTokenizer | None = None
+        self._tokenizer_read = False
 
     def load(self) -> None:
         """Load the model now (otherwise the first ``complete`` does it)."""
@@ -71,7 +74,9 @@ class LocalGGUFBackend:
         later draws reuse its KV cache), the i-th with seed ``seed + i``. ``continuation``: the reply
         is held to that text by a grammar and each of its tokens' log-probability is read off the
         model's own distribution (llama.cpp reports it before the grammar narrows the choice), so the
-        text is scored as the model would continue with it.
+        text is scored as the model would continue with it. The grammar names the token ids the model's own
+        tokenizer gives the text (``gguf_tokenizer``): held to the text alone, llama.cpp spelt it in pieces the
+        model never reads, whose log-probabilities measured the spelling.
         """
         if not messages:
             raise LLMError("no messages to send to the model")
@@ -103,11 +108,14 @@ class LocalGGUFBackend:
                           reused_prompt_tokens=first.reused_prompt_tokens)
 
     def _score(self, messages: Sequence[Message], continuation: str) -> Completion:
+        tokenizer = self.reply_tokenizer()
+        ids = tokenizer.encode(continuation) if tokenizer is not None else []
         request: dict[str, Any] = {
             "messages": _messages_json(messages),
-            "max_tokens": len(continuation.encode("utf-8")) + 4,  # a token is at least a byte
+            # in the model's own tokens where its tokenizer was read, else over the text (a token is at least a byte)
+            "max_tokens": len(ids) + 1 if ids else len(continuation.encode("utf-8")) + 4,
             "temperature": 0.0, "top_k": 1, "cache_prompt": True,
-            "grammar": f"root ::= {gbnf_literal(continuation)}",
+            "grammar": token_grammar(ids) if ids else f"root ::= {gbnf_literal(continuation)}",
             "logprobs": True, "top_logprobs": 1,
         }
         with self._lock:
@@ -116,6 +124,13 @@ class LocalGGUFBackend:
             raise LLMError(f"local model {self.model_path.name} did not keep to the scored text "
                            f"({continuation[:40]!r} became {completion.text[:40]!r})")
         return replace(completion, token_logprobs=token_logprobs(reply["choices"][0]))
+
+    def reply_tokenizer(self) -> ReplyTokenizer | None:
+        """The model's own tokenizer, read from its GGUF file on first use (None: of a kind not read here)."""
+        if not self._tokenizer_read:
+            self._reply_tokenizer = load_reply_tokenizer(self.model_path)
+            self._tokenizer_read = True
+        return self._reply_tokenizer
 
     def _call(self, request: dict[str, Any]) -> tuple[Completion, dict[str, Any]]:
         """One request to the engine (call with the lock held): its completion and the raw reply; llama.cpp's
