@@ -164,6 +164,14 @@ def answer_key(text: str, choice_index: int | None = None) -> tuple[Any, ...]:
     return (choice_index,) if choice_index is not None else (None, fold(text.strip(" .")))
 
 
+def mean_probability(scored: Sequence[Sequence[float]], index: int | None) -> float | None:
+    """Option ``index``'s mean probability over several scorings of the options (a search's chains, a learner's
+    attempts), as a candidate's likelihood; None where nothing was scored or the answer names no option."""
+    if not scored or index is None:
+        return None
+    return round(sum(probabilities[index] for probabilities in scored) / len(scored), 4)
+
+
 def group_answers(items: Sequence[T], key: Callable[[T], Hashable]) -> list[list[T]]:
     """``items`` grouped by ``key`` (an ``answer_key``), groups in the order their first item came."""
     groups: dict[Hashable, list[T]] = {}

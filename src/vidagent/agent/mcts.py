@@ -38,8 +38,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
-from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers
-from vidagent.agent.option_scoring import check_choose_by, choose
+from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers, mean_probability
+from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.parsing import extract_choice, parse_react
 from vidagent.agent.planning import Needs, Run, option
 from vidagent.agent.react import VIDEOAGENT_TOOLS
@@ -327,12 +327,9 @@ class _Search:
         """The option a leaf's answer stands for, and the options' scores where they were read by scoring
         (``choose_by``); an answer that reaches none ("None") stands for no option and is not scored."""
         messages, answer = self._messages(leaf.parent), leaf.answer or ""
-        if self.planner.choose_by != "text" and not reaches_no_answer(answer, self.task.choices or ()) and \
-                self.llm.calls_left() != 0:
-            said = leaf.outcome.model_output if leaf.outcome is not None and leaf.outcome.model_output else \
-                f"Final Answer: {answer}"
-            scores = choose(self.llm, [*messages, Message("assistant", said)], self.task, self.trace, leaf.step_id,
-                            self.planner.choose_by)
+        if not reaches_no_answer(answer, self.task.choices or ()):
+            scores = self.steps.scored_after(messages, self.trace[leaf.step_id], self.task,  # type: ignore[arg-type]
+                                             self.planner.choose_by)
             if scores is not None:
                 return scores.index, scores.probabilities
         return self.steps.choose_option(messages, answer, self.task, leaf.step_id, allow_none=True), None
@@ -347,10 +344,9 @@ class _Search:
         for leaves in group_answers(answered, lambda leaf: answer_key(leaf.answer or "", leaf.choice_index)):
             first = leaves[0]
             reward = max(leaf.path()[1].reward for leaf in leaves)
-            likelihood = round(sum(p[first.choice_index] for p in scored) / len(scored), 4) \
-                if scored and first.choice_index is not None else None
             out.append(Candidate(self.task.answer_text(first.answer or "", first.choice_index), first.choice_index,
-                                 votes=len(leaves), reward=reward, likelihood=likelihood, step_id=first.step_id))
+                                 votes=len(leaves), reward=reward, likelihood=mean_probability(scored, first.choice_index),
+                                 step_id=first.step_id))
         return out
 
     def _break_tie(self, tied: list[Candidate]) -> Candidate | None:
@@ -390,12 +386,8 @@ class _Search:
         leaf = self.leaves[-1] if self.leaves else self.root
         messages = self._messages(leaf)
         final = self.steps.force_final(messages, leaf.step_id, self.task)
-        scores = None
-        if self.task.choices and self.planner.choose_by != "text" and self.llm.calls_left() != 0 and \
-                not reaches_no_answer(final.answer, self.task.choices):
-            said = final.model_output or f"Final Answer: {final.answer}"
-            scores = choose(self.llm, [*messages, Message("assistant", said)], self.task, self.trace, final.id,
-                            self.planner.choose_by)
+        scores = None if reaches_no_answer(final.answer, self.task.choices or ()) else \
+            self.steps.scored_after(messages, final, self.task, self.planner.choose_by)
         choice_index = scores.index if scores is not None else \
             self.steps.choose_option(messages, final.answer, self.task, final.id)
         likelihood = round(scores.probabilities[scores.index], 4) if scores is not None else None

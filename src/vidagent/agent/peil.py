@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers
+from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers, mean_probability
 from vidagent.agent.inspector import Executor, Inspector
 from vidagent.agent.learning.learner import Learner, Verdict
 from vidagent.agent.option_scoring import check_choose_by
@@ -240,8 +240,7 @@ class PEILPlanner:
         scored = [a.option_probabilities for a in attempts if a.option_probabilities is not None]
         return [Candidate(group[0].text, group[0].choice_index, votes=len(group),
                           reward=sum(1.0 for a in group if a.verdict and a.verdict.passed) / len(group),
-                          likelihood=round(sum(p[group[0].choice_index] for p in scored) / len(scored), 4)
-                          if scored and group[0].choice_index is not None else None,
+                          likelihood=mean_probability(scored, group[0].choice_index),
                           step_id=group[-1].final.id) for group in group_answers(attempts, _answer_key)]
 
 

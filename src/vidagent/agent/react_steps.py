@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
-from vidagent.agent.option_scoring import choose
+from vidagent.agent.option_scoring import OptionScores, choose
 from vidagent.agent.parsing import (extract_choice, is_bare_number, lone_option_number, parse_react,
                                     reaches_no_answer)
 from vidagent.agent.steps import FinalAnswerStep, FormatErrorStep, Trace, model_cost
@@ -239,18 +239,26 @@ class ReActSteps:
             final = self.force_final(messages, parent, task, thought="(unusable replies)" if gave_up else
                                      "(step limit reached)")
         none = bool(task.choices) and reaches_no_answer(final.answer, task.choices)
-        if choose_by != "text" and task.choices and self.llm.calls_left() != 0:
-            ended = [*messages, Message("assistant", final.model_output or f"Final Answer: {final.answer}")]
-            scores = choose(self.llm, ended, task, self.trace, final.id, choose_by)
-            if scores is not None:
-                if none:
-                    return Chain(final, None, tuple(evidence), scores.probabilities, unusable=gave_up, no_answer=True,
-                                 guess=scores.index)
-                return Chain(final, scores.index, tuple(evidence), scores.probabilities, unusable=gave_up)
+        scores = self.scored_after(messages, final, task, choose_by)
+        if scores is not None and none:
+            return Chain(final, None, tuple(evidence), scores.probabilities, unusable=gave_up, no_answer=True,
+                         guess=scores.index)
+        if scores is not None:
+            return Chain(final, scores.index, tuple(evidence), scores.probabilities, unusable=gave_up)
         if none:
             return Chain(final, None, tuple(evidence), unusable=gave_up, no_answer=True)
         return Chain(final, self.choose_option(messages, final.answer, task, final.id), tuple(evidence),
                      unusable=gave_up)
+
+    def scored_after(self, messages: Sequence[Message], final: FinalAnswerStep, task: Task,
+                     choose_by: str) -> OptionScores | None:
+        """The options scored (``choose_by``) after ``messages`` and the model's reply that gave ``final``, each
+        scoring a child of ``final`` in the trace; None where they are read from the answer instead (``text``, an
+        open question, no call left, or a backend that cannot score)."""
+        if choose_by == "text" or not task.choices or self.llm.calls_left() == 0:
+            return None
+        ended = [*messages, Message("assistant", final.model_output or f"Final Answer: {final.answer}")]
+        return choose(self.llm, ended, task, self.trace, final.id, choose_by)
 
     def chat(self, messages: Sequence[Message], *, contract: str = "react_step", temperature: float | None = None,
              seed: int | None = None) -> Completion:
