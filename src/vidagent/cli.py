@@ -265,6 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_index_parser(sub, _settings)
     add_import_parser(sub, _settings)
+    from vidagent.search_cli import add_search_parser
+
+    add_search_parser(sub, _settings)
 
     sql = sub.add_parser("sql", help="run a read-only SQL query on a video's memory (see docs/memory-schema.md)")
     sql.add_argument("video")

@@ -369,6 +369,11 @@ class Settings:
         return self.library or self.home / "library.sqlite"
 
     @property
+    def search_index_path(self) -> Path:
+        """The library search index: derived from the library, beside it (``library.search.sqlite``)."""
+        return self.library_path.with_name(f"{self.library_path.stem}.search.sqlite")
+
+    @property
     def knowledge_dir(self) -> Path:
         """Where knowledge files become tables and passages (cached by content)."""
         return self.home / "knowledge"

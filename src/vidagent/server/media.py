@@ -6,15 +6,14 @@ same cutter as evaluation clips: re-encoded, frame-accurate, written under a tem
 
 from __future__ import annotations
 
-import io
 import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from PIL import Image as PILImage
 
 from vidagent.eval.clips import cut_clip
 from vidagent.server.errors import RequestError
+from vidagent.video.thumbnail import frame_jpeg
 from vidagent.video.video import Video
 
 THUMBNAIL_SIDES = (64, 1280)  # smallest and largest longer side a client may ask for
@@ -39,13 +38,9 @@ class MediaCutter:
             if key in self._thumbnails:
                 self._thumbnails.move_to_end(key)
                 return self._thumbnails[key]
-        at = min(time_s, max(0.0, video.duration_s - 0.05))
-        frame = next(iter(video.frames_at([at], max_side=max_side)), None)
-        if frame is None:
+        data = frame_jpeg(video, time_s, max_side)
+        if data is None:
             raise RequestError(f"no frame at {time_s:.2f} s", status=422)
-        buffer = io.BytesIO()
-        PILImage.fromarray(frame.image).save(buffer, format="JPEG", quality=85)
-        data = buffer.getvalue()
         with self._lock:
             self._thumbnails[key] = data
             while len(self._thumbnails) > _CACHED_THUMBNAILS:
