@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from vidagent.agent.answer import Answer
+from vidagent.agent.library_question import DEFAULT_MAX_VIDEOS
 from vidagent.agent.task import option_label
 from vidagent.agent.learning.keeper import MODES as EXPERIENCE_MODES
 from vidagent.config import MEMORY_SELECTIONS, Settings
@@ -63,6 +64,10 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     from vidagent.agent.planner import build_planner, parse_options
     from vidagent.session import Session
 
+    if args.library:
+        return _ask_library(args)
+    if args.max_videos is not None:
+        raise UsageError("--max-videos goes with --library")
     sources, question = _sources_and_question([*args.sources, args.question])
     options = parse_options(args.planner_option)
     # built here so that a bad name or option is refused before any model loads
@@ -87,6 +92,46 @@ def _cmd_ask(args: argparse.Namespace) -> int:
             for source in answer.task.sources:
                 if source.kind == "video" and Path(source.path).is_file():
                     session.index(source.path, TEMPORAL_STAGES, progress=not args.quiet)
+    return 0
+
+
+def _ask_library(args: argparse.Namespace) -> int:
+    from vidagent.agent.library_question import VideoFinding, spans_text
+    from vidagent.session import Session
+
+    mixed = [flag for flag, given in (("--choice", args.choice), ("--planner", args.planner),
+                                      ("--planner-option", args.planner_option), ("--knowledge", args.knowledge),
+                                      ("--glance", args.glance), ("--complete", args.complete)) if given]
+    if mixed:
+        raise UsageError(f"{mixed[0]} does not go with --library (a library question is answered by the search and "
+                         f"one judgement per video)")
+    max_videos = DEFAULT_MAX_VIDEOS if args.max_videos is None else args.max_videos
+    if not 1 <= max_videos <= 100:
+        raise UsageError("--max-videos must be between 1 and 100")
+
+    def shown(finding: VideoFinding, number: int, total: int) -> None:
+        if args.json:
+            return
+        verdict = "listed" if finding.listed else "left out"
+        print(f"[{number}/{total}] {finding.name}: {verdict} ({finding.confidence:.0%}; {finding.evidence}) "
+              f"{spans_text(finding)}", flush=True)
+
+    with Session(_settings(args)) as session:
+        answer = session.ask_library(args.question, args.sources, max_videos=max_videos, on_video=shown,
+                                     progress=not args.quiet)
+    if args.json:
+        print(json.dumps(answer.to_dict(), indent=2, ensure_ascii=False), flush=True)
+        return 0
+    print(f"\nAnswer: {answer.text}")
+    if answer.confidence is not None:
+        print(f"Confidence: {answer.confidence:.0%}")
+    if answer.listed:
+        print("\nEvidence:")
+        for finding in answer.listed:
+            for moment in finding.moments[:3]:
+                for line in moment.lines[:2]:
+                    print(f"  {finding.name}  {line.start_s:6.1f}-{line.end_s:.1f} s  [{line.kind}] {line.text[:120]}")
+    print(f"\n{answer.llm_calls} LLM calls, {answer.seconds:.1f} s")
     return 0
 
 
@@ -225,9 +270,15 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Every argument but the last names a video or an image; the last one is the "
                                      "question. One video is answered by --planner react unless another is named; "
                                      "images or several sources by peil.")
-    ask.add_argument("sources", nargs="+", metavar="SOURCE", help="a video or an image (give several for peil)")
+    ask.add_argument("sources", nargs="*", metavar="SOURCE", help="a video or an image (give several for peil); "
+                                                                  "with --library: videos or folders to ask over")
     ask.add_argument("question", metavar="QUESTION", help="the question, always the last argument")
     ask.add_argument("--choice", action="append", metavar="TEXT", help="an answer option (repeat for each)")
+    ask.add_argument("--library", action="store_true",
+                     help="ask over many videos ('which videos show a dog, and when?'): the whole library, or the "
+                          "videos and folders given; lists the videos and their moments, with evidence")
+    ask.add_argument("--max-videos", type=int, default=None, metavar="N",
+                     help=f"with --library: judge at most N candidate videos (default {DEFAULT_MAX_VIDEOS})")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.add_argument("--trace", action="store_true", help="include every reasoning step (the planner's tree)")
     add_planner_options(ask, planner_names(), default=None,

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from vidagent.agent.answer import Answer
+from vidagent.agent.library_question import DEFAULT_MAX_VIDEOS, LibraryAnswer, VideoDone
 from vidagent.agent.inquiry import Inquiry, SourceInput, answer_inquiry, asked_question, choose_vqa
 from vidagent.agent.planner import Planner
 from vidagent.agent.steps import Step
 from vidagent.agent.task import Question
 from vidagent.config import Settings
-from vidagent.errors import ModelUnavailableError
+from vidagent.errors import ModelUnavailableError, VideoError
 from vidagent.experience.store import ExperienceStore
 from vidagent.knowledge.sources import Knowledge, KnowledgeLimits, open_knowledge
 from vidagent.knowledge.spec import KnowledgeSpec, as_spec
@@ -174,6 +175,34 @@ class Session:
                           planner_options=planner_options, on_step=on_step, progress=progress, experience=experience,
                           knowledge=knowledge, budget=budget, check=check, glance=glance)
         return answer_inquiry(inquiry, self)
+
+    def ask_library(self, question: str, sources: Sequence[str | Path] = (), *,
+                    max_videos: int = DEFAULT_MAX_VIDEOS, on_video: VideoDone | None = None,
+                    progress: bool = False) -> LibraryAnswer:
+        """Answer a question over many videos ("which videos show a dog, and when?"): the whole library, or only
+        ``sources`` (video files and folders of them, indexed first where needed). The library search finds the
+        candidate videos, the chat model judges each on what the search found in it (``on_video`` is called with
+        each finding as it is made), and the answer lists the videos with their moments
+        (``vidagent.agent.library_question``)."""
+        from vidagent.agent.library_question import answer_over_library
+        from vidagent.memory.library_index import find_videos
+        from vidagent.memory.library_search import LibrarySearch
+        from vidagent.memory.search_index import SearchFilters
+
+        ids: list[str] = []
+        for path, _named in find_videos(sources):
+            video = _opened(path)
+            if not self.library.stage_names(video.content_hash):
+                self.index(video, progress=progress)
+            ids.append(video.content_hash)
+        if sources and not ids:
+            raise VideoError(f"no video files in {', '.join(str(s) for s in sources)}")
+        search = LibrarySearch.open(self.settings, self.library, self.perception.embedder)
+        try:
+            return answer_over_library(question, search, self.llm, filters=SearchFilters(videos=tuple(ids)),
+                                       max_videos=max_videos, on_video=on_video, progress=progress)
+        finally:
+            search.close()
 
     def refer_object(self, video: str | Path | Video, expression: str, *, target: str | Path | None = None,
                      use_model: bool = True, progress: bool = False,

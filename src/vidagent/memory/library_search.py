@@ -38,11 +38,13 @@ class LibrarySearch:
         self._owns = owns
 
     @classmethod
-    def open(cls, settings: Settings, library: Library | None = None) -> "LibrarySearch":
-        """The search of ``settings``' library (``library``: that library, already open, stays the caller's)."""
+    def open(cls, settings: Settings, library: Library | None = None,
+             embedder: TextEmbedder | None = None) -> "LibrarySearch":
+        """The search of ``settings``' library (``library``: that library, already open, stays the caller's;
+        ``embedder``: the memories' text embedder, default the settings')."""
         owned = library is None
         library = library or Library(settings.library_path)
-        return cls(library, text_embedder(settings), SearchIndex(settings.search_index_path), owns=owned)
+        return cls(library, embedder or text_embedder(settings), SearchIndex(settings.search_index_path), owns=owned)
 
     def sync(self, *, progress: bool = False, rebuild: bool = False) -> SyncReport:
         """Bring the index up to date with the library (``rebuild``: every video again)."""

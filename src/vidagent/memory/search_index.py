@@ -462,9 +462,11 @@ class Moment:
 
     @property
     def spans(self) -> tuple[tuple[float, float], ...]:
-        """Where its objects were seen, when its lines say more precisely than start-end (else start-end)."""
-        spans = [span for line in self.lines for span in line.spans] or [(self.start_s, self.end_s)]
-        return merged_spans(spans, gap_s=MOMENT_GAP_S)
+        """When what the query names is there: the spans of its lines found by a category or words (all its lines
+        when none was), an object's where it was seen."""
+        strong = [line for line in self.lines if set(line.matched_by) & {"category", "words"}] or list(self.lines)
+        return merged_spans([span for line in strong for span in (line.spans or ((line.start_s, line.end_s),))],
+                            gap_s=MOMENT_GAP_S)
 
     def to_dict(self) -> dict[str, object]:
         return {"video_id": self.video_id, "path": self.path, "start_s": round(self.start_s, 2),
