@@ -22,7 +22,7 @@ from conftest import TEMPORAL_TEXT, TEMPORAL_TOY, video_path
 from fakes import scripted_perception
 from serve_helpers import copy_home, running_server, tagged_llm
 
-TOOLS = {"list_videos", "index_video", "ask_video", "query_video_memory", "segment_object"}
+TOOLS = {"list_videos", "index_video", "ask_video", "query_video_memory", "segment_object", "search_library"}
 
 
 def run(coroutine):
@@ -58,6 +58,10 @@ def test_stdio_tools_list_index_query_and_ask(temporal_library, models_dir, tmp_
             assert rows["rows"] == [[0, 0.0], [1, 2.0], [2, 4.0]]
             refused = await client.call_tool("query_video_memory", {"video": toy_id, "query": "DROP TABLE segments"})
             assert refused.is_error and "SQL refused" in refused.content[0].text
+            assert tools["search_library"].annotations.read_only_hint
+            found = structured(await client.call_tool("search_library", {"query": "clideo", "kinds": ["text"]}))
+            assert found["moments"][0]["name"] == "3.mp4" and found["moments"][0]["kinds"] == ["text"]
+            assert "clideo" in found["moments"][0]["lines"][0]["text"].lower()
             progress: list[str] = []
 
             async def on_progress(done: float, total: float | None, message: str | None) -> None:

@@ -358,3 +358,22 @@ def test_people_read_a_segment_and_its_evidence_as_planners_do_without_the_marku
     shown = shown_answer_data({"answer": "a dog", "choice_index": None, "candidates": [],
                                "evidence": [{"start_s": 0.0, "end_s": 2.0, "text": segment_text(segment)}]})
     assert shown["evidence"][0]["text"] == shown_segment(segment)  # one rendering: the model's, unmarked
+
+
+def test_library_search_lists_moments_of_the_videos_served(scripted, served):
+    client, _, _, _ = served
+    register(client, scripted.toy)
+    text = register(client, scripted.text)["video_id"]
+    found = client.get("/api/search", params={"q": "clideo.com"}).json()
+    first = found["moments"][0]
+    assert first["video_id"] == text and first["name"] == "text.mp4" and "text" in first["kinds"]
+    assert first["lines"][0]["text"] == "clideo.com" and first["spans"]
+    assert first["thumbnail"].startswith(f"/api/videos/{text}/frame?t=")
+    assert client.get(first["thumbnail"]).headers["content-type"] == "image/jpeg"
+    said = client.get("/api/search", params={"q": "look at the cat", "kind": "speech"}).json()["moments"]
+    assert said and all(moment["kinds"] == ["speech"] for moment in said)
+    assert client.get("/api/search", params={"q": "giraffe zebra"}).json()["moments"] == []
+    error_of(client.get("/api/search", params={"q": "cat", "kind": "scenes"}), 400)
+    error_of(client.get("/api/search", params={"q": ""}), 422)
+    error_of(client.get("/api/search", params={"q": "cat", "video": "0" * 32}), 404)
+    still_up(client)

@@ -117,6 +117,16 @@ def build_mcp(service: VideoService) -> MCPServer:
             return data
 
     @server.tool(annotations=read_only)
+    def search_library(query: str, kinds: list[str] | None = None, limit: int = 10) -> dict[str, Any]:
+        """Find moments across every video the server holds: which videos show something, and when. query: what
+        to find ("dog", "a red car", "the word SALE", "someone says hello"). kinds: only lines of these kinds
+        (object, action, text, speech, segment). Returns moments best first, each with the video (id and name),
+        its time spans in seconds, and the memory lines that matched (detected objects with their category,
+        on-screen text, speech, descriptions) and how (category, words, meaning)."""
+        with _reported():
+            return service.search(query, kinds=kinds or (), limit=limit)
+
+    @server.tool(annotations=read_only)
     def query_video_memory(video: str, query: str, max_rows: int = 100) -> dict[str, Any]:
         """Run one read-only SQL SELECT (query) over an indexed video's memory. Tables: segments (start_s,
         end_s, description, speech, on_screen_text), frames, speech, text_in_frame, objects (category,

@@ -14,6 +14,8 @@ from starlette.types import Receive
 
 from vidagent import __version__
 from vidagent.agent.planner import default_planner, planner_names
+from vidagent.memory.library_search import MAX_QUERY_CHARS as MAX_SEARCH_CHARS
+from vidagent.memory.search_lines import LINE_KINDS
 from vidagent.server import sse
 from vidagent.server.asks import AskRun
 from vidagent.server.auth import same_site_only
@@ -69,6 +71,14 @@ def api_router(service: VideoService) -> APIRouter:
     @router.get("/videos/{video_id}", summary="one video")
     def video(video_id: str) -> dict[str, Any]:
         return service.video(video_id).to_dict()
+
+    @router.get("/search", summary="moments across every video the server shows: objects, on-screen text, speech "
+                                   "and descriptions ranked for the query (meaning, words and object categories)")
+    def search(q: str = Query(min_length=1, max_length=MAX_SEARCH_CHARS, description="what to find, e.g. dog"),
+               kind: list[str] = Query([], description=f"only lines of these kinds: {', '.join(LINE_KINDS)}"),
+               video: str | None = Query(None, max_length=200, description="only this video (its id)"),
+               limit: int = Query(12, ge=1, le=100)) -> dict[str, Any]:
+        return service.search(q, kinds=kind, video_id=video, limit=limit)
 
     @router.get("/videos/{video_id}/memory", summary="segments, speech, on-screen text and objects, for a timeline")
     def memory(video_id: str) -> dict[str, Any]:

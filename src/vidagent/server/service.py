@@ -21,6 +21,8 @@ from vidagent.knowledge.spec import KnowledgeSpec
 from vidagent.llm.base import ChatModel
 from vidagent.memory.builder import ALL_STAGES, TEMPORAL_STAGES
 from vidagent.memory.caption_import import ImportOptions, prepare_import
+from vidagent.memory.library_search import LibrarySearch
+from vidagent.memory.search_index import SearchFilters
 from vidagent.memory.sql import QueryResult, ReadOnlyQueries
 from vidagent.memory.store import Library
 from vidagent.memory.stored_video import StoredVideo, is_memory_id
@@ -55,6 +57,8 @@ class VideoService:
         self._library = Library(config.settings.library_path)
         self.catalog = Catalog(self._library, lambda path: self.folders.contains(path) or upload_folder.contains(path))
         self.lane = ModelLane()
+        self._search: LibrarySearch | None = None  # opened on the first search, kept (its index follows the library)
+        self._search_lock = threading.Lock()
         self.media = MediaCutter(config.clips_dir, config.max_clip_seconds)
         self.proxies = PlayableCopies(config.proxies_dir)
         self.edits = ServerEdits(config.settings.artifacts_dir, self.lane, self.handle, self.session.builder,
@@ -190,6 +194,38 @@ class VideoService:
     def memory(self, video_id: str) -> dict[str, object]:
         return self.catalog.memory(video_id)
 
+    def search(self, query: str, *, kinds: Sequence[str] = (), video_id: str | None = None,
+               limit: int = 12) -> dict[str, object]:
+        """Moments across the visible videos for ``query`` (the library search; a video the server does not show,
+        such as one indexed outside its folders, is never searched): each with the video's name, its spans, the
+        lines that matched and a thumbnail address for a video with a file."""
+        visible = {entry.video_id: entry for entry in self.catalog.videos()}
+        if video_id is not None and video_id not in visible:
+            self.catalog.video(video_id)  # the catalog's own 404
+        wanted = (video_id,) if video_id else tuple(visible)
+        if not wanted:
+            return {"query": query, "moments": []}
+        try:
+            filters = SearchFilters(videos=wanted, kinds=tuple(kinds))
+            with self._search_lock:
+                if self._search is None:
+                    self._search = LibrarySearch.open(self.config.settings, self._library, self.session.perception.embedder)
+                found = self._search.search(query, filters, limit=limit)
+        except ValueError as error:
+            raise RequestError(str(error)) from error
+        moments = []
+        for moment in found:
+            entry = visible[moment.video_id]
+            middle = round((moment.start_s + moment.end_s) / 2, 2)
+            moments.append({
+                "video_id": moment.video_id, "name": entry.name, "start_s": round(moment.start_s, 2),
+                "end_s": round(moment.end_s, 2), "spans": [[round(a, 2), round(b, 2)] for a, b in moment.spans],
+                "kinds": list(moment.kinds), "matched_by": list(moment.matched_by),
+                "lines": [{"kind": line.kind, "start_s": round(line.start_s, 2), "end_s": round(line.end_s, 2),
+                           "text": line.text} for line in moment.lines],
+                "thumbnail": f"/api/videos/{moment.video_id}/frame?t={middle}&width=240" if entry.has_file else None})
+        return {"query": query, "moments": moments}
+
     def sql(self, video_id: str, query: str, max_rows: int = 200, timeout_s: float = 5.0) -> QueryResult:
         """Run one read-only statement over the video's memory."""
         entry = self.catalog.video(video_id)
@@ -285,4 +321,6 @@ class VideoService:
         self.lane.close()
         self.edits.close()
         self.session.close()
+        if self._search is not None:
+            self._search.close()
         self._library.close()

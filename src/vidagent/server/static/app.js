@@ -82,6 +82,39 @@ async function loadVideos(selectId) {
   if (wanted) await selectVideo(wanted);
 }
 
+// -- the library search: moments across every video, as thumbnails; a click opens the video at the moment -------
+async function searchLibrary(event) {
+  event.preventDefault();
+  const query = $("#search-query").value.trim();
+  const list = $("#search-results");
+  const says = (text) => { $("#search-status").textContent = text; $("#search-status").hidden = !text; };
+  if (!query) { list.hidden = true; says(""); return; }
+  says("searching…");
+  try {
+    const { moments } = await api(`/api/search?${new URLSearchParams({ q: query, limit: 12 })}`);
+    list.replaceChildren(...moments.map((moment) => el("li", {
+      class: "search-hit", "data-video-id": moment.video_id, tabindex: "0",
+      title: moment.lines.map((line) => `${line.kind}: ${line.text}`).join("\n"),
+      onclick: () => openMoment(moment),
+      onkeydown: (e) => { if (e.key === "Enter") openMoment(moment); },
+    }, moment.thumbnail ? el("img", { src: moment.thumbnail, alt: "", loading: "lazy" }) : el("div", { class: "no-thumb" }, "no video"),
+       el("div", { class: "hit-text" },
+         el("div", { class: "name" }, moment.name),
+         el("div", { class: "meta" }, `${moment.spans.map(([a, b]) => (b - a < 0.05 ? seconds(a) : `${a.toFixed(1)}-${seconds(b)}`)).join(", ")} · ${moment.kinds.join(", ")}`),
+         el("div", { class: "line" }, moment.lines[0].text)))));
+    list.hidden = moments.length === 0;
+    says(moments.length ? "" : "Nothing found.");
+  } catch (error) {
+    list.hidden = true;
+    says(error.message);
+  }
+}
+
+async function openMoment(moment) {
+  await selectVideo(moment.video_id);
+  seek(moment.spans.length ? moment.spans[0][0] : moment.start_s);
+}
+
 // the files in the server's folders that are not registered yet, grouped by folder (two clips of one name in two
 // folders are told apart), narrowed by the filter above them: one click adds one
 async function loadFiles() {
@@ -816,6 +849,7 @@ async function importCaptions(event) {
 // -- start ----------------------------------------------------------------------------------------------------------------
 async function start() {
   $("#ask-form").addEventListener("submit", ask);
+  $("#search-form").addEventListener("submit", searchLibrary);
   $("#add-choice").addEventListener("click", () => addChoice());
   $("#index-button").addEventListener("click", buildMemory);
   $("#remove-button").addEventListener("click", removeVideo);
