@@ -62,6 +62,10 @@ def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
         close = getattr(embedder, "close", None)
         if callable(close):
             close()
+    if report.imported:
+        from vidagent.memory.library_search import refresh_search_index
+
+        refresh_search_index(settings, progress=not args.quiet)
     if args.json:
         print(json.dumps({"source": str(report.source), "format": report.format, "namespace": report.namespace,
                           "imported": report.imported, "unchanged": report.unchanged, "captions": report.captions,

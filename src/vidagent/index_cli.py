@@ -14,6 +14,7 @@ from tqdm import tqdm
 from vidagent.config import Settings
 from vidagent.memory.builder import ALL_STAGES
 from vidagent.memory.library_index import IndexOutcome, index_videos, plan_index
+from vidagent.memory.library_search import refresh_search_index
 from vidagent.memory.store import Library
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.video.video import Video
@@ -65,6 +66,8 @@ def run_index(args: argparse.Namespace, settings: Settings) -> int:
             _report(outcome, settings, as_json=args.json)
     wall = time.perf_counter() - started
     built = [o for o in outcomes if o.status == "built"]
+    if built:
+        refresh_search_index(settings, progress=not args.quiet)
     failed = [o for o in [*plan.skipped, *outcomes] if o.status == "failed"]
     if len(plan.jobs) > 1:
         video_s = sum(o.duration_s for o in built)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vidagent.config import Settings
+from vidagent.memory.library_search import refresh_search_index
 from vidagent.memory.packs import export_pack, import_pack, resolve_video_id
 from vidagent.memory.store import Library
 
@@ -56,6 +57,7 @@ def import_pack_command(path: str | Path, settings: Settings) -> int:
         note = f"; {', '.join(kept)} already there" if kept else ""
         print(f"{path}: imported {result.video_id} (stages {', '.join(result.written)}{note}), "
               f"{result.rows} rows in {result.seconds:.2f} s")
+        refresh_search_index(settings)
     return 0
 
 

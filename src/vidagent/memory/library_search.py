@@ -7,11 +7,13 @@ it holds the library, the text embedder and the index, syncs the index with the 
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
 from vidagent.config import Settings
+from vidagent.errors import VidagentError
 from vidagent.memory.search_index import Moment, SearchFilters, SearchIndex, SyncReport, moments
 from vidagent.memory.store import Library
 from vidagent.perception.base import TextEmbedder
@@ -21,6 +23,7 @@ from vidagent.perception.suite import text_embedder
 # the query reaches this: E5's cosines sit near 0.80 for unrelated lines of these memories and 0.83-0.90 for
 # lines about what the query names (measured on the shared clips' memories: bench/search_quality.py).
 MEANING_FLOOR = 0.82
+log = logging.getLogger(__name__)
 LINES_PER_MOMENT = 4  # lines fetched per moment wanted: the lines of one moment are gathered into it
 MAX_LIMIT = 1000
 MAX_QUERY_CHARS = 2000
@@ -108,3 +111,14 @@ def video_ids_for(library: Library, names: Sequence[str]) -> tuple[str, ...]:
             raise ValueError(f"--video {name!r}: no video of the library has that id, path or file name")
         found += matches
     return tuple(dict.fromkeys(found))
+
+
+def refresh_search_index(settings: Settings, *, progress: bool = False) -> SyncReport | None:
+    """Take what indexing or an import just wrote into the search index now (the next search would otherwise do it
+    first). The index is derived data: a failure here is logged and leaves the memories as they are (None)."""
+    try:
+        with LibrarySearch.open(settings) as search:
+            return search.sync(progress=progress)
+    except VidagentError as error:
+        log.warning("the search index was not brought up to date (%s); the next search will try again", error)
+        return None
