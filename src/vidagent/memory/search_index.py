@@ -7,9 +7,16 @@ lines, their full-text index (FTS5) and their vectors (sqlite-vec's ``vec0`` tab
 replaced in one transaction and a killed sync leaves the index as it was. Python's own ``sqlite3`` here cannot
 load extensions, so the file is opened through ``apsw`` (its own SQLite, FTS5 and extension loading included).
 
-Vectors are searched exactly (cosine over every line) while the index holds up to ``EXACT_LIMIT`` lines; past
-that, a binary-quantised copy (one bit a dimension, 48 bytes a line) is scanned first and its best
-``COARSE_FACTOR`` x k candidates are re-ranked by their exact cosine (``bench/search_scale.py`` measures both).
+Vectors are searched exactly by sqlite-vec (cosine over every line) while the index holds up to ``EXACT_LIMIT``
+lines. Past that, each line's sign bits (one a dimension: 48 bytes for E5's 384) are scanned in memory (numpy's
+XOR and popcount over the whole index: ~30 ms a million lines on these cores; sqlite-vec's own binary top-k grew
+with k, 100 ms for 800 of 100,000) and the best ``COARSE_FACTOR`` x k candidates are re-ranked by their exact
+cosine from sqlite-vec. The codes are read once per process and again only after the index changed (a generation
+number in ``meta``). ``bench/search_scale.py`` measures both paths.
+
+Full text: a query word on more than ``COMMON_WORD_SHARE`` of the lines (and at least ``COMMON_WORD_MIN`` of
+them) ranks nothing and costs a sort of every line it is on, so it is left out of the words ranking (the rarest
+word is always kept): search engines' frequency stop words.
 
 The index follows the library by signature: each video's built stages (name, configuration, time) are compared
 with what the index took in, so a video indexed, imported (captions, packs, Ray), rebuilt or removed by any path
@@ -36,9 +43,11 @@ from vidagent.perception.base import TextEmbedder
 
 log = logging.getLogger(__name__)
 
-INDEX_VERSION = 1
+INDEX_VERSION = 3
 EXACT_LIMIT = 60_000  # lines searched exactly by vector; past this, binary-quantised candidates are re-ranked
-COARSE_FACTOR = 40  # candidates the binary scan hands to the exact re-ranking, per result wanted
+COARSE_FACTOR = 5  # candidates the binary scan hands to the exact re-ranking, per result wanted
+COMMON_WORD_SHARE = 0.05
+COMMON_WORD_MIN = 5_000
 RANKED_PER_LIST = 200  # how deep each ranking (vectors, words, categories) reaches before fusion
 BUSY_MS = 30_000
 
@@ -50,7 +59,8 @@ CREATE TABLE IF NOT EXISTS videos (
     path       TEXT NOT NULL,
     added_at   TEXT NOT NULL,
     duration_s REAL NOT NULL,
-    signature  TEXT NOT NULL
+    signature  TEXT NOT NULL,
+    line_count INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS lines (
     line_id   INTEGER PRIMARY KEY,
@@ -63,7 +73,8 @@ CREATE TABLE IF NOT EXISTS lines (
     detail    TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS lines_by_video ON lines(video_key);
-CREATE INDEX IF NOT EXISTS lines_by_category ON lines(category) WHERE category IS NOT NULL;
+CREATE TABLE IF NOT EXISTS line_codes (line_id INTEGER PRIMARY KEY, code BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS lines_by_category_kind ON lines(category, kind) WHERE category IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS line_words USING fts5(text, tokenize = 'porter unicode61');
 """
 
@@ -147,6 +158,7 @@ class SearchIndex:
             raise MemoryStoreError(f"the library search needs apsw and sqlite-vec ({error}): "
                                    f"pip install apsw sqlite-vec") from error
         self._apsw = apsw
+        self._code_cache: tuple[str, np.ndarray, np.ndarray] | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = apsw.Connection(str(self.path))
@@ -177,7 +189,10 @@ class SearchIndex:
 
     def line_count(self) -> int:
         with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM lines").fetchone()[0])
+            return self._line_total()
+
+    def _line_total(self) -> int:
+        return int(self._conn.execute("SELECT COALESCE(SUM(line_count), 0) FROM videos").fetchone()[0])
 
     def video_count(self) -> int:
         with self._lock:
@@ -192,13 +207,12 @@ class SearchIndex:
             return
         if made_for is not None:
             log.info("%s: made with another text embedder or version; rebuilding it", self.path)
-        with self._conn:
-            for table in ("line_vectors", "line_bits"):
+        with self._conn:  # everything made anew: the tables of an older version may differ too
+            for table in ("line_vectors", "line_bits", "line_words", "line_codes", "lines", "videos"):
                 self._conn.execute(f"DROP TABLE IF EXISTS {table}")
-            self._conn.execute("DELETE FROM lines; DELETE FROM line_words; DELETE FROM videos")
+            self._conn.execute(_SCHEMA)
             self._conn.execute(f"CREATE VIRTUAL TABLE line_vectors USING vec0(embedding float[{dim}] "
                                f"distance_metric=cosine)")
-            self._conn.execute(f"CREATE VIRTUAL TABLE line_bits USING vec0(embedding bit[{dim}])")
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?)", (wanted,))
 
     # -- keeping up with the library ------------------------------------------------------------
@@ -215,7 +229,8 @@ class SearchIndex:
             if rebuild:
                 with self._conn:
                     self._conn.execute("DELETE FROM lines; DELETE FROM line_words; DELETE FROM line_vectors; "
-                                       "DELETE FROM line_bits; DELETE FROM videos")
+                                       "DELETE FROM line_codes; DELETE FROM videos")
+                    self._changed()
             wanted = _library_signatures(library)
             held = {video_id: (signature, path) for video_id, signature, path in
                     self._conn.execute("SELECT video_id, signature, path FROM videos")}
@@ -243,11 +258,12 @@ class SearchIndex:
             if row is None:
                 return
             key = row[0]
-            for table in ("line_words", "line_vectors", "line_bits"):
+            for table in ("line_words", "line_vectors", "line_codes"):
                 self._conn.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT line_id FROM lines WHERE video_key = ?)",
                                    (key,))
             self._conn.execute("DELETE FROM lines WHERE video_key = ?", (key,))
             self._conn.execute("DELETE FROM videos WHERE video_key = ?", (key,))
+            self._changed()
 
     def _take_in(self, library: Library, embedder: TextEmbedder, video: dict[str, object]) -> int:
         """Write one video's lines (replacing what the index held of it) in one transaction."""
@@ -269,8 +285,8 @@ class SearchIndex:
             self._ensure_vectors_for(vectors)
             with self._conn:  # one transaction (apsw nests the removal's as a savepoint)
                 self._remove(video_id)
-                self._conn.execute("INSERT INTO videos (video_id, path, added_at, duration_s, signature) "
-                                   "VALUES (?,?,?,?,?)", (video_id, path, added_at, duration_s, signature))
+                self._conn.execute("INSERT INTO videos (video_id, path, added_at, duration_s, signature, line_count) "
+                                   "VALUES (?,?,?,?,?,?)", (video_id, path, added_at, duration_s, signature, len(lines)))
                 key = self._conn.last_insert_rowid()
                 first = int(self._conn.execute("SELECT COALESCE(MAX(line_id), 0) + 1 FROM lines").fetchone()[0])
                 ids = range(first, first + len(lines))
@@ -282,8 +298,10 @@ class SearchIndex:
                                        [(line_id, line.text) for line_id, line in zip(ids, lines)])
                 self._conn.executemany("INSERT INTO line_vectors (rowid, embedding) VALUES (?, ?)",
                                        [(line_id, vector.tobytes()) for line_id, vector in zip(ids, vectors)])
-                self._conn.executemany("INSERT INTO line_bits (rowid, embedding) VALUES (?, vec_quantize_binary(?))",
-                                       [(line_id, vector.tobytes()) for line_id, vector in zip(ids, vectors)])
+                codes = np.packbits(vectors > 0, axis=1)
+                self._conn.executemany("INSERT INTO line_codes VALUES (?, ?)",
+                                       [(line_id, code.tobytes()) for line_id, code in zip(ids, codes)])
+                self._changed()
 
     def _ensure_vectors_for(self, vectors: np.ndarray) -> None:
         if self._meta("embedder") is None:  # filled without a sync (the benchmark): vectors of this width
@@ -317,7 +335,7 @@ class SearchIndex:
     def _by_meaning(self, vector: np.ndarray, filters: SearchFilters, depth: int) -> list[tuple[int, float]]:
         """(line id, cosine) of the ``depth`` lines nearest ``vector`` that pass ``filters``, nearest first."""
         blob = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1).tobytes()
-        total = int(self._conn.execute("SELECT COUNT(*) FROM lines").fetchone()[0])
+        total = self._line_total()
         if not filters.empty:
             ids_sql, params = self._filtered_ids_sql(filters)
             if total <= EXACT_LIMIT or self._count(ids_sql, params) <= EXACT_LIMIT:
@@ -325,7 +343,7 @@ class SearchIndex:
                     f"SELECT rowid, vec_distance_cosine(embedding, ?) AS d FROM line_vectors WHERE rowid IN ({ids_sql}) "
                     f"ORDER BY d LIMIT ?", (blob, *params, depth)).fetchall()
                 return [(int(r), 1.0 - float(d)) for r, d in rows]
-            candidates = self._coarse(blob, depth * COARSE_FACTOR * 4)
+            candidates = self._coarse(blob, depth * COARSE_FACTOR * 10)
             allowed = {row[0] for row in self._conn.execute(
                 f"{ids_sql} AND l.line_id IN ({','.join('?' * len(candidates))})", (*params, *candidates))}
             return self._rerank(blob, [c for c in candidates if c in allowed], depth)
@@ -339,10 +357,35 @@ class SearchIndex:
         return int(self._conn.execute(f"SELECT COUNT(*) FROM ({ids_sql})", params).fetchone()[0])
 
     def _coarse(self, blob: bytes, k: int) -> list[int]:
-        """The ``k`` lines nearest by Hamming distance of the binary-quantised vectors."""
-        rows = self._conn.execute("SELECT rowid FROM line_bits WHERE embedding MATCH vec_quantize_binary(?) AND k = ?",
-                                  (blob, min(k, 4096))).fetchall()
-        return [int(row[0]) for row in rows]
+        """The ``k`` lines nearest by Hamming distance of their sign bits (see the module's description)."""
+        ids, codes = self._codes()
+        if not len(ids):
+            return []
+        query = np.packbits(np.frombuffer(blob, np.float32) > 0)
+        query = np.pad(query, (0, codes.shape[1] * 8 - len(query))).view(np.uint64)
+        distances = np.bitwise_count(codes ^ query).sum(axis=1, dtype=np.uint32)
+        k = min(k, len(ids))
+        nearest = np.argpartition(distances, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+        return [int(i) for i in ids[nearest[np.argsort(distances[nearest], kind="stable")]]]
+
+    def _codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every line's id and sign bits (as uint64 words), read once per change of the index."""
+        generation = self._meta("generation") or "0"
+        if self._code_cache is None or self._code_cache[0] != generation:
+            rows = self._conn.execute("SELECT line_id, code FROM line_codes ORDER BY line_id").fetchall()
+            ids = np.fromiter((row[0] for row in rows), np.int64, len(rows))
+            width = len(rows[0][1]) if rows else 8
+            padded = -(-width // 8) * 8
+            raw = np.zeros((len(rows), padded), np.uint8)
+            if rows:
+                raw[:, :width] = np.frombuffer(b"".join(row[1] for row in rows), np.uint8).reshape(len(rows), width)
+            self._code_cache = (generation, ids, raw.view(np.uint64))
+        return self._code_cache[1], self._code_cache[2]
+
+    def _changed(self) -> None:
+        """Mark the index changed (in the writing transaction): the code cache of every process reads it again."""
+        self._conn.execute("INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE SET "
+                           "value = CAST(value AS INTEGER) + 1")
 
     def _rerank(self, blob: bytes, candidates: list[int], depth: int) -> list[tuple[int, float]]:
         if not candidates:
@@ -354,9 +397,10 @@ class SearchIndex:
         return [(int(r), 1.0 - float(d)) for r, d in rows]
 
     def _by_words(self, words: QueryWords, filters: SearchFilters, depth: int) -> list[int]:
-        if not words.terms:
+        terms = self._telling_terms(words.terms)
+        if not terms:
             return []
-        match = " OR ".join(f'"{term}"' for term in words.terms)
+        match = " OR ".join(f'"{term}"' for term in terms)
         condition, params = filters.sql()
         rows = self._conn.execute(
             f"""SELECT w.rowid FROM line_words w JOIN lines l ON l.line_id = w.rowid
@@ -365,17 +409,33 @@ class SearchIndex:
             (match, *params, depth)).fetchall()
         return [int(row[0]) for row in rows]
 
+    def _telling_terms(self, terms: Sequence[str]) -> list[str]:
+        """``terms`` without those on too many lines to tell any apart (the rarest one always kept)."""
+        if not terms:
+            return []
+        total = self._line_total()
+        common = max(COMMON_WORD_MIN, COMMON_WORD_SHARE * total)
+        common = int(common)
+        counts = {term: int(self._conn.execute(  # counted no further than "too many": bounded work
+            "SELECT COUNT(*) FROM (SELECT rowid FROM line_words WHERE line_words MATCH ? LIMIT ?)",
+            (f'"{term}"', common + 1)).fetchone()[0]) for term in terms}
+        kept = [term for term in terms if counts[term] <= common]
+        return kept or [min(terms, key=lambda term: counts[term])]
+
     def _by_category(self, categories: Sequence[str], filters: SearchFilters, depth: int) -> list[int]:
         if not categories:
             return []
         condition, params = filters.sql()
         marks = ",".join("?" * len(categories))
-        rows = self._conn.execute(
-            f"""SELECT l.line_id FROM lines l JOIN videos v ON v.video_key = l.video_key
-                WHERE l.category IN ({marks}) AND {condition}
-                ORDER BY (l.kind = 'object') DESC, (l.end_s - l.start_s) DESC LIMIT ?""",
-            (*categories, *params, depth)).fetchall()
-        return [int(row[0]) for row in rows]
+        found: list[int] = []
+        for kinds in ("= 'object'", "!= 'object'"):  # objects first; two limited reads instead of a sort
+            found += [int(row[0]) for row in self._conn.execute(
+                f"""SELECT l.line_id FROM lines l JOIN videos v ON v.video_key = l.video_key
+                    WHERE l.category IN ({marks}) AND l.kind {kinds} AND {condition} LIMIT ?""",
+                (*categories, *params, depth - len(found)))]
+            if len(found) >= depth:
+                break
+        return found
 
     def _hits(self, fused: list[tuple[int, float, tuple[str, ...]]], similarity: dict[int, float]) -> list[SearchHit]:
         if not fused:
