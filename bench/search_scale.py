@@ -9,7 +9,7 @@ centres so that near neighbours exist. No model runs. Queries: a line's own vect
 words and, for half of them, its category's name. Reported per size: build seconds, file size, peak resident
 memory of the process, p50/p95 latency of a hybrid search (vectors + words + category, fused) and of the vector
 ranking alone, and the vector ranking's recall@10 against an exact scan of every vector (numpy): 1.0 below the
-exact limit (60,000 lines), the binary-quantised candidates' recall above it.
+exact limit (60,000 lines), the sign-bit candidates' recall after re-ranking above it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vidagent.memory.search_index import EXACT_LIMIT, SearchFilters, SearchIndex
+from vidagent.memory.search_index import EXACT_LIMIT, RANKED_PER_LIST, SearchFilters, SearchIndex
 from vidagent.memory.search_lines import SearchLine
 
 DIM = 384
@@ -84,7 +84,7 @@ def run(size: int, queries: int, folder: Path) -> dict[str, float]:
             index.search(query, vector, SearchFilters(), limit=40)
             hybrid.append(time.perf_counter() - t)
             t = time.perf_counter()
-            found = index._by_meaning(vector, SearchFilters(), 10)
+            found = index._by_meaning(vector, SearchFilters(), RANKED_PER_LIST)[:10]  # as a search asks
             meaning.append(time.perf_counter() - t)
             exact = set(np.argsort(-(kept_vectors @ vector))[:10] + 1)  # line ids start at 1
             recall.append(len(exact & {line_id for line_id, _ in found}) / 10)

@@ -11,7 +11,7 @@ Vectors are searched exactly by sqlite-vec (cosine over every line) while the in
 lines. Past that, each line's sign bits (one a dimension: 48 bytes for E5's 384) are scanned in memory (numpy's
 XOR and popcount over the whole index: ~30 ms a million lines on these cores; sqlite-vec's own binary top-k grew
 with k, 100 ms for 800 of 100,000) and the best ``COARSE_FACTOR`` x k candidates are re-ranked by their exact
-cosine from sqlite-vec. The codes are read once per process and again only after the index changed (a generation
+cosine (from half-precision copies in a plain table: sqlite-vec's reads by rowid cost ~50 us a line). The codes are read once per process and again only after the index changed (a generation
 number in ``meta``). ``bench/search_scale.py`` measures both paths.
 
 Full text: a query word on more than ``COMMON_WORD_SHARE`` of the lines (and at least ``COMMON_WORD_MIN`` of
@@ -43,11 +43,11 @@ from vidagent.perception.base import TextEmbedder
 
 log = logging.getLogger(__name__)
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 EXACT_LIMIT = 60_000  # lines searched exactly by vector; past this, binary-quantised candidates are re-ranked
 COARSE_FACTOR = 5  # candidates the binary scan hands to the exact re-ranking, per result wanted
-COMMON_WORD_SHARE = 0.05
-COMMON_WORD_MIN = 5_000
+COMMON_WORD_SHARE = 0.02
+COMMON_WORD_MIN = 2_000
 RANKED_PER_LIST = 200  # how deep each ranking (vectors, words, categories) reaches before fusion
 BUSY_MS = 30_000
 
@@ -74,6 +74,7 @@ CREATE TABLE IF NOT EXISTS lines (
 );
 CREATE INDEX IF NOT EXISTS lines_by_video ON lines(video_key);
 CREATE TABLE IF NOT EXISTS line_codes (line_id INTEGER PRIMARY KEY, code BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS line_halves (line_id INTEGER PRIMARY KEY, vector BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS lines_by_category_kind ON lines(category, kind) WHERE category IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS line_words USING fts5(text, tokenize = 'porter unicode61');
 """
@@ -208,7 +209,7 @@ class SearchIndex:
         if made_for is not None:
             log.info("%s: made with another text embedder or version; rebuilding it", self.path)
         with self._conn:  # everything made anew: the tables of an older version may differ too
-            for table in ("line_vectors", "line_bits", "line_words", "line_codes", "lines", "videos"):
+            for table in ("line_vectors", "line_bits", "line_words", "line_codes", "line_halves", "lines", "videos"):
                 self._conn.execute(f"DROP TABLE IF EXISTS {table}")
             self._conn.execute(_SCHEMA)
             self._conn.execute(f"CREATE VIRTUAL TABLE line_vectors USING vec0(embedding float[{dim}] "
@@ -229,7 +230,7 @@ class SearchIndex:
             if rebuild:
                 with self._conn:
                     self._conn.execute("DELETE FROM lines; DELETE FROM line_words; DELETE FROM line_vectors; "
-                                       "DELETE FROM line_codes; DELETE FROM videos")
+                                       "DELETE FROM line_codes; DELETE FROM line_halves; DELETE FROM videos")
                     self._changed()
             wanted = _library_signatures(library)
             held = {video_id: (signature, path) for video_id, signature, path in
@@ -258,7 +259,7 @@ class SearchIndex:
             if row is None:
                 return
             key = row[0]
-            for table in ("line_words", "line_vectors", "line_codes"):
+            for table in ("line_words", "line_vectors", "line_codes", "line_halves"):
                 self._conn.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT line_id FROM lines WHERE video_key = ?)",
                                    (key,))
             self._conn.execute("DELETE FROM lines WHERE video_key = ?", (key,))
@@ -301,6 +302,9 @@ class SearchIndex:
                 codes = np.packbits(vectors > 0, axis=1)
                 self._conn.executemany("INSERT INTO line_codes VALUES (?, ?)",
                                        [(line_id, code.tobytes()) for line_id, code in zip(ids, codes)])
+                self._conn.executemany("INSERT INTO line_halves VALUES (?, ?)",
+                                       [(line_id, vector.astype(np.float16).tobytes())
+                                        for line_id, vector in zip(ids, vectors)])
                 self._changed()
 
     def _ensure_vectors_for(self, vectors: np.ndarray) -> None:
@@ -388,13 +392,20 @@ class SearchIndex:
                            "value = CAST(value AS INTEGER) + 1")
 
     def _rerank(self, blob: bytes, candidates: list[int], depth: int) -> list[tuple[int, float]]:
+        """``candidates`` ordered by their exact cosine with the query, the best ``depth`` (read from the half-precision
+        copies in a plain table: sqlite-vec's own reads by rowid cost ~50 us a line)."""
         if not candidates:
             return []
-        rows = self._conn.execute(
-            f"SELECT rowid, vec_distance_cosine(embedding, ?) AS d FROM line_vectors "
-            f"WHERE rowid IN ({','.join('?' * len(candidates))}) ORDER BY d LIMIT ?",
-            (blob, *candidates, depth)).fetchall()
-        return [(int(r), 1.0 - float(d)) for r, d in rows]
+        rows = self._conn.execute(f"SELECT line_id, vector FROM line_halves WHERE line_id IN "
+                                  f"({','.join('?' * len(candidates))})", candidates).fetchall()
+        if not rows:
+            return []
+        ids = np.fromiter((row[0] for row in rows), np.int64, len(rows))
+        matrix = np.frombuffer(b"".join(row[1] for row in rows), np.float16).reshape(len(rows), -1)
+        query = np.frombuffer(blob, np.float32)
+        cosines = matrix.astype(np.float32) @ query / max(float(np.linalg.norm(query)), 1e-12)
+        best = np.argsort(-cosines, kind="stable")[:depth]
+        return [(int(ids[i]), float(cosines[i])) for i in best]
 
     def _by_words(self, words: QueryWords, filters: SearchFilters, depth: int) -> list[int]:
         terms = self._telling_terms(words.terms)
