@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from vidagent.agent.answer import Answer
+from vidagent.agent.library_question import LibraryAnswer
 from vidagent.memory.caption_import import ImportReport
 from vidagent.config import Settings
+from vidagent.memory.search_index import Moment, SearchFilters
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.session import Session
 from vidagent.tools.refer import Segmentation
@@ -64,3 +66,24 @@ def import_captions(path: str | Path, *, format: str | None = None, namespace: s
     options = ImportOptions(format=format, namespace=namespace, captioner=captioner, only=only)
     with Library(settings.library_path) as library:
         return import_caption_set(library, text_embedder(settings), Path(path), options, progress=progress)
+
+
+def search(query: str, *, videos: Sequence[str] = (), kinds: Sequence[str] = (), categories: Sequence[str] = (),
+           limit: int = 10, settings: Settings | None = None) -> list[Moment]:
+    """The ``limit`` best moments for ``query`` across every memory of the library (``vidagent search``): each a
+    video, its time spans and the memory lines that matched (objects, on-screen text, speech, descriptions).
+    ``videos`` (ids), ``kinds`` (``object``, ``action``, ``text``, ``speech``, ``segment``) and ``categories``
+    narrow it. No chat model runs; the search index is brought up to date with the library first."""
+    from vidagent.memory.library_search import LibrarySearch
+
+    with LibrarySearch.open(settings or Settings.from_env()) as library_search:
+        return library_search.search(query, SearchFilters(videos=tuple(videos), kinds=tuple(kinds),
+                                                          categories=tuple(categories)), limit=limit)
+
+
+def ask_library(question: str, sources: Sequence[str | Path] = (), *, settings: Settings | None = None
+                ) -> LibraryAnswer:
+    """Answer a question over many videos ("which videos show a dog, and when?"): the whole library, or the video
+    files and folders in ``sources`` (``Session.ask_library``). The answer lists the videos with their moments."""
+    with Session(settings) as session:
+        return session.ask_library(question, sources)
