@@ -10,23 +10,14 @@ import pytest
 from vidagent.agent.library_question import (EVIDENCE_CAP, answer_over_library, candidate_videos, yes_probability)
 from vidagent.errors import LLMError
 from vidagent.llm.base import Completion
-from vidagent.memory.builder import ALL_STAGES
 from vidagent.memory.library_search import LibrarySearch, since_time, video_ids_for
 from vidagent.memory.search_index import SearchFilters, SearchIndex
 from vidagent.memory.store import Library
 
-from fakes.library import library_from_rows
 from fakes.llm import ScriptedLLM
 from fakes.perception import HashingEmbedder
 
-from memory.test_search_index import clips
-
-
-@pytest.fixture(scope="module")
-def library(tmp_path_factory):
-    path = tmp_path_factory.mktemp("library-question") / "library.sqlite"
-    videos = library_from_rows(path, clips(), ALL_STAGES)
-    return path, {name: video.content_hash for name, video in videos.items()}
+from memory.test_search_index import library  # noqa: F401 (a fixture: the scripted library of three clips)
 
 
 @pytest.fixture

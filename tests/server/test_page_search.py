@@ -7,10 +7,9 @@ import httpx
 import pytest
 
 from fakes import scripted_perception
-from serve_helpers import copy_home, running_server, tagged_llm
-from server.test_page import ARGS, CHROMIUM
+from serve_helpers import CHROMIUM, chromium_page, copy_home, running_server, tagged_llm
 
-playwright = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (install.sh does)")
 
 
@@ -21,30 +20,21 @@ def test_search_box_lists_moments_and_a_click_seeks_the_player(scripted, tmp_pat
         with httpx.Client(base_url=server.url) as client:
             for path in (scripted.toy, scripted.text):
                 assert client.post("/api/videos", json={"path": str(path)}).status_code == 201
-        with playwright.sync_playwright() as driver:
-            browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1440, "height": 900})
-                problems: list[str] = []
-                page.on("pageerror", lambda error: problems.append(str(error)))
-                page.goto(server.url + "/")
-                page.wait_for_selector("body[data-ready=true]")
-                page.fill("#search-query", "time to sleep")
-                page.click("#search-button")
-                page.wait_for_selector("#search-results .search-hit")
-                first = page.locator("#search-results .search-hit").first
-                assert "text.mp4" in first.inner_text() and "speech" in first.inner_text()
-                page.wait_for_function("[...document.querySelectorAll('.search-hit img')].length > 0 && "
-                                       "[...document.querySelectorAll('.search-hit img')]"
-                                       ".every(i => i.complete && i.naturalWidth > 0)")  # real thumbnails
-                first.click()
-                page.wait_for_selector("#video-title:text('text.mp4')")
-                page.wait_for_function("document.querySelector('#player').readyState >= 1")
-                page.wait_for_function("Math.abs(document.querySelector('#player').currentTime - 4.0) < 0.2")
-                page.fill("#search-query", "giraffe zebra")
-                page.click("#search-button")
-                page.wait_for_selector("#search-status:text('Nothing found.')")
-                assert page.locator("#search-results").is_hidden()
-                assert not problems, problems
-            finally:
-                browser.close()
+        with chromium_page(server.url + "/") as (page, problems):
+            page.fill("#search-query", "time to sleep")
+            page.click("#search-button")
+            page.wait_for_selector("#search-results .search-hit")
+            first = page.locator("#search-results .search-hit").first
+            assert "text.mp4" in first.inner_text() and "speech" in first.inner_text()
+            page.wait_for_function("[...document.querySelectorAll('.search-hit img')].length > 0 && "
+                                   "[...document.querySelectorAll('.search-hit img')]"
+                                   ".every(i => i.complete && i.naturalWidth > 0)")  # real thumbnails
+            first.click()
+            page.wait_for_selector("#video-title:text('text.mp4')")
+            page.wait_for_function("document.querySelector('#player').readyState >= 1")
+            page.wait_for_function("Math.abs(document.querySelector('#player').currentTime - 4.0) < 0.2")
+            page.fill("#search-query", "giraffe zebra")
+            page.click("#search-button")
+            page.wait_for_selector("#search-status:text('Nothing found.')")
+            assert page.locator("#search-results").is_hidden()
+            assert not problems, problems
