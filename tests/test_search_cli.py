@@ -56,3 +56,21 @@ def test_ask_over_the_library_lists_the_video_with_its_evidence(temporal_library
     assert listed and listed[0]["name"] == "3.mp4" and 0 < as_json["confidence"] <= 0.85
     assert_one_line_error(run_cli("ask", "--library", "which?", "--choice", "a", home=home), 2,
                           "--choice does not go with --library")
+
+
+def test_a_question_about_which_of_several_videos_is_a_library_question(tmp_path):
+    from vidagent.cli import _asks_which_videos, build_parser
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+
+    def routed(*argv: str) -> bool:
+        return _asks_which_videos(build_parser().parse_args(["ask", *argv]))
+
+    assert routed("a.mp4", "b.mp4", "Which of these videos show a dog, and when?")
+    assert routed(str(folder), "what clips have a boat in them?")
+    assert not routed("a.mp4", "Which videos show a dog?")  # one video: its planner answers
+    assert not routed("a.mp4", "b.mp4", "Which video shows the dog in the photo?")  # one of them: peil compares
+    assert not routed("a.mp4", "photo.jpg", "Which videos show this?")  # an image: peil
+    assert not routed("a.mp4", "b.mp4", "Which videos show a dog?", "--planner", "peil")
+    assert not routed("a.mp4", "b.mp4", "Which videos show a dog?", "--choice", "a")

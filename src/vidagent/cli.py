@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -66,6 +67,10 @@ def _cmd_ask(args: argparse.Namespace) -> int:
 
     if args.library:
         return _ask_library(args)
+    if _asks_which_videos(args):
+        print("vidagent: a question about which videos: answered over them as a library question (--library)",
+              file=sys.stderr)
+        return _ask_library(args)
     if args.max_videos is not None:
         raise UsageError("--max-videos goes with --library")
     sources, question = _sources_and_question([*args.sources, args.question])
@@ -93,6 +98,24 @@ def _cmd_ask(args: argparse.Namespace) -> int:
                 if source.kind == "video" and Path(source.path).is_file():
                     session.index(source.path, TEMPORAL_STAGES, progress=not args.quiet)
     return 0
+
+
+WHICH_VIDEOS = re.compile(r"\b(which|what)\s+(of\s+(these|the|my|those)\s+)?(videos|clips|files|recordings)\b",
+                          re.IGNORECASE)
+
+
+def _asks_which_videos(args: argparse.Namespace) -> bool:
+    """Several videos (or folders), no options, no planner named, and a question that asks which of them: a
+    library question, not one for a planner reading every video ("Which of these videos show a dog?")."""
+    sources = list(args.sources)
+    if len(sources) < 2 and not any(Path(source).is_dir() for source in sources):
+        return False
+    if args.choice or args.planner or args.planner_option or args.knowledge or args.glance is not None \
+            or args.complete:
+        return False
+    if any(Path(source).suffix.lower() in IMAGE_SUFFIXES for source in sources):
+        return False
+    return bool(WHICH_VIDEOS.search(args.question))
 
 
 def _ask_library(args: argparse.Namespace) -> int:
