@@ -35,7 +35,7 @@ TOP_LEVEL_MODULES = {"config": "ground", "errors": "ground", "prompts": "ground"
                      "sqlite": "ground", "text": "ground", "chat_http": "ground",
                      "models": "installer", "__init__": "agent", "session": "agent", "api": "agent", "cli": "cli",
                      "index_cli": "cli", "import_cli": "cli", "pack_cli": "cli", "experience_cli": "cli",
-                     "utility_cli": "cli"}
+                     "utility_cli": "cli", "search_cli": "cli"}
 
 
 def _layer(module: str) -> str | None:

@@ -18,6 +18,7 @@ PLACEHOLDERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("agent", "answer_format_time"): (), ("agent", "answer_format_when"): (),
     ("agent", "which_option"): ("answer", "options"), ("agent", "which_option_or_none"): ("answer", "options"),
     ("agent", "option_number"): ("options",),
+    ("agent", "library_judge"): ("lines", "name", "question"), ("agent", "library_judge_system"): (),
     ("agent", "check_evidence"): ("evidence", "options", "question"), ("agent", "check_support"): ("answer",),
     ("agent", "orders_choose_again"): ("excluded", "material", "options", "question"),
     ("agent", "orders_answer_again"): ("excluded", "material", "question"),
