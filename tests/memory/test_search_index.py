@@ -146,3 +146,9 @@ def test_query_words_and_fusion():
     fused = fuse_ranks({"meaning": [1, 2, 3], "words": [3, 1], "category": [3]})
     assert [item for item, _, _ in fused] == [3, 1, 2] and fused[0][2] == ("meaning", "words", "category")
     assert merged_spans([(4.0, 6.0), (0.0, 2.0), (2.0, 4.0), (9.0, 10.0)]) == ((0.0, 6.0), (9.0, 10.0))
+
+
+def test_a_long_query_reads_a_bounded_number_of_words(index):
+    words = query_words(" ".join(f"word{i}" for i in range(500)))
+    assert len(words.terms) == 32
+    assert search(index, " ".join(f"word{i}" for i in range(500)) + " dog")  # still answers

@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Mapping, Sequence
 
 RRF_K = 60  # the usual constant of reciprocal rank fusion: ranks deep in one list still count a little
+MAX_TERMS = 32  # content words of a query read at most (each costs a full-text lookup)
 _WORD = re.compile(r"[^\W_]+(?:['-][^\W_]+)*", re.UNICODE)
 
 
@@ -60,6 +61,8 @@ def query_words(query: str) -> QueryWords:
     for word in _WORD.findall(query.lower()):
         if word not in stop and word not in terms and (len(word) > 1 or word.isdigit()):
             terms.append(word)
+            if len(terms) == MAX_TERMS:
+                break
     names = set(terms) | {singular(term) for term in terms} | {other[t] for t in terms if t in other}
     text = " ".join(terms)
     names |= {category for phrase, category in other.items() if " " in phrase and phrase in text}
