@@ -20,9 +20,11 @@ from vidagent.perception.base import TextEmbedder
 from vidagent.perception.suite import text_embedder
 
 # A moment found by meaning alone (no word or category of the query in it) is listed only when its cosine with
-# the query reaches this: E5's cosines sit near 0.80 for unrelated lines of these memories and 0.83-0.90 for
-# lines about what the query names (measured on the shared clips' memories: bench/search_quality.py).
+# the query reaches MEANING_FLOOR and lies within MEANING_MARGIN of the best line's: E5's cosines sit near
+# 0.80-0.82 for unrelated lines of these memories and 0.83-0.90 for lines about what the query names, and how high
+# they all sit moves with the query (measured on the shared clips' memories: bench/search_quality.py --moments).
 MEANING_FLOOR = 0.82
+MEANING_MARGIN = 0.04
 log = logging.getLogger(__name__)
 LINES_PER_MOMENT = 4  # lines fetched per moment wanted: the lines of one moment are gathered into it
 MAX_LIMIT = 1000
@@ -56,7 +58,8 @@ class LibrarySearch:
     def search(self, query: str, filters: SearchFilters = SearchFilters(), *, limit: int = 10,
                progress: bool = False, min_similarity: float = MEANING_FLOOR) -> list[Moment]:
         """The ``limit`` best moments for ``query`` across the library (the index synced first); a moment found
-        by meaning alone must reach ``min_similarity`` (0: every moment, as ranked)."""
+        by meaning alone must reach ``min_similarity`` and lie within ``MEANING_MARGIN`` of the best line's cosine
+        (``min_similarity`` 0: every moment, as ranked)."""
         query = " ".join(query.split())
         if not query:
             raise ValueError("the search query is empty")
@@ -66,8 +69,10 @@ class LibrarySearch:
             raise ValueError(f"the number of results must be between 1 and {MAX_LIMIT}")
         self.sync(progress=progress)
         vector = self.embedder.embed_queries([query])[0]
-        found = moments(self.index.search(query, vector, filters, limit=limit * LINES_PER_MOMENT), limit)
-        return [moment for moment in found if moment.strong or moment.similarity >= min_similarity]
+        lines = self.index.search(query, vector, filters, limit=limit * LINES_PER_MOMENT)
+        floor = max(min_similarity, max((line.similarity for line in lines), default=0.0) - MEANING_MARGIN) \
+            if min_similarity > 0 else 0.0
+        return [moment for moment in moments(lines, limit) if moment.strong or moment.similarity >= floor]
 
     def close(self) -> None:
         self.index.close()
