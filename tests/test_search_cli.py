@@ -35,6 +35,9 @@ def test_search_finds_on_screen_text_across_the_library_with_thumbnails(temporal
                           "no video of the library")
     assert_one_line_error(run_cli("search", "clideo", "--since", "last week", home=home, models_dir=models_dir), 2,
                           "give a date")
+    (home / "library.search.sqlite").write_bytes(b"damaged" * 1000)
+    damaged = run_cli("search", "clideo", "-q", home=home, models_dir=models_dir)
+    assert damaged.returncode != 0 and "search --rebuild" in damaged.stderr and "Traceback" not in damaged.stderr
     rebuilt = run_cli("search", "--rebuild", "-q", home=home, models_dir=models_dir)
     assert rebuilt.returncode == 0 and "2 videos" in rebuilt.stderr
 

@@ -12,7 +12,7 @@ from typing import Callable
 from vidagent.config import Settings
 from vidagent.errors import OutputError, VideoError
 from vidagent.memory.library_search import LibrarySearch, since_time, video_ids_for
-from vidagent.memory.search_index import Moment, SearchFilters
+from vidagent.memory.search_index import Moment, SearchFilters, SearchIndex
 from vidagent.memory.search_lines import LINE_KINDS
 
 LINES_SHOWN = 2  # lines of a moment printed under it (--json has them all)
@@ -44,6 +44,8 @@ def add_search_parser(sub: argparse._SubParsersAction, settings: Callable[[argpa
 def run_search(args: argparse.Namespace, settings: Settings) -> int:
     if not args.query and not args.rebuild:
         raise ValueError("give what to search for: vidagent search QUERY (or --rebuild to make the index anew)")
+    if args.rebuild:  # made anew from the library, even from a damaged file
+        SearchIndex.remove(settings.search_index_path)
     with LibrarySearch.open(settings) as search:
         if args.rebuild:
             report = search.sync(progress=not args.quiet, rebuild=True)

@@ -152,3 +152,16 @@ def test_a_long_query_reads_a_bounded_number_of_words(index):
     words = query_words(" ".join(f"word{i}" for i in range(500)))
     assert len(words.terms) == 32
     assert search(index, " ".join(f"word{i}" for i in range(500)) + " dog")  # still answers
+
+
+def test_a_damaged_index_is_made_anew_by_a_rebuild_and_never_fails_indexing(library, tmp_path, caplog):
+    from fakes.library import fake_settings
+    from vidagent.memory.library_search import refresh_search_index
+
+    settings = fake_settings(tmp_path / "home", library=library[0])
+    settings.search_index_path.parent.mkdir(parents=True, exist_ok=True)
+    settings.search_index_path.write_bytes(b"not a database" * 100)
+    assert refresh_search_index(settings) is None  # logged, not raised: the memories are as they were
+    assert "search index was not brought up to date" in caplog.text
+    SearchIndex.remove(settings.search_index_path)
+    assert not settings.search_index_path.exists()

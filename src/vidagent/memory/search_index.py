@@ -170,12 +170,18 @@ class SearchIndex:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(_SCHEMA)
         except apsw.Error as error:
-            raise MemoryStoreError(f"cannot open the search index {self.path}: {error} (delete the file and run "
-                                   f"`vidagent search --rebuild`)") from error
+            raise MemoryStoreError(f"cannot open the search index {self.path}: {error} (it is made from the library: "
+                                   f"`vidagent search --rebuild` makes it anew)") from error
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    @staticmethod
+    def remove(path: str | Path) -> None:
+        """Delete the index file at ``path`` and its journal (it is derived data: the next sync makes it anew)."""
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
 
     def __enter__(self) -> "SearchIndex":
         return self
