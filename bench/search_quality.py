@@ -108,9 +108,9 @@ def moments(search: LibrarySearch, clips: Path) -> None:
         by_kind.setdefault(item["kind"], []).append((float(right), overlap, len(listed) / len(targets)))
     print("\n| kind | queries | R@1 | mean IoU (first moment) | labelled videos found in the first 10 |")
     print("|---|---:|---:|---:|---:|")
-    for kind, rows in [*by_kind.items(), ("all", [r for rows in by_kind.values() for r in rows])]:
-        values = np.array(rows)
-        print(f"| {kind} | {len(rows)} | {values[:, 0].mean():.2f} | {values[:, 1].mean():.2f} | {values[:, 2].mean():.2f} |")
+    for kind, kept in [*by_kind.items(), ("all", [r for group in by_kind.values() for r in group])]:
+        values = np.array(kept)
+        print(f"| {kind} | {len(kept)} | {values[:, 0].mean():.2f} | {values[:, 1].mean():.2f} | {values[:, 2].mean():.2f} |")
 
 
 def main() -> None:

@@ -158,7 +158,6 @@ class SearchIndex:
         except ImportError as error:  # pragma: no cover - both are dependencies of vidagent
             raise MemoryStoreError(f"the library search needs apsw and sqlite-vec ({error}): "
                                    f"pip install apsw sqlite-vec") from error
-        self._apsw = apsw
         self._code_cache: tuple[str, np.ndarray, np.ndarray] | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
