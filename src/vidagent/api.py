@@ -9,7 +9,8 @@ from vidagent.agent.answer import Answer
 from vidagent.agent.library_question import LibraryAnswer
 from vidagent.memory.caption_import import ImportReport
 from vidagent.config import Settings
-from vidagent.memory.search_index import Moment, SearchFilters
+from vidagent.memory.search_index import SearchFilters
+from vidagent.memory.search_moments import Moment
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.session import Session
 from vidagent.tools.refer import Segmentation

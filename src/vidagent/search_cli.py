@@ -12,7 +12,8 @@ from typing import Callable
 from vidagent.config import Settings
 from vidagent.errors import OutputError, VideoError
 from vidagent.memory.library_search import LibrarySearch, since_time, video_ids_for
-from vidagent.memory.search_index import Moment, SearchFilters, SearchIndex
+from vidagent.memory.search_index import SearchFilters, SearchIndex
+from vidagent.memory.search_moments import Moment
 from vidagent.memory.search_lines import LINE_KINDS
 
 LINES_SHOWN = 2  # lines of a moment printed under it (--json has them all)

@@ -28,7 +28,8 @@ from vidagent.errors import LLMError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.budget import BudgetSpentError
 from vidagent.memory.library_search import LibrarySearch
-from vidagent.memory.search_index import Moment, SearchFilters
+from vidagent.memory.search_index import SearchFilters
+from vidagent.memory.search_moments import Moment
 from vidagent.prompts import prompt
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ from typing import Sequence
 
 from vidagent.config import Settings
 from vidagent.errors import VidagentError
-from vidagent.memory.search_index import Moment, SearchFilters, SearchIndex, SyncReport, moments
+from vidagent.memory.search_index import SearchFilters, SearchIndex, SyncReport
+from vidagent.memory.search_moments import Moment, moments
 from vidagent.memory.store import Library
 from vidagent.perception.base import TextEmbedder
 from vidagent.perception.suite import text_embedder
