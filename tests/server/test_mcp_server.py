@@ -56,6 +56,9 @@ def test_stdio_tools_list_index_query_and_ask(temporal_library, models_dir, tmp_
             rows = structured(await client.call_tool("query_video_memory", {
                 "video": toy_id, "query": "SELECT segment_id, start_s FROM segments ORDER BY segment_id"}))
             assert rows["rows"] == [[0, 0.0], [1, 2.0], [2, 4.0]]
+            escape = structured(await client.call_tool("query_video_memory", {  # issue 55: a CTE, all videos' paths
+                "video": toy_id, "query": "WITH x AS (SELECT video_id, path FROM main.videos) SELECT * FROM x"}))
+            assert [row[0] for row in escape["rows"]] == [toy_id]
             refused = await client.call_tool("query_video_memory", {"video": toy_id, "query": "DROP TABLE segments"})
             assert refused.is_error and "SQL refused" in refused.content[0].text
             assert tools["search_library"].annotations.read_only_hint

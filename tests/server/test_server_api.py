@@ -230,6 +230,9 @@ def test_read_only_sql(scripted, served):
     assert result["columns"] == ["n"] and result["rows"] == [[3]] and result["truncated"] is False
     few = client.post(f"/api/videos/{toy}/sql", json={"query": "SELECT segment_id FROM segments", "max_rows": 2}).json()
     assert few["rows"] == [[0], [1]] and few["truncated"] is True
+    register(client, scripted.text)
+    escape = "WITH x AS (SELECT video_id, path FROM main.videos) SELECT * FROM x"  # issue 55: every video's path
+    assert [row[0] for row in client.post(f"/api/videos/{toy}/sql", json={"query": escape}).json()["rows"]] == [toy]
     assert "SQL refused" in error_of(client.post(f"/api/videos/{toy}/sql", json={"query": "DELETE FROM segments"}),
                                       403)["message"]
     error_of(client.post(f"/api/videos/{toy}/sql", json={"query": "SELEC nonsense"}), 400)

@@ -1,18 +1,21 @@
 """Read-only SQL over one video's memory, for SQL written by an LLM or typed by a user.
 
-Safety comes from four independent layers:
-- the database is opened read-only (``mode=ro``), so SQLite itself refuses writes;
+Safety comes from independent layers:
+- a video's memory is queried in a private in-memory database holding copies of that video's rows only
+  (``ReadOnlyQueries``): no other video, library table or library schema exists there for any statement
+  to reach, whatever its form (a schema name, a common table expression, a pragma); a user's own
+  database (``ReadOnlyDatabase``) is opened read-only (``mode=ro``), so SQLite itself refuses writes;
 - an authorizer allows only reading (SELECT, reads of columns, ordinary functions, CTEs): a
   statement that writes, creates, attaches a database, changes a pragma or loads an extension
   is refused with ``QueryRefusedError`` naming what it tried;
-- a progress handler stops any statement after ``timeout_s``; one value may be at most
-  ``MAX_VALUE_BYTES`` (SQLite's length limit: ``randomblob(1e9)`` is one instruction the handler cannot
-  interrupt, so it is refused before it allocates), and a result at most ``MAX_RESULT_BYTES``;
+- a progress handler stops any statement after ``timeout_s``, checked every few instructions; one value
+  may be at most ``MAX_VALUE_BYTES`` (SQLite's length limit: ``randomblob(1e9)`` is one instruction the
+  handler cannot interrupt, so it is refused before it allocates; ``printf``'s widths likewise), and a
+  result at most ``MAX_RESULT_BYTES``;
 - at most ``max_rows`` rows are fetched (the result says when there were more).
 
-Every table is shadowed by a temporary view of the same name holding only this video's rows,
-so queries need no ``video_id`` filter (``SELECT COUNT(*) FROM objects WHERE category='dog'``); the
-library's own tables (``main.videos``, ``sqlite_master``...) are refused, so a query cannot leave its video.
+The private tables keep their names, so queries need no ``video_id`` filter
+(``SELECT COUNT(*) FROM objects WHERE category='dog'``).
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import math
 import re
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Iterator, Self
 
 from vidagent.errors import MemoryStoreError, QueryRefusedError
 from vidagent.memory.store import ALL_TABLES
@@ -31,9 +35,9 @@ from vidagent.memory.stored_video import is_memory_id
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_MAX_ROWS = 1000
-MAX_VALUE_BYTES = 32 * 1024 * 1024  # the longest string or blob a statement may make or read
+MAX_VALUE_BYTES = 8 * 1024 * 1024  # the longest string or blob a statement may make or read
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # the most a result may hold, counted as rows are fetched
-_PROGRESS_STEPS = 2000  # SQLite VM instructions between deadline checks
+_PROGRESS_STEPS = 100  # SQLite VM instructions between deadline checks (one may make a value of MAX_VALUE_BYTES)
 
 _ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 _READ_ONLY_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list"}
@@ -47,6 +51,7 @@ _ACTION_NAMES = {
                  "drop view", "insert", "pragma", "transaction", "update", "attach", "detach", "alter table",
                  "reindex", "analyze", "create vtable", "drop vtable", "savepoint")
 }
+_OPENING_OPCODES = {"OpenRead", "ReopenIdx"}  # EXPLAIN's opcodes that open a table or index (P2: its root page)
 _VIDEO_ID = re.compile(r"^[0-9a-f]{8,128}$")  # a file's content hash; memories without a file have ids like egoschema:<q_uid>
 
 
@@ -89,8 +94,6 @@ class ReadOnlyDatabase:
     """Runs read-only SQL against the SQLite database at ``path`` (the guards above); ``source``
     names what it holds, for the evidence a query's result becomes."""
 
-    confined = False  # True: only the temporary views are readable, never the database's own tables
-
     def __init__(self, path: str | Path, *, source: str = "", timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_rows: int = DEFAULT_MAX_ROWS) -> None:
         path = Path(path)
@@ -102,19 +105,28 @@ class ReadOnlyDatabase:
         self._refusal: str | None = None
         self._deadline = float("inf")
         try:
-            self._conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
-            self._prepare(self._conn)
+            self._conn = self._open(path)
         except sqlite3.DatabaseError as error:
             raise MemoryStoreError(f"cannot open {path} for reading: {error}") from error
         self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        self._formatter = sqlite3.connect(":memory:", check_same_thread=False)  # SQLite's printf, for _printf
+        self._formatter.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        self._oversized = False
+        for name in ("printf", "format"):
+            self._conn.create_function(name, -1, self._printf, deterministic=True)
         self._conn.set_authorizer(self._authorize)
         self._conn.set_progress_handler(self._check_deadline, _PROGRESS_STEPS)
 
-    def _prepare(self, connection: sqlite3.Connection) -> None:
-        """Set the connection up before the guards go on (a subclass's temporary views)."""
+    def _open(self, path: Path) -> sqlite3.Connection:
+        """The connection the statements run on (before the guards go on): the database itself, read-only."""
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+
+    def _ready(self, statement: str) -> None:
+        """Make what ``statement`` reads available (a subclass's private copy), before it runs."""
 
     def close(self) -> None:
         self._conn.close()
+        self._formatter.close()
 
     def __enter__(self) -> Self:
         return self
@@ -128,9 +140,11 @@ class ReadOnlyDatabase:
         if not statement:
             raise ValueError("the SQL statement is empty")
         self._refusal = None
+        self._oversized = False
         started = time.perf_counter()
         self._deadline = started + self.timeout_s
         try:
+            self._ready(statement)
             cursor = self._conn.execute(statement)
             rows = self._fetch(cursor)
             columns = [d[0] for d in cursor.description] if cursor.description else []
@@ -160,10 +174,6 @@ class ReadOnlyDatabase:
 
     # -- guards -----------------------------------------------------------------------------
     def _authorize(self, action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
-        if self.confined and action == sqlite3.SQLITE_READ and db not in (None, "temp") and source is None:
-            self._refusal = (f"only this video's memory can be read (the statement reached {db}.{arg1}); "
-                             f"name its tables without a schema")
-            return sqlite3.SQLITE_DENY
         if action in _ALLOWED_ACTIONS:
             if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _REFUSED_FUNCTIONS:
                 self._refusal = f"the function {arg2}() is not allowed"
@@ -179,6 +189,18 @@ class ReadOnlyDatabase:
             self._refusal = f"only reading is allowed (the statement tried: {what}{target})"
         return sqlite3.SQLITE_DENY
 
+    def _printf(self, template: Any = None, *values: Any) -> Any:
+        """SQLite's ``printf`` (alias ``format``), its widths and precisions first bounded: SQLite fills one
+        character at a time past the length limit, in one instruction no deadline check interrupts
+        (``printf('%.*c', 2000000000, 'x')`` took 12 s)."""
+        if template is None:
+            return None
+        if any(size > MAX_VALUE_BYTES for size in _printf_sizes(str(template), values)):
+            self._oversized = True
+            raise ValueError("printf width or precision too big")
+        marks = ", ".join("?" * (1 + len(values)))
+        return self._formatter.execute(f"SELECT printf({marks})", (template, *values)).fetchone()[0]
+
     def _check_deadline(self) -> int:
         return 1 if time.perf_counter() > self._deadline else 0
 
@@ -186,7 +208,7 @@ class ReadOnlyDatabase:
         if self._refusal:
             return QueryRefusedError(f"SQL refused: {self._refusal}")
         message = str(error)
-        if "too big" in message:
+        if "too big" in message or self._oversized:
             return MemoryStoreError(f"SQL value larger than {MAX_VALUE_BYTES // 2**20} MB: select shorter values")
         if "interrupted" in message:
             return MemoryStoreError(f"SQL stopped after {self.timeout_s:g} s: simplify the query or add LIMIT")
@@ -196,9 +218,13 @@ class ReadOnlyDatabase:
 
 
 class ReadOnlyQueries(ReadOnlyDatabase):
-    """Runs read-only SQL against one video's memory in the library at ``path`` (its temporary views only)."""
+    """Runs read-only SQL against one video's memory in the library at ``path``.
 
-    confined = True
+    Scoped by construction: the statements run on a private in-memory database holding copies of this
+    video's rows only, so no other video, no library table and no schema of the library is reachable by
+    any statement (a common table expression, a schema name or a pragma included). Its tables are created
+    empty when it opens and each is filled the first time a statement reads it (``EXPLAIN`` names the
+    tables a statement opens), while no statement runs: a question that reads two tables copies two."""
 
     def __init__(self, library_path: str | Path, video_id: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_rows: int = DEFAULT_MAX_ROWS) -> None:
@@ -207,13 +233,97 @@ class ReadOnlyQueries(ReadOnlyDatabase):
         if not Path(library_path).is_file():
             raise MemoryStoreError(f"no library database at {library_path}: index a video first")
         self.video_id = video_id
+        self._library_uri = f"{Path(library_path).resolve().as_uri()}?mode=ro"
+        self._tables_by_page: dict[int, str] = {}
+        self._unfilled: set[str] = set()
         super().__init__(library_path, source=video_id, timeout_s=timeout_s, max_rows=max_rows)
 
-    def _prepare(self, connection: sqlite3.Connection) -> None:
-        for table in ALL_TABLES + ("videos", "stages"):
-            connection.execute(
-                f"CREATE TEMP VIEW {table} AS SELECT * FROM main.{table} WHERE video_id = '{self.video_id}'"
-            )
+    def _open(self, path: Path) -> sqlite3.Connection:
+        connection = sqlite3.connect(":memory:", uri=True, isolation_level=None, check_same_thread=False)
+        try:
+            with self._library_attached(connection):
+                wanted = ALL_TABLES + ("videos", "stages")
+                schema = connection.execute(
+                    "SELECT type, tbl_name, sql FROM library.sqlite_master WHERE type IN ('table', 'index') "
+                    "AND sql IS NOT NULL ORDER BY type = 'index'").fetchall()
+                for kind, table, sql in schema:
+                    if table in wanted:
+                        connection.execute(sql)  # the library's own CREATE statement, into the private database
+                        if kind == "table":
+                            self._unfilled.add(table)
+            self._tables_by_page = dict(connection.execute(
+                "SELECT rootpage, tbl_name FROM main.sqlite_master WHERE rootpage > 0").fetchall())
+            connection.execute("PRAGMA query_only = 1")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    @contextmanager
+    def _library_attached(self, connection: sqlite3.Connection) -> Iterator[None]:
+        """The library, attached read-only while our own code copies from it; detached before any statement runs."""
+        connection.execute("ATTACH DATABASE ? AS library", (self._library_uri,))
+        try:
+            yield
+        finally:
+            connection.execute("DETACH DATABASE library")
+
+    def _ready(self, statement: str) -> None:
+        if not self._unfilled:
+            return
+        opened = {row[3] for row in self._conn.execute(f"EXPLAIN {statement}") if row[1] in _OPENING_OPCODES}
+        needed = {self._tables_by_page[page] for page in opened if page in self._tables_by_page} & self._unfilled
+        if needed:
+            self._fill(sorted(needed))
+
+    def _fill(self, tables: list[str]) -> None:
+        """Copy this video's rows of ``tables`` in, the guards off (our own statements; none of the user's runs)."""
+        self._conn.set_authorizer(None)
+        self._conn.set_progress_handler(None, 0)
+        try:
+            self._conn.execute("PRAGMA query_only = 0")
+            with self._library_attached(self._conn):
+                self._conn.execute("BEGIN")
+                for table in tables:
+                    self._conn.execute(f"INSERT INTO main.{table} SELECT * FROM library.{table} WHERE video_id = ?",
+                                       (self.video_id,))
+                self._conn.execute("COMMIT")
+            self._unfilled.difference_update(tables)
+        except sqlite3.DatabaseError as error:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise MemoryStoreError(f"cannot read this video's memory: {error}") from error
+        finally:
+            self._conn.execute("PRAGMA query_only = 1")
+            self._conn.set_authorizer(self._authorize)
+            self._conn.set_progress_handler(self._check_deadline, _PROGRESS_STEPS)
+
+
+_PRINTF_SPEC = re.compile(r"%[-+ #0!,]*(\*|\d*)(?:\.(\*|\d*))?")
+
+
+def _printf_sizes(template: str, values: tuple[Any, ...]) -> Iterator[int]:
+    """Every width and precision ``template`` asks for, literal or taken from ``values`` (``*``)."""
+    position = 0
+    for match in _PRINTF_SPEC.finditer(template):
+        for size in match.groups():
+            if size == "*":
+                value = values[position] if position < len(values) else 0
+                position += 1
+                yield _as_size(value)
+            elif size:
+                yield int(size)
+        position += 1  # the value the conversion formats
+
+
+def _as_size(value: Any) -> int:
+    """A ``*`` width as SQLite reads it (a number, or text that starts with one); 0 for anything else."""
+    try:
+        number = float(value) if isinstance(value, (int, float, str)) else 0.0
+    except ValueError:
+        match = re.match(r"\s*[-+]?\d+", str(value))
+        number = float(match.group()) if match else 0.0
+    return int(abs(number)) if math.isfinite(number) else MAX_VALUE_BYTES + 1
 
 
 def _text_value(value: Any) -> str:
