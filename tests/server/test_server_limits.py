@@ -317,6 +317,7 @@ def test_the_token_can_come_from_a_file_or_the_environment(tmp_path, capsys, mon
         port = str(holder.getsockname()[1])
         secret = tmp_path / "token"
         secret.write_text("s3cret-token-from-a-file\n")
+        secret.chmod(0o600)
         assert main(["serve", "--host", "0.0.0.0", "--token-file", str(secret), "--port", port]) == 2
         assert "in use by another process" in capsys.readouterr().err  # the token was taken
         monkeypatch.setenv("VIDAGENT_TOKEN", "s3cret-token-from-the-environment")
@@ -331,12 +332,27 @@ def test_the_token_can_come_from_a_file_or_the_environment(tmp_path, capsys, mon
         main(["serve", "--token", "s3cret-token", "--token-file", str(secret)])
 
 
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o606])
+def test_a_token_file_others_may_read_is_refused(tmp_path, capsys, mode):
+    """Issue 55: as ssh refuses a private key others may read (the token is known to them already)."""
+    from vidagent.cli import main
+
+    secret = tmp_path / "token"
+    secret.write_text("s3cret-token-from-a-file\n")
+    secret.chmod(mode)
+    assert main(["serve", "--token-file", str(secret)]) == 2
+    error = capsys.readouterr().err
+    assert f"readable or writable by others (mode {mode:04o})" in error and "chmod 600" in error
+    assert "s3cret" not in error and len(error.strip().splitlines()) == 1
+
+
 def test_the_token_file_is_read_into_the_config(tmp_path):
     from vidagent.config import Settings
     from vidagent.server.cli import _config
 
     secret = tmp_path / "token"
     secret.write_text("s3cret-token\nignored\n")
+    secret.chmod(0o600)
     args = Namespace(videos=[], token=None, token_file=secret, host="127.0.0.1", port=8000,
                      max_question_seconds=60.0, max_question_calls=0)
     config = _config(args, lambda _: Settings.from_env())

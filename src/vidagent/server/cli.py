@@ -6,6 +6,7 @@ import argparse
 import importlib.util
 import logging
 import os
+import stat
 from pathlib import Path
 from typing import Callable
 
@@ -77,6 +78,7 @@ def _token(args: argparse.Namespace) -> str | None:
     (None: no token). Its form is checked by ``ServeConfig.check_binding``."""
     if args.token_file is not None:
         try:
+            _check_private(args.token_file.expanduser())
             lines = args.token_file.expanduser().read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as error:
             raise ServeSetupError(f"--token-file {args.token_file}: cannot read it ({error})") from None
@@ -88,6 +90,17 @@ def _token(args: argparse.Namespace) -> str | None:
                     TOKEN_ENV)
         return args.token
     return os.environ.get(TOKEN_ENV) or None
+
+
+def _check_private(path: Path) -> None:
+    """Refuse a token file that others may read or write, as ssh refuses such a private key: a warning scrolls
+    away while the token it guards is already known to every user of the machine (POSIX only)."""
+    if os.name != "posix":
+        return
+    mode = path.stat().st_mode
+    if stat.S_ISREG(mode) and mode & 0o077:
+        raise ServeSetupError(f"--token-file {path}: readable or writable by others (mode {stat.S_IMODE(mode):04o}); "
+                              f"run `chmod 600 {path}` and choose a new token")
 
 
 def _require_extra() -> None:
