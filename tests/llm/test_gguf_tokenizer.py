@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vidagent.llm.gguf_tokenizer import load_reply_tokenizer, read_metadata, token_grammar
+from vidagent.llm.gguf_tokenizer import GGUFFormatError, load_reply_tokenizer, read_metadata, token_grammar
 
 pytest.importorskip("tokenizers")
 
@@ -88,3 +88,38 @@ def test_a_file_that_is_not_gguf_or_ends_early_gives_no_tokenizer(tmp_path: Path
     path.write_bytes(path.read_bytes()[:200])
     assert load_reply_tokenizer(path) is None
     assert load_reply_tokenizer(tmp_path / "missing.gguf") is None
+
+
+def _header(entries: int, tensors: int = 0) -> bytes:
+    return b"GGUF" + struct.pack("<IQQ", 3, tensors, entries)
+
+
+HOSTILE_HEADERS = {  # issue 55: each was allocated, recursed or looped over before any check
+    "a string of 2^40 bytes": _header(1) + _string("tokenizer.ggml.model") + struct.pack("<IQ", 8, 2**40) + b"x" * 64,
+    "a string of 2^34 bytes": _header(1) + _string("tokenizer.ggml.model") + struct.pack("<IQ", 8, 2**34) + b"x" * 64,
+    "an unread string of 2^40 bytes": _header(1) + _string("general.name") + struct.pack("<IQ", 8, 2**40),
+    "arrays nested 100,000 deep": _header(1) + _string("tokenizer.ggml.tokens") + struct.pack("<I", 9)
+    + struct.pack("<IQ", 9, 1) * 100_000 + struct.pack("<IQ", 4, 0),
+    "an array of 2^60 strings": _header(1) + _string("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 2**60)
+    + _string("x"),
+    "an unread array of 2^60 integers": _header(1) + _string("general.ids") + struct.pack("<IIQ", 9, 5, 2**60),
+    "2^40 metadata entries": _header(2**40) + _string("a") + struct.pack("<II", 4, 1),
+    "2^40 tensors": _header(1, tensors=2**40) + _string("a") + struct.pack("<II", 4, 1),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_HEADERS)
+def test_a_header_declaring_more_than_the_file_holds_is_refused_before_allocating(tmp_path: Path, name: str) -> None:
+    import tracemalloc
+
+    path = tmp_path / "hostile.gguf"
+    path.write_bytes(HOSTILE_HEADERS[name])
+    tracemalloc.start()
+    try:
+        with pytest.raises(GGUFFormatError, match="GGUF"):
+            read_metadata(path)
+        assert load_reply_tokenizer(path) is None  # the fallback: replies scored over their text
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20

@@ -18,6 +18,7 @@ BPE itself runs in the ``tokenizers`` package (a dependency of faster-whisper). 
 from __future__ import annotations
 
 import logging
+import os
 import struct
 from pathlib import Path
 from typing import Any, BinaryIO, Sequence
@@ -46,48 +47,91 @@ class GGUFFormatError(ValueError):
     """The file is not GGUF metadata this reader understands."""
 
 
-def _read(stream: BinaryIO, size: int) -> bytes:
-    data = stream.read(size)
-    if len(data) != size:
-        raise GGUFFormatError("the GGUF file ends inside its metadata")
-    return data
+_MIN_SIZES = {_STRING: 8, _ARRAY: 12, **{kind: struct.calcsize(fmt) for kind, fmt in _SCALARS.items()}}
+_MIN_ENTRY = 8 + 4 + 1  # a metadata entry: its key's length, its type, one byte of value at least
+_MIN_TENSOR_INFO = 8 + 4 + 4 + 8  # a tensor's name length, dimension count, type and offset
 
 
-def _string(stream: BinaryIO) -> str:
-    (length,) = struct.unpack("<Q", _read(stream, 8))
-    return _read(stream, length).decode("utf-8", errors="replace")
+class _Header:
+    """A GGUF file's metadata, read forward; every length and count it declares is checked against the bytes
+    the file has left before anything is allocated (a string of 2^40 bytes, an array of 2^60 items)."""
 
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self._size = os.fstat(stream.fileno()).st_size
+        self._position = stream.tell()
 
-def _value(stream: BinaryIO, kind: int, keep: bool) -> Any:
-    if kind in _SCALARS:
-        fmt = _SCALARS[kind]
-        return struct.unpack(fmt, _read(stream, struct.calcsize(fmt)))[0]
-    if kind == _STRING:
-        return _string(stream)
-    if kind == _ARRAY:
-        item_kind, count = struct.unpack("<IQ", _read(stream, 12))
-        if item_kind in _SCALARS and not keep:  # skipped whole: a fixed-size array is read in one seek
-            stream.seek(struct.calcsize(_SCALARS[item_kind]) * count, 1)
+    def left(self) -> int:
+        return self._size - self._position
+
+    def read(self, size: int) -> bytes:
+        if size > self._size - self._position:
+            raise GGUFFormatError(f"the GGUF file declares {size} bytes where {self.left()} are left")
+        data = self._stream.read(size)
+        if len(data) != size:
+            raise GGUFFormatError("the GGUF file ends inside its metadata")
+        self._position += size
+        return data
+
+    def unpack(self, fmt: str) -> tuple[Any, ...]:
+        return struct.unpack(fmt, self.read(struct.calcsize(fmt)))
+
+    def skip(self, size: int) -> None:
+        if size > self.left():
+            raise GGUFFormatError(f"the GGUF file declares {size} bytes where {self.left()} are left")
+        self._stream.seek(size, 1)
+        self._position += size
+
+    def count(self, count: int, each: int, what: str) -> int:
+        """``count`` items of at least ``each`` bytes, refused where the file is too short to hold them."""
+        if count * each > self.left():
+            raise GGUFFormatError(f"the GGUF file declares {count} {what}, more than its {self.left()} bytes hold")
+        return count
+
+    def string(self, keep: bool = True) -> str | None:
+        (length,) = self.unpack("<Q")
+        if not keep:
+            self.skip(length)
             return None
-        items = [_value(stream, item_kind, keep) for _ in range(count)]
+        return self.read(length).decode("utf-8", errors="replace")
+
+    def value(self, kind: int, keep: bool) -> Any:
+        """One value; an array holds scalars or strings (an array of arrays is refused, as llama.cpp does)."""
+        if kind in _SCALARS:
+            return self.unpack(_SCALARS[kind])[0]
+        if kind == _STRING:
+            return self.string(keep)
+        if kind != _ARRAY:
+            raise GGUFFormatError(f"unknown GGUF value type {kind}")
+        item_kind, count = self.unpack("<IQ")
+        if item_kind not in _MIN_SIZES or item_kind == _ARRAY:
+            raise GGUFFormatError(f"GGUF arrays of type {item_kind} are not read (nested arrays are not GGUF)")
+        self.count(count, _MIN_SIZES[item_kind], "array items")
+        if item_kind in _SCALARS and not keep:  # skipped whole: a fixed-size array is read in one seek
+            self.skip(_MIN_SIZES[item_kind] * count)
+            return None
+        items = [self.value(item_kind, keep) for _ in range(count)]
         return items if keep else None
-    raise GGUFFormatError(f"unknown GGUF value type {kind}")
 
 
 def read_metadata(path: Path, keys: Sequence[str] = WANTED) -> dict[str, Any]:
-    """The values of ``keys`` among a GGUF file's metadata (the tensors are not read)."""
+    """The values of ``keys`` among a GGUF file's metadata (the tensors are not read). A header that declares
+    more than the file holds is refused with ``GGUFFormatError`` before anything is allocated."""
     wanted = set(keys)
     found: dict[str, Any] = {}
     with path.open("rb") as stream:
-        if _read(stream, 4) != GGUF_MAGIC:
+        header = _Header(stream)
+        if header.left() < 4 or header.read(4) != GGUF_MAGIC:
             raise GGUFFormatError(f"{path} is not a GGUF file")
-        version, _tensors, count = struct.unpack("<IQQ", _read(stream, 20))
+        version, tensors, count = header.unpack("<IQQ")
         if version < 2:
             raise GGUFFormatError(f"GGUF version {version} is too old to read")
+        header.count(count, _MIN_ENTRY, "metadata entries")
+        header.count(tensors, _MIN_TENSOR_INFO, "tensors")
         for _ in range(count):
-            key = _string(stream)
-            (kind,) = struct.unpack("<I", _read(stream, 4))
-            value = _value(stream, kind, key in wanted)
+            key = header.string()
+            (kind,) = header.unpack("<I")
+            value = header.value(kind, key in wanted)
             if key in wanted:
                 found[key] = value
                 if len(found) == len(wanted):
