@@ -12,6 +12,11 @@ can count attempts and read what was sent. Faults:
 - ``empty_choices``: HTTP 200 with ``"choices": []``
 - ``cut_body``: headers promise more bytes than are sent before the connection closes
 - ``cut_stream``: a chunked ``text/event-stream`` reply that stops mid-way, without its last chunk
+- ``endless``: a chunked HTTP 200 that never ends (64 KB pieces as fast as the client reads)
+- ``trickle``: an HTTP 200 whose body comes one byte every ``seconds`` (its Content-Length promises 1 MB)
+- ``echo_key``: HTTP ``code`` whose error message repeats the request's Authorization header
+- ``error_body``: HTTP 200 whose body is an OpenAI-style error, no choices
+- ``not_json``: HTTP 200 with an HTML page
 """
 
 from __future__ import annotations
@@ -125,8 +130,39 @@ class FaultServer:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()
                     self._drop()
+                elif fault.kind in ("endless", "trickle"):
+                    self._stream_forever(fault)
+                elif fault.kind == "echo_key":
+                    said = f"invalid key: {self.headers.get('Authorization')}"
+                    self._send(fault.code, json.dumps({"error": {"message": said}}).encode())
+                elif fault.kind == "error_body":
+                    self._send(200, json.dumps({"error": {"message": "the model is overloaded"}}).encode())
+                elif fault.kind == "not_json":
+                    self._send(200, b"<html><body>502 Bad Gateway</body></html>")
                 else:
                     raise ValueError(f"unknown fault {fault.kind!r}")
+
+            def _stream_forever(self, fault: Fault) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if fault.kind == "endless":
+                    self.send_header("Transfer-Encoding", "chunked")
+                else:
+                    self.send_header("Content-Length", str(2**20))
+                self.end_headers()
+                piece = b'{"choices": [' if fault.kind == "trickle" else b"x" * 65536
+                try:
+                    while not server._stop.is_set():
+                        if fault.kind == "endless":
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                        else:
+                            self.wfile.write(piece[:1])
+                            self.wfile.flush()
+                            piece = piece[1:] or b" "
+                            server._stop.wait(fault.seconds)
+                except OSError:  # the client gave up
+                    pass
+                self._drop()
 
             def _send(self, code: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
                 self.send_response(code)

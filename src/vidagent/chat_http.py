@@ -19,8 +19,10 @@ import httpx
 import numpy as np
 
 from vidagent.errors import LLMError, VidagentError
+from vidagent.redaction import redact, redact_url, url_secrets
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+MAX_REPLY_BYTES = 8 * 1024 * 1024  # a chat completion is a few KB; a bigger reply is a server gone wrong
 _log = logging.getLogger(__name__)
 
 
@@ -67,20 +69,28 @@ class ChatEndpoint:
     ``max_retries`` retries and within ``budget_s`` seconds from the first attempt (each attempt's timeout is
     cut to what is left); then the last reason is raised, with the number of attempts. A refused connection
     and other HTTP errors (400, 401, 404...) are reported at once. ``sleep`` is how it waits.
+
+    Each attempt is bounded as a whole, not only between reads: its reply is read as a stream and given up
+    once it took ``timeout_s`` in all (a reply that trickles a byte every few seconds) or passed
+    ``max_reply_bytes`` (an endless chunked reply, tens of MB of caption). Its errors never carry the API key
+    or the credentials of the address (``http://user:pass@host`` is named ``http://***@host``).
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, *, timeout_s: float = 120.0,
                  max_retries: int = 4, backoff_s: float = 1.0, budget_s: float = 300.0,
                  sleep: Callable[[float], None] = time.sleep, what: str = "LLM server",
-                 error: type[VidagentError] = LLMError) -> None:
+                 error: type[VidagentError] = LLMError, max_reply_bytes: int = MAX_REPLY_BYTES) -> None:
         self.base_url = base_url.rstrip("/")
-        self.url = f"{self.base_url}/chat/completions"
+        address, self._auth = _split_credentials(self.base_url)
+        self.url = f"{address}/chat/completions"  # as httpx logs it: without the credentials
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.budget_s = budget_s
-        self.where = f"{what} at {self.base_url}"
-        self.error = error
+        self.max_reply_bytes = max_reply_bytes
+        self.where = f"{what} at {redact_url(self.base_url)}"
+        self._secrets = (api_key, *url_secrets(self.base_url))
+        self._error_type = error
         self._sleep = sleep
         headers = {"Content-Type": "application/json"}
         if api_key:
@@ -88,6 +98,10 @@ class ChatEndpoint:
         self._headers = headers
         self._client: httpx.Client | None = None
         self._lock = threading.Lock()
+
+    def error(self, message: str) -> VidagentError:
+        """The error to raise, its message cleared of the key and the address's credentials."""
+        return self._error_type(redact(message, self._secrets))
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
@@ -116,21 +130,23 @@ class ChatEndpoint:
                     asked = f"; it asked for {failure.retry_after_s:g}s more" if failure.retry_after_s else ""
                     raise self.error(f"{failure.reason} (after {attempt} attempts in {elapsed:.1f}s; "
                                      f"the retry budget is {self.budget_s:g}s{asked})") from None
-                _log.info("%s; retrying in %.1fs (attempt %d)", failure.reason, wait, attempt + 1)
+                _log.info("%s; retrying in %.1fs (attempt %d)", redact(failure.reason, self._secrets), wait,
+                          attempt + 1)
                 self._sleep(wait)
                 attempt += 1
 
     def _http(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                self._client = httpx.Client(timeout=self.timeout_s, headers=self._headers)
+                self._client = httpx.Client(timeout=self.timeout_s, headers=self._headers, auth=self._auth)
             return self._client
 
     def _attempt(self, payload: bytes, timeout_s: float) -> tuple[dict[str, Any], list[str]]:
         """One request: the reply, or ``_Transient`` when it is worth another try, or ``self.error``."""
         where = self.where
         try:
-            response = self._http().post(self.url, content=payload, timeout=timeout_s)
+            with self._http().stream("POST", self.url, content=payload, timeout=timeout_s) as response:
+                body = self._read_body(response, time.monotonic() + timeout_s, timeout_s)
         except httpx.TimeoutException as exc:
             raise _Transient(f"{where} did not answer within {timeout_s:g}s ({type(exc).__name__})") from exc
         except httpx.ConnectError as exc:
@@ -142,12 +158,30 @@ class ChatEndpoint:
         except httpx.HTTPError as exc:
             raise self.error(f"{where} failed: {type(exc).__name__}: {one_line(exc)}") from exc
         if not response.is_success:
-            message = f"{where} answered HTTP {response.status_code}{_error_detail(response)}"
+            message = f"{where} answered HTTP {response.status_code}{_error_detail(body)}"
             if response.status_code not in RETRY_STATUS:
                 raise self.error(message)
             raise _Transient(message, _retry_after(response))
-        data = _parse_json(response, where)
+        data = _parse_json(body, where)
         return data, self._reply_texts(data)
+
+    def _read_body(self, response: httpx.Response, deadline: float, timeout_s: float) -> bytes:
+        """The reply's body, read as it streams: refused past ``max_reply_bytes`` (its declared length first),
+        given up past ``deadline`` (checked as each piece arrives; a silent server ends at the read timeout)."""
+        limit = self.max_reply_bytes
+        declared = as_int(response.headers.get("Content-Length"))
+        if declared is not None and declared > limit:
+            raise self.error(f"{self.where} sent a reply of {declared} bytes, more than the "
+                             f"{limit // 2**20} MB a reply may have")
+        body = bytearray()
+        for piece in response.iter_bytes():
+            body += piece
+            if len(body) > limit:
+                raise self.error(f"{self.where} sent a reply of more than the {limit // 2**20} MB a reply may have")
+            if time.monotonic() > deadline:
+                raise _Transient(f"{self.where} did not finish its reply within {timeout_s:g}s "
+                                 f"({len(body)} bytes so far)")
+        return bytes(body)
 
     def _reply_texts(self, data: dict[str, Any]) -> list[str]:
         """The text of every choice, in order (at least one)."""
@@ -189,30 +223,39 @@ def engine_reply(reply: Any, where: str, error: type[VidagentError]) -> tuple[st
         raise error(f"{where} returned an unexpected response: {exc!r}") from exc
 
 
+def _split_credentials(url: str) -> tuple[str, httpx.BasicAuth | None]:
+    """``url`` without its ``user:password@``, and those as Basic authorization (as httpx reads them from a URL),
+    so that no request line httpx logs carries them."""
+    parsed = httpx.URL(url)
+    if not parsed.userinfo:
+        return url, None
+    return str(parsed.copy_with(username=None, password=None)), httpx.BasicAuth(parsed.username, parsed.password)
+
+
 def usage_tokens(data: dict[str, Any]) -> tuple[int | None, int | None]:
     """The prompt and completion tokens a reply reports (None where it reports none)."""
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     return as_int(usage.get("prompt_tokens")), as_int(usage.get("completion_tokens"))
 
 
-def _parse_json(response: httpx.Response, where: str) -> dict[str, Any]:
+def _parse_json(body: bytes, where: str) -> dict[str, Any]:
     try:
-        data = response.json()
+        data = json.loads(body)
     except ValueError as exc:
-        snippet = response.text[:80].replace("\n", " ")
+        snippet = body[:80].decode("utf-8", errors="replace").replace("\n", " ")
         raise _Transient(f"{where} returned malformed JSON: {snippet!r}") from exc
     if not isinstance(data, dict):
         raise _Transient(f"{where} returned JSON that is not an object")
     return data
 
 
-def _error_detail(response: httpx.Response) -> str:
+def _error_detail(body: bytes) -> str:
     try:
-        data = response.json()
+        data = json.loads(body)
         error = data.get("error", data) if isinstance(data, dict) else data
         text = error.get("message", "") if isinstance(error, dict) else str(error)
     except ValueError:
-        text = response.text
+        text = body[:1000].decode("utf-8", errors="replace")
     text = " ".join(str(text).split())[:200]
     return f": {text}" if text else ""
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, TypeVar
 import platformdirs
 
 from vidagent.errors import VidagentError
+from vidagent.redaction import redact_url
 
 LOCAL_MODELS = ("qwen2.5-1.5b", "qwen2.5-0.5b", "smollm2-135m")
 LLM_BACKENDS = ("local", "openai")
@@ -521,7 +522,10 @@ def _answer_values(settings: Any) -> dict[str, object]:
 
 
 def _plain(value: object) -> object:
-    """A setting's value as a JSON value (a set sorted)."""
+    """A setting's value as a JSON value (a set sorted; an address's credentials hidden, as in
+    ``openai:m?base_url=http://***@host/v1``)."""
+    if isinstance(value, str):
+        return redact_url(value)
     if isinstance(value, (set, frozenset)):
         return sorted(value)
     if isinstance(value, tuple):

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 from vidagent.chat_http import ChatEndpoint, as_int, estimate_tokens, image_data_url, usage_tokens
 from vidagent.llm.base import Completion, Message, Sampling, first_token_logprobs
 from vidagent.errors import LLMError
+from vidagent.redaction import redact_url
 
 __all__ = ["OpenAICompatibleBackend", "estimate_tokens", "image_data_url"]
 
@@ -41,7 +42,7 @@ class OpenAICompatibleBackend:
         self.url = self.endpoint.url
         self.model = model
         self.timeout_s = timeout_s
-        self.name = f"openai:{model}@{self.base_url}"
+        self.name = f"openai:{model}@{redact_url(self.base_url)}"  # in caches and traces: no credentials
 
     def close(self) -> None:
         """Close the HTTP connection pool."""

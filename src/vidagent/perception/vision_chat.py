@@ -35,6 +35,7 @@ from vidagent.sqlite import open_sqlite
 log = logging.getLogger(__name__)
 
 SCHEMES = ("openai", "gguf")
+MAX_CHARS_PER_TOKEN = 16  # more than any tokenizer's longest common token: a reply past it ignored max_tokens
 DEFAULT_MAX_SIDE = 512  # the longer side of an image sent (a 4K frame is scaled down before encoding)
 _GGUF_MAGIC = b"GGUF"
 
@@ -188,13 +189,24 @@ class EndpointVisionChat:
         started = time.perf_counter()
         data, texts = self.endpoint.post(body)
         seconds = time.perf_counter() - started
-        text = texts[0].strip()
+        text = _within_tokens(texts[0].strip(), max_tokens, self.name)
         prompt_tokens, completion_tokens = usage_tokens(data)
         return VisionReply(text, prompt_tokens if prompt_tokens is not None else estimate_tokens(instruction),
                            completion_tokens if completion_tokens is not None else estimate_tokens(text), seconds)
 
     def close(self) -> None:
         self.endpoint.close()
+
+
+def _within_tokens(text: str, max_tokens: int, name: str) -> str:
+    """A reply no longer than ``max_tokens`` could make (``MAX_CHARS_PER_TOKEN`` each): a server that ignores
+    the limit (a 50 MB caption) has the rest cut, said in the log, so one reply cannot swell the memory."""
+    limit = max(1, int(max_tokens)) * MAX_CHARS_PER_TOKEN
+    if len(text) <= limit:
+        return text
+    log.warning("%s replied %d characters where %d tokens allow about %d: the rest is cut", name, len(text),
+                max_tokens, limit)
+    return text[:limit]
 
 
 class GGUFVisionChat:
