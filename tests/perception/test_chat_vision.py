@@ -294,3 +294,27 @@ def test_a_model_without_a_projector_is_refused_with_a_model_error(tiny_vlm):
     with pytest.raises(ModelUnavailableError, match=r"with the projector tiny-qwen2\.gguf"):
         model.describe_groups([frames(2, 48, 64)])
     model.close()
+
+
+def test_a_vision_server_whose_reply_never_ends_stops_the_index_cleanly_and_it_resumes(tmp_path):
+    """Issue 55: an endless reply is cut at the reply cap with a clear model error; the library keeps no half
+    stage, and the same build with a sane server completes."""
+    clip = FakeClip("endless", [Scene("a red room", seconds=4.0), Scene("a blue room", seconds=2.0)], fps=5)
+    video = Video(write_clip(clip, tmp_path / "videos"))
+    settings = fake_settings(tmp_path / "home")
+
+    def build(server: FaultServer):
+        model = captioner(server, tmp_path, frames_per_request=4, concurrency=1)
+        perception = replace(scripted_perception(clip), describer=CaptionWithText(model, ScriptedReader(_Script((clip,)))),
+                             captioner=model)
+        with Library(tmp_path / "home" / "library.sqlite") as library:
+            memory = MemoryBuilder(library, perception, settings).build(video, ("frames", "segments"), progress=False)
+            return [segment.description for segment in memory.segments]
+
+    with FaultServer(reply="A room.", faults=[Fault("ok")], default=Fault("endless")) as server:
+        with pytest.raises(ModelUnavailableError, match="sent a reply of more than the 8 MB a reply may have"):
+            build(server)
+    with Library(tmp_path / "home" / "library.sqlite") as library:
+        assert not library.stage_names(video.content_hash)  # nothing half-written
+    with FaultServer(reply="A room.") as server:
+        assert build(server) == ["A room."] * 3
