@@ -55,6 +55,13 @@ def test_no_query_reaches_another_video(queries, statement):
     assert {row[0] for row in queries.run(statement).rows} == {queries.video_id}
 
 
+def test_tables_are_filled_when_first_read_whatever_the_statement(home, scripted):
+    with ReadOnlyQueries(home / "library.sqlite", Video(scripted.toy).content_hash) as fresh:
+        assert fresh.run("EXPLAIN QUERY PLAN SELECT * FROM segments").rows  # the user's own EXPLAIN still works
+        assert fresh.run("SELECT (SELECT COUNT(*) FROM frames) > 0, EXISTS (SELECT 1 FROM segments)").rows == [(1, 1)]
+        assert fresh.run("WITH s AS (SELECT segment_id FROM segments) SELECT COUNT(*) FROM s").rows == [(3,)]
+
+
 def test_the_schema_and_pragmas_show_only_this_videos_tables(queries):
     tables = {row[0] for row in queries.run("WITH x AS (SELECT name FROM main.sqlite_master) SELECT * FROM x").rows}
     listed = {row[1] for row in queries.run("PRAGMA table_list").rows}

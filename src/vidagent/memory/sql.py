@@ -52,6 +52,7 @@ _ACTION_NAMES = {
                  "reindex", "analyze", "create vtable", "drop vtable", "savepoint")
 }
 _OPENING_OPCODES = {"OpenRead", "ReopenIdx"}  # EXPLAIN's opcodes that open a table or index (P2: its root page)
+_EXPLAINED = re.compile(r"^\s*EXPLAIN(\s+QUERY\s+PLAN)?\s+", re.IGNORECASE)
 _VIDEO_ID = re.compile(r"^[0-9a-f]{8,128}$")  # a file's content hash; memories without a file have ids like egoschema:<q_uid>
 
 
@@ -271,7 +272,8 @@ class ReadOnlyQueries(ReadOnlyDatabase):
     def _ready(self, statement: str) -> None:
         if not self._unfilled:
             return
-        opened = {row[3] for row in self._conn.execute(f"EXPLAIN {statement}") if row[1] in _OPENING_OPCODES}
+        probe = f"EXPLAIN {_EXPLAINED.sub('', statement)}"  # the user's own EXPLAIN, probed as its statement
+        opened = {row[3] for row in self._conn.execute(probe) if row[1] in _OPENING_OPCODES}
         needed = {self._tables_by_page[page] for page in opened if page in self._tables_by_page} & self._unfilled
         if needed:
             self._fill(sorted(needed))
