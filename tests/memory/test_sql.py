@@ -202,3 +202,20 @@ def test_cli_formats_an_overflowing_float_instead_of_crashing(scripted, home, ca
 def test_a_change_of_schema_is_refused_saying_so(queries, statement):
     with pytest.raises(QueryRefusedError, match="tried to change the schema: create, drop or alter"):
         queries.run(statement)
+
+
+def test_a_stored_value_longer_than_a_statement_may_make_is_refused_only_where_it_is_read(scripted, home, tmp_path):
+    """A library written before caption caps may hold a 10 MB description: the video's other rows stay readable."""
+    import shutil
+    import sqlite3
+
+    library = shutil.copy(home / "library.sqlite", tmp_path / "library.sqlite")
+    video_id = Video(scripted.toy).content_hash
+    with sqlite3.connect(library) as db:
+        db.execute("UPDATE segments SET description = ? WHERE video_id = ? AND segment_id = 1",
+                   ("x" * (10 * 2**20), video_id))
+    with ReadOnlyQueries(library, video_id) as fresh:
+        assert fresh.run("SELECT segment_id FROM segments ORDER BY segment_id").rows == [(0,), (1,), (2,)]
+        with pytest.raises(MemoryStoreError, match="larger than 8 MB"):
+            fresh.run("SELECT description FROM segments WHERE segment_id = 1")
+        assert fresh.run("SELECT length(description) < 1000 FROM segments WHERE segment_id = 0").rows == [(1,)]

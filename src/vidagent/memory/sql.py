@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from vidagent.memory.stored_video import is_memory_id
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_MAX_ROWS = 1000
 MAX_VALUE_BYTES = 8 * 1024 * 1024  # the longest string or blob a statement may make or read
+_STORED_VALUE_BYTES = 1_000_000_000  # SQLite's own most: what a library may hold, copied as it is
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # the most a result may hold, counted as rows are fetched
 _PROGRESS_STEPS = 100  # SQLite VM instructions between deadline checks (one may make a value of MAX_VALUE_BYTES)
 
@@ -105,6 +107,7 @@ class ReadOnlyDatabase:
         self.max_rows = max_rows
         self._refusal: str | None = None
         self._deadline = float("inf")
+        self._running = threading.Lock()  # one statement at a time (and a private copy filled beside none)
         try:
             self._conn = self._open(path)
         except sqlite3.DatabaseError as error:
@@ -137,6 +140,10 @@ class ReadOnlyDatabase:
 
     def run(self, sql: str) -> QueryResult:
         """Execute one read-only statement; refusals, errors and timeouts raise one-line errors."""
+        with self._running:
+            return self._run(sql)
+
+    def _run(self, sql: str) -> QueryResult:
         statement = sql.strip().rstrip(";").strip()
         if not statement:
             raise ValueError("the SQL statement is empty")
@@ -262,12 +269,17 @@ class ReadOnlyQueries(ReadOnlyDatabase):
 
     @contextmanager
     def _library_attached(self, connection: sqlite3.Connection) -> Iterator[None]:
-        """The library, attached read-only while our own code copies from it; detached before any statement runs."""
+        """The library, attached read-only while our own code copies from it; detached before any statement
+        runs (a connection that cannot detach it is closed: no statement ever runs beside the library)."""
         connection.execute("ATTACH DATABASE ? AS library", (self._library_uri,))
         try:
             yield
         finally:
-            connection.execute("DETACH DATABASE library")
+            try:
+                connection.execute("DETACH DATABASE library")
+            except sqlite3.DatabaseError as error:
+                connection.close()
+                raise MemoryStoreError(f"cannot read this video's memory: {error}") from error
 
     def _ready(self, statement: str) -> None:
         if not self._unfilled:
@@ -279,23 +291,29 @@ class ReadOnlyQueries(ReadOnlyDatabase):
             self._fill(sorted(needed))
 
     def _fill(self, tables: list[str]) -> None:
-        """Copy this video's rows of ``tables`` in, the guards off (our own statements; none of the user's runs)."""
+        """Copy this video's rows of ``tables`` in, the guards off (our own statements; none of the user's runs;
+        a value stored longer than a statement may make is copied, and refused only when a statement reads it)."""
         self._conn.set_authorizer(None)
         self._conn.set_progress_handler(None, 0)
+        self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _STORED_VALUE_BYTES)
         try:
             self._conn.execute("PRAGMA query_only = 0")
             with self._library_attached(self._conn):
-                self._conn.execute("BEGIN")
-                for table in tables:
-                    self._conn.execute(f"INSERT INTO main.{table} SELECT * FROM library.{table} WHERE video_id = ?",
-                                       (self.video_id,))
-                self._conn.execute("COMMIT")
+                try:
+                    self._conn.execute("BEGIN")
+                    for table in tables:
+                        self._conn.execute(f"INSERT INTO main.{table} SELECT * FROM library.{table} "
+                                           f"WHERE video_id = ?", (self.video_id,))
+                    self._conn.execute("COMMIT")
+                except sqlite3.DatabaseError:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
             self._unfilled.difference_update(tables)
         except sqlite3.DatabaseError as error:
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
             raise MemoryStoreError(f"cannot read this video's memory: {error}") from error
         finally:
+            self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
             self._conn.execute("PRAGMA query_only = 1")
             self._conn.set_authorizer(self._authorize)
             self._conn.set_progress_handler(self._check_deadline, _PROGRESS_STEPS)
