@@ -17,7 +17,7 @@ import pytest
 from vidagent.config import Settings
 from vidagent.errors import MemoryStoreError
 from vidagent.memory.caption_formats import CaptionFormatError, read_caption_set
-from vidagent.memory.caption_import import ImportOptions, import_captions
+from vidagent.memory.caption_import import MAX_EMBEDDED_BYTES, ImportOptions, import_captions
 from vidagent.memory.store import Library
 from vidagent.memory.stored_video import NoPixelsError
 from vidagent.memory.video_memory import VideoMemory
@@ -26,7 +26,7 @@ from vidagent.tools.frames import FrameTools
 from vidagent.tools.temporal import TemporalTools
 
 from conftest import DATA
-from fakes import ScriptedLLM
+from fakes import HashingEmbedder, ScriptedLLM
 
 BENCHMARKS = DATA / "benchmarks"
 LAVILA = BENCHMARKS / "egoschema" / "lavila_subset.json"
@@ -344,3 +344,41 @@ def test_a_caption_bomb_and_a_zip_bomb_are_refused_before_any_work_and_a_top_lev
         archive.writestr("5678_cap.json", json.dumps({"0": "a man walks", "1": "he sits down"}))
     _, videos = read_caption_set(flat)
     assert [video.video for video in videos] == ["5678"]  # not "flat.zip!5678"
+
+
+class _RecordingEmbedder(HashingEmbedder):
+    """The hashing embedder, keeping every text it was asked to embed."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def embed_passages(self, texts):
+        self.texts.extend(texts)
+        return super().embed_passages(texts)
+
+
+@pytest.mark.parametrize("script", ["latin", "cjk"])
+def test_captions_just_under_the_cap_cost_the_embedder_a_bounded_prefix_each_and_are_stored_whole(tmp_path, script):
+    """Issue 55: 200 captions of 7,999 characters took the embedder over 400 s, one CJK caption 16 s."""
+    unit = "a man walks the dog. " if script == "latin" else "中文字幕测试"
+    long_caption = (unit * 2000)[:7995]
+    path = tmp_path / "near_cap.jsonl"
+    path.write_text("".join(json.dumps({"video_id": "v1", "start_s": i, "end_s": i + 1, "caption": f"{i} {long_caption}"},
+                                       ensure_ascii=False) + "\n" for i in range(20)), encoding="utf-8")
+    embedder = _RecordingEmbedder()
+    with Library(tmp_path / "lib.sqlite") as library:
+        import_captions(library, embedder, path, ImportOptions(namespace="test"))
+        stored = [row[0] for row in library.rows("SELECT description FROM segments ORDER BY segment_id")]
+    assert len(embedder.texts) == 20
+    assert all(len(text.encode("utf-8")) <= MAX_EMBEDDED_BYTES for text in embedder.texts)
+    assert all(text.startswith(stored[i][:100]) for i, text in enumerate(embedder.texts))
+    assert [len(text) for text in stored] == [len(" ".join(f"{i} {long_caption}".split())) for i in range(20)]
+
+
+def test_a_csv_field_of_megabytes_is_a_one_line_caption_error_not_an_internal_error(tmp_path):
+    path = tmp_path / "huge_field.csv"
+    path.write_text("video_id,start_s,end_s,caption\nv1,0,1,\"" + "x" * (3 * 1024 * 1024) + "\"\n")
+    with pytest.raises(CaptionFormatError) as raised:
+        read_caption_set(path)
+    assert "huge_field.csv: line" in str(raised.value) and "field larger than field limit" in str(raised.value)
+    assert "\n" not in str(raised.value)

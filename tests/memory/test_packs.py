@@ -318,3 +318,56 @@ def test_a_zip_bomb_is_refused_from_what_it_declares_before_anything_is_inflated
     with Library(tmp_path / "target.sqlite") as target:
         with pytest.raises(PackError, match=rf"bomb.vidpack: .*{member} inflates \d[\d,]* times .*zip bomb"):
             import_pack(target, bomb)
+
+
+def _hostile_pack(path: Path, manifest: bytes, members: dict[str, bytes] | None = None) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), packs.MIMETYPE)
+        archive.writestr("manifest.json", manifest, compress_type=zipfile.ZIP_DEFLATED)
+        for name, data in (members or {}).items():
+            archive.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED)
+    return path
+
+
+def _valid_head() -> dict:
+    return {"format": "vidagent-pack", "format_version": packs.FORMAT_VERSION, "schema_version": SCHEMA_VERSION}
+
+
+def test_members_that_inflate_past_the_packs_total_cap_together_are_refused_before_any_is_read(tmp_path, monkeypatch):
+    """Issue 55: a member inflating 49 times to 1,000 MB (under each member's caps) was read and parsed, 17.7 s
+    and 3.6 GB, before a check refused it. The total is capped from the declarations (the cap made small here)."""
+    monkeypatch.setattr(packs, "MAX_PACK_BYTES", 3 * 1024 * 1024)
+    pieces = {f"tables/t{i}.jsonl": np.random.default_rng(i).bytes(1024 * 1024).hex().encode()[:1024 * 1024]
+              for i in range(4)}  # 1 MiB each, about 2 times compressed: no member is a bomb, together 4 MiB
+    pack = _hostile_pack(tmp_path / "total.vidpack", json.dumps(_valid_head()).encode(), pieces)
+    read: list[str] = []
+    monkeypatch.setattr(packs, "_read_member", lambda archive, name: read.append(name))
+    with Library(tmp_path / "target.sqlite") as target:
+        with pytest.raises(PackError, match=r"total.vidpack: .*members inflate to more than 3,145,728 bytes together"):
+            import_pack(target, pack)
+        assert _empty(target, "anything")
+    assert read == []
+
+
+@pytest.mark.parametrize("case", ["junk of 2 MB", "nested 200,000 deep", "a key a pack has not"])
+def test_a_hostile_manifest_is_a_one_line_pack_error(tmp_path, case):
+    head = _valid_head()
+    manifest = {
+        "junk of 2 MB": json.dumps({**head, "video": np.random.default_rng(0).bytes(1024 * 1024).hex()}).encode(),
+        "nested 200,000 deep": b"[" * 200_000 + b"]" * 200_000,
+        "a key a pack has not": json.dumps({**head, "payload": "x" * 1000}).encode(),
+    }[case]
+    expected = {"junk of 2 MB": r"manifest.json inflates to 2,\d{3},\d{3} bytes \(at most 1,048,576\)",
+                "nested 200,000 deep": r"the manifest nests deeper than 32 levels",
+                "a key a pack has not": r"the manifest holds keys a pack has not: payload"}[case]
+    pack = _hostile_pack(tmp_path / "manifest.vidpack", manifest)
+    with Library(tmp_path / "target.sqlite") as target:
+        with pytest.raises(PackError, match=rf"manifest.vidpack: not an intact vidagent pack \({expected}") as raised:
+            import_pack(target, pack)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_table_row_nested_deep_is_refused_without_a_recursion_error():
+    with pytest.raises(ValueError, match="nests deeper"):
+        packs._row("[" * 100_000 + "]" * 100_000)
+    assert packs._row('["a [", {"b64": "AA=="}, 1]') == ["a [", {"b64": "AA=="}, 1]

@@ -196,10 +196,16 @@ def _read_jsonl(path: Path) -> list[CaptionedVideo]:
 def _read_csv(path: Path) -> list[CaptionedVideo]:
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     reader = csv.DictReader(io.StringIO(_text(path)), delimiter=delimiter)
-    missing = [c for c in GENERIC_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise CaptionFormatError(f"{path}: the header lacks {', '.join(missing)} (columns: {', '.join(GENERIC_COLUMNS)})")
-    return _generic([(f"{path}: line {number}", row) for number, row in enumerate(reader, 2)], str(path))
+    try:  # the csv module refuses a field over its limit (128 KiB): a caption is far shorter, so the file is bad
+        missing = [c for c in GENERIC_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise CaptionFormatError(f"{path}: the header lacks {', '.join(missing)} "
+                                     f"(columns: {', '.join(GENERIC_COLUMNS)})")
+        rows = [(f"{path}: line {number}", row) for number, row in enumerate(reader, 2)]
+    except csv.Error as error:
+        raise CaptionFormatError(f"{path}: line {reader.line_num}: not a caption row ({error}; a caption is at most "
+                                 f"{MAX_CAPTION_CHARS:,} characters)") from None
+    return _generic(rows, str(path))
 
 
 def _generic(rows: list[tuple[str, dict[str, Any]]], source: str) -> list[CaptionedVideo]:

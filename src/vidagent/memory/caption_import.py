@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 
 IMPORT_VERSION = 1  # bump when what an import writes changes: every imported memory is rewritten once
 EMBED_BATCH = 256
+# The most of a caption the text embedder reads (UTF-8 bytes; the caption is stored whole). The embedder's work grows
+# with a text's tokens (its 512-token windows are averaged, none dropped): one 8,000-character caption took 10-21 s,
+# 200 of them over 400 s (issue 55). 2,000 bytes is every released caption whole (LaViLa's under 200 characters,
+# CogAgent's under 2,000) and at most about 1,500 tokens of any script, so a file's embedding work is bounded by its
+# number of captions whatever their length.
+MAX_EMBEDDED_BYTES = 2000
 
 
 @dataclass(frozen=True)
@@ -189,9 +195,17 @@ def _config(video: CaptionedVideo, format: str, embedder: TextEmbedder, captione
 def _memory_rows(video: CaptionedVideo, embedder: TextEmbedder) -> dict[str, list[Any]]:
     rows: list[list[Any]] = [[index, caption.start_s, caption.end_s, caption.text, "", ""]
                              for index, caption in enumerate(video.captions)]
-    embeddings = _embed_unique([caption.text for caption in video.captions], embedder)
+    embeddings = _embed_unique([embedded_text(caption.text) for caption in video.captions], embedder)
     segments = [SegmentRecord(*row, vector) for row, vector in zip(rows, embeddings)]  # captions: no facts
     return segments_stage_rows(segments, merge_into_clips(rows, embeddings))
+
+
+def embedded_text(text: str) -> str:
+    """The part of a caption the embedder reads: its first ``MAX_EMBEDDED_BYTES`` bytes of UTF-8, whole characters."""
+    data = text.encode("utf-8")
+    if len(data) <= MAX_EMBEDDED_BYTES:
+        return text
+    return data[:MAX_EMBEDDED_BYTES].decode("utf-8", errors="ignore")
 
 
 def _embed_unique(texts: Sequence[str], embedder: TextEmbedder) -> np.ndarray:

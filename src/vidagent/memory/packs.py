@@ -68,9 +68,16 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _SIGNATURE_BYTES = 30 + len("mimetype") + len(MIMETYPE)  # a zip local header, the name, the content
 # Zip bombs are refused by what the members declare, before any is inflated (zipfile reads no more than a member
 # declares): a 2-hour video's pack inflates to tens of MB, its rows compress 2-10 times.
-MAX_MANIFEST_BYTES = 16 * 1024 * 1024
-MAX_MEMBER_BYTES = 1024 * 1024 * 1024
-MAX_INFLATION = 200
+# The caps hold for the pack as a whole too (issue 55: one member of 1,000 MB, 49 times its compressed size, was read
+# and parsed, 17.7 s and 3.6 GB, before a check refused it). A manifest is a few KB (the video's row, its stages'
+# configs, each table's columns and checksum), holds no other key, and is parsed only when shallow (a manifest nested 200,000 deep
+# overflowed the parser's stack).
+MAX_MANIFEST_BYTES = 1024 * 1024
+MAX_MANIFEST_DEPTH = 32
+MAX_PACK_BYTES = 256 * 1024 * 1024  # every member inflated, together
+MAX_INFLATION = 100
+MANIFEST_KEYS = frozenset({"format", "format_version", "schema_version", "video_id", "video", "stages", "tables",
+                           "pack_id"})
 
 
 class PackError(VidagentError):
@@ -412,10 +419,12 @@ def _read_pack(file: BinaryIO, name: str) -> _Pack:
             _check_sizes(archive, damaged)
             if "mimetype" not in members or archive.read("mimetype") != MIMETYPE or "manifest.json" not in members:
                 raise damaged("no vidagent pack mimetype and manifest")
-            manifest = json.loads(archive.read("manifest.json").decode("utf-8"))
+            manifest = _parse_manifest(_read_member(archive, "manifest.json"), damaged)
             if not isinstance(manifest, dict) or manifest.get("format") != "vidagent-pack":
                 raise damaged("the manifest is not a vidagent pack's")
             _check_versions(manifest, name)
+            if set(manifest) - MANIFEST_KEYS:
+                raise damaged(f"the manifest holds keys a pack has not: {', '.join(sorted(set(manifest) - MANIFEST_KEYS))[:200]}")
             if manifest.get("pack_id") != _pack_id(manifest):
                 raise damaged("the manifest does not match its pack id")
             tables: dict[str, _Table] = {}
@@ -424,12 +433,12 @@ def _read_pack(file: BinaryIO, name: str) -> _Pack:
                 member = f"tables/{table}.jsonl"
                 if member not in members:
                     raise damaged(f"{member} is missing")
-                blob = archive.read(member)
+                blob = _read_member(archive, member)
                 tables[table] = _Table(tuple(entry["columns"]), blob, int(entry["rows"]))
                 if tables[table].sha256 != entry["sha256"]:
                     raise damaged(f"{member} does not match its checksum")
                 lines = blob.decode("utf-8").splitlines()
-                rows[table] = [tuple(_decode(value) for value in json.loads(line)) for line in lines]
+                rows[table] = [tuple(_decode(value) for value in _row(line)) for line in lines]
                 if len(rows[table]) != tables[table].rows or \
                         any(len(row) != len(tables[table].columns) for row in rows[table]):
                     raise damaged(f"{member} does not have the rows its manifest lists")
@@ -437,6 +446,8 @@ def _read_pack(file: BinaryIO, name: str) -> _Pack:
             _check_consistency(pack, name)
         except PackError:
             raise
+        except RecursionError:
+            raise damaged("a value nested too deep") from None
         except (zipfile.BadZipFile, EOFError, OSError, UnicodeDecodeError, ValueError, KeyError, TypeError,
                 AttributeError, zlib.error) as error:
             raise damaged(f"{error.__class__.__name__}: {error}") from None
@@ -444,14 +455,58 @@ def _read_pack(file: BinaryIO, name: str) -> _Pack:
 
 
 def _check_sizes(archive: zipfile.ZipFile, damaged: Any) -> None:
-    """Refuse a member whose declared size is past its cap or that inflates more than ``MAX_INFLATION`` times."""
+    """Refuse, from what the members declare and before any is inflated, a member past its cap, one that inflates
+    more than ``MAX_INFLATION`` times, and members that together inflate past ``MAX_PACK_BYTES``."""
+    total = 0
     for info in archive.infolist():
-        cap = MAX_MANIFEST_BYTES if info.filename in ("manifest.json", "mimetype") else MAX_MEMBER_BYTES
-        if info.file_size > cap:
-            raise damaged(f"{info.filename} inflates to {info.file_size:,} bytes (at most {cap:,})")
         if info.file_size > 1024 * 1024 and info.file_size > MAX_INFLATION * max(1, info.compress_size):
             raise damaged(f"{info.filename} inflates {info.file_size // max(1, info.compress_size):,} times "
                           f"(at most {MAX_INFLATION}): a zip bomb, not a pack")
+        cap = MAX_MANIFEST_BYTES if info.filename in ("manifest.json", "mimetype") else MAX_PACK_BYTES
+        if info.file_size > cap:
+            raise damaged(f"{info.filename} inflates to {info.file_size:,} bytes (at most {cap:,})")
+        total += info.file_size
+        if total > MAX_PACK_BYTES:
+            raise damaged(f"its members inflate to more than {MAX_PACK_BYTES:,} bytes together")
+
+
+def _read_member(archive: zipfile.ZipFile, name: str) -> bytes:
+    """A member's bytes, never more than it declared (``_check_sizes`` capped the declarations): a member whose data
+    inflates past its declared size is damaged."""
+    declared = archive.getinfo(name).file_size
+    with archive.open(name) as member:
+        data = member.read(declared + 1)
+    if len(data) > declared:
+        raise ValueError(f"{name} holds more than the {declared:,} bytes it declares")
+    return data
+
+
+def _parse_manifest(data: bytes, damaged: Any) -> Any:
+    """The manifest's JSON, refused unread when its brackets nest deeper than ``MAX_MANIFEST_DEPTH``."""
+    text = data.decode("utf-8")
+    if _json_depth(text) > MAX_MANIFEST_DEPTH:
+        raise damaged(f"the manifest nests deeper than {MAX_MANIFEST_DEPTH} levels")
+    return json.loads(text)
+
+
+def _json_depth(text: str) -> int:
+    """How deep the brackets of a JSON text nest (outside its strings), counted without parsing it."""
+    depth = deepest = 0
+    for token in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
+        bracket = token.group()
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif bracket in "]}":
+            depth -= 1
+    return deepest
+
+
+def _row(line: str) -> Any:
+    """One table row: a flat JSON array (a blob is one level deeper, ``{"b64": ...}``)."""
+    if _json_depth(line) > 2:
+        raise ValueError("a row nests deeper than a list of values")
+    return json.loads(line)
 
 
 def _check_versions(manifest: Mapping[str, Any], name: str) -> None:
