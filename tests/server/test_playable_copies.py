@@ -14,12 +14,14 @@ import httpx
 import pytest
 
 from vidagent.server import proxies
+from vidagent.video import proxy
 from vidagent.server.proxies import PlayableCopies
 from vidagent.video.proxy import ProxyFormat, playability
 from vidagent.video.video import Video
 
 from fakes import ScriptedLLM, scripted_perception
 from serve_helpers import running_server
+from hostile_clips import repeated_keyframe_clip
 from unplayable_clips import damaged_clip, h264_clip, mpeg4_clip
 
 
@@ -138,12 +140,13 @@ def test_a_damaged_video_gives_a_clear_error_not_a_500(tmp_path, counted):
             assert refused.status_code == 422
             assert refused.json() == {"error": "NoPlayableCopyError", "message": play["message"], "status": 422}
         assert client.get("/api/health").status_code == 200 and made == [video_id]
-        assert not (home / "playable").exists() or not list((home / "playable").iterdir())
+        kept = list((home / "playable").iterdir())  # no copy, only why there is none (so no restart tries again)
+        assert [path.name for path in kept] == [f"{video_id}{proxies.REFUSED_SUFFIX}"]
 
 
-def wait_settled(copies: PlayableCopies, video: Video):
+def wait_settled(copies: PlayableCopies, video: Video, *, force_copy: bool = False):
     for _ in range(1200):
-        play = copies.playback(video)
+        play = copies.playback(video, force_copy=force_copy)
         if play.state in ("ready", "failed"):
             return play
         time.sleep(0.05)
@@ -178,3 +181,44 @@ def test_without_an_encoder_browsers_play_the_copy_is_refused_in_words(tmp_path)
         assert copies.playback(Video(h264_clip(tmp_path / "plays.mp4"))).ready  # what plays as it is still does
     finally:
         copies.close()
+
+
+def test_a_copy_bomb_is_refused_once_for_good_and_holds_up_no_other_copy(tmp_path, monkeypatch):
+    """Issue 55: a VP9 keyframe shown again by thousands of one-byte packets kept the one copying thread for 22
+    minutes while every other copy waited "queued" (VP9 in MP4 plays as it is: the page asks for a copy when its
+player fails, as here). Refused from its header, it is never queued; stopped by its
+    time cap, the next copy starts; either refusal is kept, so no later request or restart does the work again."""
+    monkeypatch.setattr(proxy, "MAX_SOURCE_PIXELS", 512 * 512)
+    monkeypatch.setattr(proxy, "MIN_COPY_S", 0.3)
+    monkeypatch.setattr(proxy, "COPY_S_PER_SECOND", 0.0)
+    folder = tmp_path / "playable"
+    huge = Video(repeated_keyframe_clip(tmp_path / "clips" / "huge.mp4", size=(1024, 1024), repeats=100))
+    endless = Video(repeated_keyframe_clip(tmp_path / "clips" / "endless.mp4", size=(256, 256), repeats=20_000))
+    plain = Video(mpeg4_clip(tmp_path / "clips" / "example1.mp4"))
+    copies = PlayableCopies(folder)
+    started: list[str] = []
+    real = proxies.make_proxy
+    monkeypatch.setattr(proxies, "make_proxy", lambda video, *args, **kw: started.append(video.path.name) or
+                        real(video, *args, **kw))
+    try:
+        refused = copies.playback(huge, force_copy=True)
+        assert (refused.state, refused.status) == ("failed", 422) and started == []  # never queued
+        assert refused.message == ("no playable copy of huge.mp4 can be made: its picture is 1024 x 1024, larger "
+                                   "than a playable copy is made of (at most 262,144 pixels, 7680 x 4320)")
+        stopped, other = wait_settled(copies, endless, force_copy=True), wait_settled(copies, plain)
+        assert (stopped.state, stopped.status) == ("failed", 422) and "was stopped" in stopped.message
+        assert other.ready and started == ["endless.mp4", "example1.mp4"]
+    finally:
+        copies.close()
+    again = PlayableCopies(folder)  # a restart: the refusals are read, nothing is tried again
+    monkeypatch.setattr(proxies, "check_copyable", lambda video: pytest.fail("the header was read again"))
+    try:
+        for video, message in ((huge, refused.message), (endless, stopped.message)):
+            for _ in range(2):
+                play = again.playback(video, force_copy=True)
+                assert (play.state, play.status, play.message) == ("failed", 422, message)
+        assert started == ["endless.mp4", "example1.mp4"]
+        again.forget(endless.content_hash)  # a video removed: its refusal goes with it
+        assert not (folder / f"{endless.content_hash}{proxies.REFUSED_SUFFIX}").exists()
+    finally:
+        again.close()

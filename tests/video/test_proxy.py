@@ -8,10 +8,12 @@ import av
 import pytest
 
 from vidagent.errors import VideoError
+from vidagent.video import proxy
 from vidagent.video.proxy import PROXY_FORMATS, make_proxy, output_size, playability, proxy_format
 from vidagent.video.video import Video
 
 from conftest import set_mp4_rotation
+from hostile_clips import many_streams_clip, repeated_keyframe_clip
 from unplayable_clips import FPS, damaged_clip, h264_clip, mpeg4_clip
 
 CODECS = {"libx264": "h264", "libvpx-vp9": "vp9"}  # the copy's encoder, the codec a reader finds
@@ -75,3 +77,46 @@ def test_the_first_installed_format_is_chosen():
     assert proxy_format(PROXY_FORMATS[1:]).container == "webm"
     missing = PROXY_FORMATS[0].__class__("none", "no-such-encoder", "mp4", ".mp4", "video/mp4", ())
     assert proxy_format((missing,)) is None
+
+
+@pytest.mark.parametrize("case", ["picture too large", "hours declared", "hundreds of streams"])
+def test_a_source_whose_header_asks_too_much_is_refused_before_any_frame_is_copied(tmp_path, monkeypatch, case):
+    """Issue 55: a 287 KB VP9 file (one 8192 x 8192 keyframe shown again 20,000 times) took 22 minutes of CPU and
+    +1 GB. Its header says what it costs: the picture cap is made small here, so the clip is small and fast."""
+    if case == "picture too large":
+        monkeypatch.setattr(proxy, "MAX_SOURCE_PIXELS", 512 * 512)
+        source, expected = repeated_keyframe_clip(tmp_path / "bomb.mp4", size=(1024, 1024), repeats=200), \
+            r"its picture is 1024 x 1024, larger than a playable copy is made of"
+    elif case == "hours declared":
+        source, expected = repeated_keyframe_clip(tmp_path / "bomb.mp4", size=(64, 64), repeats=3, last_at_s=20 * 3600), \
+            r"it declares 20.0 hours, longer than a playable copy is made of \(at most 12 hours\)"
+    else:
+        source, expected = many_streams_clip(tmp_path / "bomb.mkv", streams=500), \
+            r"it holds 501 streams, more than a playable copy is made of \(at most 64\)"
+    video = Video(source)
+    transcoded = []
+    monkeypatch.setattr(proxy._Transcoder, "run", lambda self, progress: transcoded.append(self))
+    with pytest.raises(VideoError, match=expected) as raised:
+        make_proxy(video, tmp_path / "out" / "copy.mp4", PROXY_FORMATS[0])
+    assert "\n" not in str(raised.value) and transcoded == []
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("cap", ["time", "size", "frames"])
+def test_a_copy_past_its_time_size_or_frame_cap_is_stopped_and_leaves_nothing(tmp_path, monkeypatch, cap):
+    """3,000 one-byte packets each show a 256 x 256 keyframe again: a copy of 100 s of frames from 16 KB."""
+    video = Video(repeated_keyframe_clip(tmp_path / "repeats.mp4", size=(256, 256), repeats=3000))
+    if cap == "time":
+        monkeypatch.setattr(proxy, "MIN_COPY_S", 0.3)
+        monkeypatch.setattr(proxy, "COPY_S_PER_SECOND", 0.0)
+        expected = r"its copy took more than 0 s \(at \d[\d,]* frames\) and was stopped"
+    elif cap == "size":
+        monkeypatch.setattr(proxy, "MIN_COPY_BYTES", 2000)
+        monkeypatch.setattr(proxy, "COPY_BYTES_PER_SECOND", 0)
+        expected = r"its copy grew past 2,000 bytes and was stopped"
+    else:
+        monkeypatch.setattr(proxy, "MAX_RATE", proxy.Fraction(5))  # 100 s may hold at most 510 frames
+        expected = r"more frames than its 100.033 s hold at 5 frames a second; the copy was stopped"
+    with pytest.raises(VideoError, match=expected):
+        make_proxy(video, tmp_path / "out" / "copy.mp4", PROXY_FORMATS[0])
+    assert list((tmp_path / "out").iterdir()) == []

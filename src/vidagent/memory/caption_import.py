@@ -38,10 +38,10 @@ IMPORT_VERSION = 1  # bump when what an import writes changes: every imported me
 EMBED_BATCH = 256
 # The most of a caption the text embedder reads (UTF-8 bytes; the caption is stored whole). The embedder's work grows
 # with a text's tokens (its 512-token windows are averaged, none dropped): one 8,000-character caption took 10-21 s,
-# 200 of them over 400 s (issue 55). 2,000 bytes is every released caption whole (LaViLa's under 200 characters,
-# CogAgent's under 2,000) and at most about 1,500 tokens of any script, so a file's embedding work is bounded by its
-# number of captions whatever their length.
-MAX_EMBEDDED_BYTES = 2000
+# 200 of them over 400 s (issue 55). Every released caption is read whole (LaViLa's are under 200 bytes, CogAgent's
+# NExT-QA captions under 900), and 1,000 bytes are at most about 760 tokens of any script (random base64; CJK about
+# 340), so a file's embedding work grows with its number of captions and bytes no faster than ordinary captions'.
+MAX_EMBEDDED_BYTES = 1000
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,17 @@ asks for one when its player fails: a stream the browser's decoder refuses).
 Copies are made in a thread of their own, one at a time (x264 already spreads one encode over the cores),
 never in the model lane, where questions would wait behind an encode, and never on the server's event loop;
 a request for a copy under way joins it, and its progress is read from ``Playback``. A source that cannot be
-decoded fails its copy for good, with a message that says so (422); a copy that cannot be written fails
-until it is asked for again; a server whose FFmpeg encodes nothing a browser plays says so (501).
+decoded, or that asks for more work than a copy may take (``check_copyable``: a huge picture or duration,
+too many streams; or stopped while copying past its time, frame or size cap), fails its copy for good, with a
+message that says so (422), kept beside the copies (``<content hash>.refused.json``) so that no later request,
+server or restart tries it again; a header that is refused is never queued, so it holds up no other copy. A
+copy that cannot be written fails until it is asked for again; a server whose FFmpeg encodes nothing a browser
+plays says so (501).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -26,12 +31,14 @@ from typing import Any
 
 from vidagent.errors import OutputError, VideoError
 from vidagent.server.errors import error_body
-from vidagent.video.proxy import PROXY_FORMATS, Playability, ProxyFormat, make_proxy, playability, proxy_format
+from vidagent.video.proxy import (PROXY_FORMATS, Playability, ProxyFormat, check_copyable, make_proxy, playability,
+                                  proxy_format)
 from vidagent.video.video import Video
 
 log = logging.getLogger(__name__)
 NO_ENCODER_STATUS = 501  # the server cannot make what is asked: no encoder of a format browsers play
 RETRY_AFTER_S = 30.0  # a copy that could not be written is tried again when asked for this long after
+REFUSED_SUFFIX = ".refused.json"  # beside the copies: why a video's copy was refused for good
 
 
 class _Cancelled(Exception):
@@ -111,6 +118,10 @@ class PlayableCopies:
                             message=f"{video.path.name} cannot be played here ({check.reason}), and this server's "
                                     "FFmpeg has no encoder of a format browsers play (H.264, VP9 or VP8) to copy it "
                                     "with; download it, or convert it to H.264 in MP4", forced=check.playable)
+        refused = self._refusal(video)
+        if refused is not None:
+            return Playback(video.content_hash, "proxy", "failed", check.reason, 0.0, message=refused, status=422,
+                            forced=check.playable)
         job = self._start(video)
         if job.state == "done" and job.path is not None:  # made between the look in the folder and now
             return Playback(video.content_hash, "proxy", "ready", check.reason, path=job.path,
@@ -140,6 +151,34 @@ class PlayableCopies:
                 return path
         return None
 
+    def _refusal(self, video: Video) -> str | None:
+        """Why ``video``'s copy is refused for good (read from the folder, or found now in its header), or None."""
+        marker = self.folder / f"{video.content_hash}{REFUSED_SUFFIX}"
+        try:
+            return str(json.loads(marker.read_text(encoding="utf-8"))["message"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        try:
+            check_copyable(video)
+        except VideoError as error:
+            message = self._refuse(video, error)
+            with self._lock:
+                self._jobs.pop(video.content_hash, None)
+            return message
+        return None
+
+    def _refuse(self, video: Video, error: VideoError) -> str:
+        """Keep why ``video``'s copy is refused (so it is never tried again) and return the message for the page."""
+        log.warning("no playable copy of %s: %s", video.path, error)
+        message = f"no playable copy of {video.path.name} can be made: {_reason(error)}"
+        marker = self.folder / f"{video.content_hash}{REFUSED_SUFFIX}"
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            marker.write_text(json.dumps({"message": message}), encoding="utf-8")
+        except OSError as problem:  # the refusal still holds for this server's life, in its job
+            log.warning("cannot keep the refusal of %s's copy in %s: %s", video.path, marker, problem)
+        return message
+
     def forget(self, video_id: str) -> None:
         """Delete the video's copy (the video is removed); one being made is left to finish."""
         with self._lock:
@@ -147,7 +186,7 @@ class PlayableCopies:
             if job is not None and job.state in ("queued", "running"):
                 return
             self._jobs.pop(video_id, None)
-        for suffix in self._suffixes:
+        for suffix in (*self._suffixes, REFUSED_SUFFIX):
             (self.folder / f"{video_id}{suffix}").unlink(missing_ok=True)
 
     def _start(self, video: Video) -> ProxyJob:
@@ -182,10 +221,8 @@ class PlayableCopies:
                      self.format.name, time.perf_counter() - started)
         except _Cancelled:
             _fail(job, {"error": "Closing", "message": "the server is shutting down", "status": 503}, retry=True)
-        except VideoError as error:  # the source cannot be decoded: asking again would fail again
-            log.warning("no playable copy of %s: %s", video.path, error)
-            _fail(job, {"error": "VideoError", "status": 422,
-                        "message": f"no playable copy of {job.name} can be made: {_reason(error)}"})
+        except VideoError as error:  # the source cannot be decoded, or asks too much: asking again would fail again
+            _fail(job, {"error": "VideoError", "status": 422, "message": self._refuse(video, error)})
         except OutputError as error:
             log.error("the playable copy of %s could not be written to %s: %s", video.path, error.path, error.problem)
             _fail(job, {"error": "StorageError", "status": 500,

@@ -16,6 +16,13 @@ pixels a side with even sides, and a keyframe every ``KEYFRAME_S`` seconds lets 
 undecodable packets are skipped (a browser would skip them too); more than ``MAX_DAMAGED`` of them is a
 ``VideoError`` that says the data is damaged. The copy is written under a temporary name and renamed when it
 is whole.
+
+A copy's work is bounded before and during it (issue 55: a 287 KB VP9 file, one 8192 x 8192 keyframe shown again
+by 20,000 one-byte packets, cost 22 minutes of CPU and +1 GB). ``check_copyable`` refuses from the header a
+picture over ``MAX_SOURCE_PIXELS``, a duration over ``MAX_SOURCE_S`` and more than ``MAX_STREAMS`` streams; while
+copying, a frame over the pixel cap, more frames than the duration allows at ``MAX_RATE``, a copy past
+``copy_seconds`` of work or past ``copy_bytes`` on disk is stopped, its temporary file deleted. Each is a
+``VideoError``: the file, not the moment, is at fault.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import logging
 import math
 import os
 import secrets
+import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -47,6 +55,15 @@ MAX_SIDE = 1920  # a copy's longer side at most (a larger source is scaled down)
 KEYFRAME_S = 2.0  # seconds between keyframes in a copy: a seek decodes at most this much first
 MAX_DAMAGED = 0.05  # the share of a file's video packets that may be undecodable before it is refused
 MAX_RATE = Fraction(120)  # a nominal frame rate above this (a bogus header) guides the encoder as this
+MAX_SOURCE_PIXELS = 7680 * 4320  # 8K UHD: a larger picture is refused (its frames alone are hundreds of MB)
+MAX_SOURCE_S = 12 * 3600.0  # a longer declared duration is refused (a bogus header, or a copy of hours of work)
+MAX_STREAMS = 64  # more streams than a film with every dub and subtitle holds is refused
+COPY_S_PER_SECOND = 4.0  # seconds of work a copy may take per second of video (x264 runs faster than real time)
+MIN_COPY_S = 120.0  # ... and at least this (a short clip's copy starts the encoder and the muxer)
+COPY_BYTES_PER_SECOND = 2 * 1024 * 1024  # bytes a copy may write per second of video (16 Mbit/s; CRF 23 1080p ~5)
+MIN_COPY_BYTES = 64 * 1024 * 1024  # ... and at least this
+MIN_FREE_BYTES = 1024 * 1024 * 1024  # a copy is not started, and stops, with less free disk than this
+_CHECK_EVERY = 32  # frames between looks at the clock and the copy's size
 Progress = Callable[[float], None]  # the share of the video made, 0 to 1
 
 
@@ -148,14 +165,48 @@ def codec_name(codec: av.Codec) -> str:
     return _CODEC_NAMES.get(codec.canonical_name, codec.long_name)
 
 
+def check_copyable(video: Video) -> None:
+    """A ``VideoError`` when ``video``'s header asks for more work than a copy may take: a picture over
+    ``MAX_SOURCE_PIXELS``, a duration over ``MAX_SOURCE_S``, more than ``MAX_STREAMS`` streams."""
+    info = video.info
+    if info.width * info.height > MAX_SOURCE_PIXELS:
+        raise VideoError(f"{video.path}: its picture is {info.width} x {info.height}, larger than a playable copy is "
+                         f"made of (at most {MAX_SOURCE_PIXELS:,} pixels, 7680 x 4320)")
+    if info.duration_s > MAX_SOURCE_S:
+        raise VideoError(f"{video.path}: it declares {info.duration_s / 3600:,.1f} hours, longer than a playable copy "
+                         f"is made of (at most {MAX_SOURCE_S / 3600:g} hours)")
+    try:
+        with av.open(str(video.path)) as container:
+            streams = len(container.streams)
+    except (av.error.FFmpegError, OSError) as error:
+        raise VideoError(f"{video.path}: cannot read as a video ({error_reason(error)})") from error
+    if streams > MAX_STREAMS:
+        raise VideoError(f"{video.path}: it holds {streams:,} streams, more than a playable copy is made of "
+                         f"(at most {MAX_STREAMS})")
+
+
+def copy_seconds(duration_s: float) -> float:
+    """The most seconds of work a copy of a video of ``duration_s`` may take."""
+    return max(MIN_COPY_S, COPY_S_PER_SECOND * duration_s)
+
+
+def copy_bytes(duration_s: float) -> int:
+    """The most bytes a copy of a video of ``duration_s`` may write."""
+    return max(MIN_COPY_BYTES, int(COPY_BYTES_PER_SECOND * duration_s))
+
+
 def make_proxy(video: Video, target: Path, form: ProxyFormat, *, progress: Progress | None = None,
                max_side: int = MAX_SIDE) -> Path:
     """A copy of ``video`` that browsers play, encoded as ``form``, at ``target`` (written under a temporary name
-    first). A source that cannot be read is a ``VideoError``; a copy that cannot be written, an ``OutputError``."""
+    first). A source that cannot be read, or asks for more work than a copy may take (``check_copyable``, and the
+    caps checked while copying), is a ``VideoError``; a copy that cannot be written, an ``OutputError``."""
     target = Path(target)
+    check_copyable(video)
     temporary = target.with_name(f".{target.stem}.{os.getpid()}-{secrets.token_hex(4)}.part{form.suffix}")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        if _free_bytes(target.parent) < MIN_FREE_BYTES:
+            raise OSError(f"less than {MIN_FREE_BYTES // 2**20:,} MB of disk is free")
         _Transcoder(video, temporary, form, max_side).run(progress)
         os.replace(temporary, target)
     except (av.error.FFmpegError, OSError) as error:  # the source's own failures are VideoErrors by now
@@ -180,6 +231,11 @@ class _Transcoder:
         self.size = output_size(video.info.width, video.info.height, max_side)
         self.last_pts = -1
         self.frames = 0
+        self.written = 0  # bytes of the packets muxed into the copy so far (the muxer writes them as it buffers)
+        duration = max(video.info.duration_s, 0.0)
+        self.max_frames = math.ceil(duration * MAX_RATE) + 2 * int(MAX_RATE)
+        self.deadline = time.monotonic() + copy_seconds(duration)
+        self.max_bytes = copy_bytes(duration)
 
     def run(self, progress: Progress | None) -> None:
         """Write the copy to ``path``, calling ``progress`` with the share made after each frame."""
@@ -208,6 +264,7 @@ class _Transcoder:
                     continue
                 for frame in frames:
                     if is_picture:
+                        self._within_caps(frame)
                         self._encode_picture(sink, picture, frame)
                         if progress is not None and frame.time is not None and info.duration_s > 0:
                             progress(min(1.0, max(0.0, frame.time / info.duration_s)))
@@ -222,6 +279,26 @@ class _Transcoder:
                 sink.mux(sound.encode(None))
         if progress is not None:
             progress(1.0)
+
+    def _within_caps(self, frame: av.VideoFrame) -> None:
+        """A ``VideoError`` (the copy stops) for a frame over the pixel cap, a frame past the most the duration
+        allows, and, every ``_CHECK_EVERY`` frames, a copy past its time or size, or a disk nearly full."""
+        path = self.video.path
+        if frame.width * frame.height > MAX_SOURCE_PIXELS:
+            raise VideoError(f"{path}: a frame of {frame.width} x {frame.height}, larger than a playable copy is "
+                             f"made of (at most {MAX_SOURCE_PIXELS:,} pixels)")
+        if self.frames >= self.max_frames:
+            raise VideoError(f"{path}: more frames than its {self.video.info.duration_s:g} s hold at "
+                             f"{float(MAX_RATE):g} frames a second; the copy was stopped")
+        if self.frames % _CHECK_EVERY:
+            return
+        if time.monotonic() > self.deadline:
+            raise VideoError(f"{path}: its copy took more than {copy_seconds(self.video.info.duration_s):,.0f} s "
+                             f"(at {self.frames:,} frames) and was stopped")
+        if self.written > self.max_bytes:
+            raise VideoError(f"{path}: its copy grew past {self.max_bytes:,} bytes and was stopped")
+        if _free_bytes(self.path.parent) < MIN_FREE_BYTES:
+            raise OSError(f"less than {MIN_FREE_BYTES // 2**20:,} MB of disk is free")
 
     def _open_sink(self) -> av.container.OutputContainer:
         options = {"movflags": "+faststart"} if self.form.container == "mp4" else {}
@@ -278,7 +355,7 @@ class _Transcoder:
         out = frame.reformat(width=self.size[0], height=self.size[1], format="yuv420p")
         out.pts, out.time_base = pts, self.form.clock
         out.pict_type = av.video.frame.PictureType.NONE  # the encoder places the keyframes
-        sink.mux(stream.encode(out))
+        self._mux(sink, stream.encode(out))
         self.last_pts = pts
         self.frames += 1
 
@@ -287,7 +364,17 @@ class _Transcoder:
         if frame.time is None or frame.time < 0 or not frame.sample_rate:
             return
         frame.pts, frame.time_base = round(frame.time * frame.sample_rate), Fraction(1, frame.sample_rate)
-        sink.mux(stream.encode(frame))
+        self._mux(sink, stream.encode(frame))
+
+    def _mux(self, sink: av.container.OutputContainer, packets: list[av.Packet]) -> None:
+        self.written += sum(packet.size for packet in packets)
+        sink.mux(packets)
+
+
+def _free_bytes(folder: Path) -> int:
+    """The disk space free to this user under ``folder``."""
+    stats = os.statvfs(folder)
+    return stats.f_bavail * stats.f_frsize
 
 
 def _check_damage(path: str, packets: int, damaged: int, frames: int) -> None:
