@@ -30,7 +30,7 @@ from vidagent.perception.suite import text_embedder
 from vidagent.session import Session
 from vidagent.tools.knowledge import KnowledgeTools
 
-from fakes import ScriptedLLM, scripted_perception
+from fakes import HashingEmbedder, ScriptedLLM, scripted_perception
 
 FARES = [("trip", "minutes", "price_eur"), ("river cruise", "60", "12.5"), ("canal tour", "45", "9"),
          ("harbour ferry", "20", "3")]
@@ -426,3 +426,49 @@ def test_the_default_ask_answers_from_an_attached_document_with_the_passage_as_e
     answer = json.loads(result.stdout)
     assert "Marisol" in answer["answer"] or "Okafor" in answer["answer"], answer["answer"]
     assert any("Marisol Okafor" in item["text"] and item["source"] == "notes_knowledge" for item in answer["evidence"])
+
+
+def test_knowledge_bombs_are_refused_before_their_work_with_one_clear_line(tmp_path, limits, monkeypatch):
+    """Issue 55: a 1.2 MB workbook of 300 MB of sheet XML took 263 s; a 20 KB PDF whose 10 pages share one 6.3 MB
+    content stream 88 s. Each is refused from its declared sizes, before openpyxl or text extraction reads it."""
+    import openpyxl
+    import pypdf
+
+    from knowledge_bombs import far_cell_workbook, inflating_workbook, shared_stream_pdf
+    from vidagent.knowledge import documents, tables
+
+    opened: list[Path] = []
+    real_load = openpyxl.load_workbook
+    monkeypatch.setattr(openpyxl, "load_workbook", lambda path, **kw: opened.append(path) or real_load(path, **kw))
+    extracted: list[int] = []
+    real_extract = pypdf.PageObject.extract_text
+    monkeypatch.setattr(pypdf.PageObject, "extract_text", lambda page, *a, **kw: extracted.append(1) or
+                        real_extract(page, *a, **kw))
+    embedder = HashingEmbedder()
+    cases = {
+        inflating_workbook(tmp_path / "inflating.xlsx", rows=60_000): r"inflating.xlsx: xl/worksheets/sheet1.xml "
+                                                                     r"inflates \d{3,} times \(at most 100\): a zip bomb",
+        shared_stream_pdf(tmp_path / "shared.pdf", pages=10, stream_bytes=5_000_000):
+            r"shared.pdf: page 1's drawing instructions decode to \d,\d{3},\d{3} bytes .*too much to read for its text",
+        shared_stream_pdf(tmp_path / "pages.pdf", pages=10, stream_bytes=2_000_000):
+            r"pages.pdf: page 9's drawing instructions decode to \d,\d{3},\d{3} bytes \(1\d,\d{3},\d{3} up to it",
+    }
+    for path, expected in cases.items():
+        with pytest.raises(KnowledgeError, match=expected) as raised:
+            open_knowledge([str(path)], embedder, limits)
+        assert "\n" not in str(raised.value)
+    assert opened == [] and extracted == []
+    monkeypatch.setattr(tables, "MAX_WORKBOOK_BYTES", 2 << 20)  # the total, apart from how far a member inflates
+    monkeypatch.setattr(tables, "MAX_WORKBOOK_INFLATION", 100_000)
+    with pytest.raises(KnowledgeError, match=r"total.xlsx: its XML inflates to more than 2 MiB"):
+        open_knowledge([str(inflating_workbook(tmp_path / "total.xlsx", rows=20_000))], embedder, limits)
+    assert opened == []
+    monkeypatch.setattr(tables, "MAX_WORKBOOK_CELLS", 1_000_000)
+    with pytest.raises(KnowledgeError, match=r"far.xlsx: more than 1,000,000 cells \(sheet 'Sheet' reaches row "
+                                             r"62, 16,384 columns wide\)"):
+        open_knowledge([str(far_cell_workbook(tmp_path / "far.xlsx"))], embedder, limits)
+    monkeypatch.setattr(documents, "MAX_PASSAGES", 3)
+    long_text = tmp_path / "long.txt"
+    long_text.write_text("\n\n".join(f"Paragraph {i}. " + "words " * 150 for i in range(8)))
+    with pytest.raises(KnowledgeError, match=r"long.txt: \d+ passages of text, more than the 3 a document may hold"):
+        open_knowledge([str(long_text)], embedder, limits)

@@ -26,6 +26,13 @@ from vidagent.perception.base import TextEmbedder
 
 DOCUMENT_SUFFIXES = (".pdf", ".md", ".markdown", ".html", ".htm", ".txt", ".text")
 PASSAGE_CHARS = 700
+# Bounds on a document's work (issue 55: a 20 KB PDF whose 10 pages share one 6.3 MB content stream took 88 s to
+# read). A PDF's content streams (its drawing instructions, text among them) are measured decoded before any text is
+# extracted, each page's counted (a stream pages share costs each of them); a text page's are 5-50 KB.
+MAX_PDF_PAGES = 3000
+MAX_PAGE_CONTENT_BYTES = 4 << 20
+MAX_PDF_CONTENT_BYTES = 16 << 20
+MAX_PASSAGES = 10_000  # passages embedded per document (7 MB of text, a few minutes of the embedder)
 _CACHE_VERSION = 1
 
 
@@ -73,6 +80,9 @@ def load_document(path: Path, digest: str, folder: Path, embedder: TextEmbedder)
     if not passages:
         raise KnowledgeError(f"{path.name}: holds no text to read (a scanned PDF holds images of text, which "
                              f"vidagent does not read)")
+    if len(passages) > MAX_PASSAGES:
+        raise KnowledgeError(f"{path.name}: {len(passages):,} passages of text, more than the {MAX_PASSAGES:,} a "
+                             "document may hold; attach the part the question needs")
     vectors = np.asarray(embedder.embed_passages([p.text for p in passages]), np.float32)
     folder.mkdir(parents=True, exist_ok=True)
     meta = {"version": _CACHE_VERSION, "title": title, "parts": len(parts),
@@ -114,6 +124,7 @@ def _pdf(path: Path) -> tuple[str, list[tuple[str, str]]]:
         reader = PdfReader(path)
         if reader.is_encrypted and not reader.decrypt(""):
             raise KnowledgeError(f"{path.name}: the PDF is password-protected; give a copy without a password")
+        _check_pdf_size(path, reader)
         pages = [(f"page {number}", page.extract_text() or "") for number, page in enumerate(reader.pages, 1)]
         title = str((reader.metadata or {}).get("/Title") or "").strip()
     except KnowledgeError:
@@ -123,6 +134,40 @@ def _pdf(path: Path) -> tuple[str, list[tuple[str, str]]]:
     except Exception as error:  # pypdf raises its dependency's errors for an encryption it cannot undo
         raise KnowledgeError(f"{path.name}: cannot read the PDF ({type(error).__name__}: {error})") from error
     return title or path.stem, pages
+
+
+def _check_pdf_size(path: Path, reader: object) -> None:
+    """Refuse a PDF of more than ``MAX_PDF_PAGES`` pages, or whose pages' content streams decode past the caps,
+    before any text is extracted from it."""
+    pages = reader.pages  # type: ignore[attr-defined]
+    if len(pages) > MAX_PDF_PAGES:
+        raise KnowledgeError(f"{path.name}: {len(pages):,} pages, more than the {MAX_PDF_PAGES:,} a PDF may have; "
+                             "attach the part the question needs")
+    total = 0
+    for number, page in enumerate(pages, 1):
+        size = _content_bytes(page)
+        total += size
+        if size > MAX_PAGE_CONTENT_BYTES or total > MAX_PDF_CONTENT_BYTES:
+            raise KnowledgeError(f"{path.name}: page {number}'s drawing instructions decode to {size:,} bytes "
+                                 f"({total:,} up to it; at most {MAX_PAGE_CONTENT_BYTES:,} a page and "
+                                 f"{MAX_PDF_CONTENT_BYTES:,} in all): too much to read for its text")
+
+
+def _content_bytes(page: object) -> int:
+    """The decoded size of a page's content streams and of the forms its resources name."""
+    from pypdf.generic import ArrayObject
+
+    def streams(value: object) -> list[object]:
+        value = value.get_object() if value is not None else None  # type: ignore[attr-defined]
+        return list(value) if isinstance(value, ArrayObject) else [] if value is None else [value]
+
+    found = streams(page.get("/Contents"))  # type: ignore[attr-defined]
+    resources = page.get("/Resources")  # type: ignore[attr-defined]
+    objects = resources.get_object().get("/XObject") if resources is not None else None
+    if objects is not None:
+        found += [item for item in objects.get_object().values()
+                  if item.get_object().get("/Subtype") == "/Form"]
+    return sum(len(stream.get_object().get_data()) for stream in found if hasattr(stream.get_object(), "get_data"))
 
 
 def _markdown(text: str, stem: str) -> tuple[str, list[tuple[str, str]]]:

@@ -18,6 +18,7 @@ import re
 import sqlite3
 import time
 import uuid
+import zipfile
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,12 @@ class TableSource:
     def schema(self) -> str:
         """One line per table, for the SQL writer."""
         return "\n".join(table.line() for table in self.tables)
+
+
+# A workbook is read whole (openpyxl): its XML and its cells are capped before and while it is read.
+MAX_WORKBOOK_BYTES = 64 << 20  # its members inflated, together (a workbook of a million filled cells is ~40 MB)
+MAX_WORKBOOK_INFLATION = 100  # one member's inflated size over its compressed size (sheet XML compresses ~10 times)
+MAX_WORKBOOK_CELLS = 5_000_000  # cells read, empty ones inside a row included
 
 
 def load_tables(path: Path, digest: str, folder: Path) -> tuple[Path, tuple[TableInfo, ...]]:
@@ -111,16 +118,50 @@ def _delimited(path: Path, delimiter: str) -> Iterator[Sequence[Any]]:
             from error
 
 
+def check_workbook_size(path: Path) -> None:
+    """Refuse, from what its zip members declare and before any is inflated, a workbook whose XML inflates past
+    ``MAX_WORKBOOK_BYTES`` in all or one member more than ``MAX_WORKBOOK_INFLATION`` times (a 1.2 MB workbook of
+    300 MB of sheet XML took 263 s to read, issue 55)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        raise KnowledgeError(f"{path.name}: not a readable Excel workbook ({type(error).__name__}: {error})") \
+            from error
+    total = 0
+    for member in members:
+        total += member.file_size
+        if member.file_size > 1 << 20 and member.file_size > MAX_WORKBOOK_INFLATION * max(1, member.compress_size):
+            raise KnowledgeError(f"{path.name}: {member.filename} inflates "
+                                 f"{member.file_size // max(1, member.compress_size):,} times (at most "
+                                 f"{MAX_WORKBOOK_INFLATION}): a zip bomb, not a workbook")
+        if total > MAX_WORKBOOK_BYTES:
+            raise KnowledgeError(f"{path.name}: its XML inflates to more than {MAX_WORKBOOK_BYTES >> 20} MiB; "
+                                 "save the sheets as CSV files and attach those")
+
+
 def _workbook(path: Path) -> Iterator[tuple[str, Iterator[Sequence[Any]]]]:
     from openpyxl import load_workbook  # a core dependency; imported here to keep start-up light
 
+    check_workbook_size(path)
     try:
         book = load_workbook(path, read_only=True, data_only=True)
     except Exception as error:  # openpyxl raises zipfile, KeyError and its own errors for a bad file
         raise KnowledgeError(f"{path.name}: not a readable Excel workbook ({type(error).__name__}: {error})") \
             from error
     try:
-        sheets = [(sheet.title, list(sheet.iter_rows(values_only=True))) for sheet in book.worksheets]
+        cells = 0
+        sheets = []
+        for sheet in book.worksheets:  # a sheet's rows are padded to its widest: a far cell costs a whole row
+            rows = []
+            for row in sheet.iter_rows(values_only=True):
+                cells += len(row)
+                if cells > MAX_WORKBOOK_CELLS:
+                    raise KnowledgeError(f"{path.name}: more than {MAX_WORKBOOK_CELLS:,} cells (sheet "
+                                         f"{sheet.title!r} reaches row {len(rows) + 1:,}, {len(row):,} columns wide); "
+                                         "attach the part of it the question needs")
+                rows.append(row)
+            sheets.append((sheet.title, rows))
     finally:
         book.close()
     filled = [(title, rows) for title, rows in sheets if any(_filled(row) for row in rows)]
