@@ -357,6 +357,7 @@ def test_the_server_takes_knowledge_inside_its_folders_and_refuses_urls_and_bad_
     write_csv(folder / "fares.csv", FARES)
     write_csv(folder / "numbers.csv", [("1", "2"), ("3", "4")])
     write_csv(tmp_path / "outside.csv", FARES)
+    (folder / "link.csv").symlink_to(tmp_path / "outside.csv")  # inside by name, outside by what it reads
     llm = tagged_llm()
     with running_server(home, home / "models", [scripted.toy.parent, folder], llm,
                         perception=scripted_perception()) as (server, _):
@@ -371,6 +372,10 @@ def test_the_server_takes_knowledge_inside_its_folders_and_refuses_urls_and_bad_
             refusals = {
                 "https://example.org/fares.csv": (400, "fetches no URLs"),
                 str(tmp_path / "outside.csv"): (403, "outside the folders"),
+                "../outside.csv": (403, "outside the folders"),
+                str(folder / ".." / "outside.csv"): (403, "outside the folders"),
+                "link.csv": (404, "no such file"),  # the link leads out: no file of that name inside
+                "/etc/passwd#the users": (403, "outside the folders"),
                 "missing.csv": (404, "no such file"),
                 "numbers.csv": (422, "numbers.csv: has no header row"),
             }
