@@ -56,3 +56,28 @@ def many_streams_clip(path: Path, *, streams: int = 2000) -> Path:
             container.mux(picture.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
         container.mux(picture.encode())
     return path
+
+
+_ASS_HEADER = (b"[Script Info]\nScriptType: v4.00+\n\n[Events]\n"
+               b"Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n")
+
+
+def with_text_tracks(source: Path, path: Path, text: str) -> Path:
+    """``source``'s pictures copied as they are into Matroska at ``path``, with ``text`` as the file's title and
+    comment, its picture stream's title, and a subtitle (ASS) track that shows it for the first 4 s."""
+    with av.open(str(source)) as given, av.open(str(path), "w", format="matroska") as container:
+        container.metadata["title"] = container.metadata["comment"] = text
+        picture_in = given.streams.video[0]
+        picture = container.add_stream_from_template(picture_in)
+        picture.metadata["title"] = text
+        subtitles = container.add_stream("ass")
+        subtitles.codec_context.subtitle_header = _ASS_HEADER
+        line = av.Packet(f"0,0,Default,,0,0,0,,{text}".encode())
+        line.pts = line.dts = 0
+        line.duration, line.time_base, line.stream = 4000, Fraction(1, 1000), subtitles
+        container.mux(line)
+        for packet in given.demux(picture_in):
+            if packet.dts is not None:
+                packet.stream = picture
+                container.mux(packet)
+    return path
