@@ -20,6 +20,7 @@ from vidagent.chat_http import engine_reply
 from vidagent.errors import LLMError, ModelUnavailableError
 from vidagent.llm.base import Completion, Message, Sampling, first_token_logprobs
 from vidagent.llm.gguf_tokenizer import ReplyTokenizer, load_reply_tokenizer, token_grammar
+from vidagent.llm.stopping import check_stop
 
 _GGUF_MAGIC = b"GGUF"
 
@@ -98,6 +99,7 @@ class LocalGGUFBackend:
         draws: list[Completion] = []
         with self._lock:
             for index in range(sampling.n):
+                check_stop()  # a cancelled question's draws end here, not after all n of them
                 if sampling.seed is not None:
                     request["seed"] = sampling.seed + index
                 draws.append(self._call(request)[0])

@@ -7,6 +7,7 @@ from typing import Callable, Sequence
 
 from vidagent.llm.base import ChatModel, Completion, Message, Usage
 from vidagent.llm.budget import Budget, BudgetMeter, BudgetSpentError
+from vidagent.llm.stopping import check_stop
 
 
 class MeteredChat:
@@ -40,6 +41,7 @@ class MeteredChat:
         top_logprobs: int = 0,
         continuation: str = "",
     ) -> Completion:
+        check_stop()  # the question was cancelled (its client left): no call is made for it
         spent = self.meter.spent() if self.meter is not None else None
         if spent is not None:
             raise BudgetSpentError(f"the question's budget is spent ({spent})")

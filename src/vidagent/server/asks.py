@@ -23,6 +23,7 @@ from vidagent.agent.steps import Step
 from vidagent.errors import VidagentError
 from vidagent.knowledge.spec import KnowledgeSpec
 from vidagent.llm.budget import Budget
+from vidagent.llm.stopping import stopping_on
 from vidagent.memory.stored_video import StoredVideo
 from vidagent.server.display import shown_answer_data, shown_step
 from vidagent.server.errors import AskCancelledError, BusyError, RequestError, error_body
@@ -193,9 +194,10 @@ class AskRunner:
             run.events.publish("started", {"ask_id": run.id})
             spec = run.spec
             started = time.perf_counter()
-            answer = self._ask(list(videos), spec.question, list(spec.choices) if spec.choices else None,
-                               planner=planner, on_step=on_step, knowledge=spec.knowledge, budget=run.budget,
-                               check=spec.check_answer, glance=spec.glance)
+            with stopping_on(run.cancelled):  # a cancelled question's model calls stop between draws
+                answer = self._ask(list(videos), spec.question, list(spec.choices) if spec.choices else None,
+                                   planner=planner, on_step=on_step, knowledge=spec.knowledge, budget=run.budget,
+                                   check=spec.check_answer, glance=spec.glance)
             if self._after is not None and answer.artifacts.get("coverage"):
                 for video_id, job_id in self._after(answer, videos).items():
                     answer.artifacts["coverage"][video_id]["completion_job"] = job_id
@@ -204,9 +206,13 @@ class AskRunner:
             run.events.publish("error", CANCELLED)
             raise
         except Exception as error:
-            log.warning("%s failed: %s", run.id, error, exc_info=not isinstance(error, VidagentError))
-            run.events.publish("error", error_body(error))
-            raise
+            if not run.cancelled.is_set():
+                log.warning("%s failed: %s", run.id, error, exc_info=not isinstance(error, VidagentError))
+                run.events.publish("error", error_body(error))
+                raise
+            log.info("%s cancelled during a model call: its client disconnected (%s)", run.id, error)
+            run.events.publish("error", CANCELLED)
+            raise AskCancelledError(f"{run.id}: the client went away") from error
         log.info("%s answered in %.1f s (%s, %d LLM calls, %d cached)", run.id, time.perf_counter() - started,
                  answer.planner, answer.usage.llm_calls, answer.usage.cached_calls)
         run.events.publish("answer", shown_answer_data(answer.to_dict()))
