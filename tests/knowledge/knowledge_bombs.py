@@ -4,6 +4,7 @@ pages all draw one long shared content stream."""
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 
@@ -17,7 +18,7 @@ def inflating_workbook(path: Path, *, rows: int, cells_per_row: int = 10) -> Pat
     with zipfile.ZipFile(path) as source:
         parts = {name: source.read(name) for name in source.namelist()}
     sheet = "xl/worksheets/sheet1.xml"
-    head, _, tail = parts[sheet].decode().partition("<sheetData/>")
+    head, _, tail = re.split(r"(<sheetData\s*/>|<sheetData></sheetData>)", parts[sheet].decode(), maxsplit=1)
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as target:
         for name, data in parts.items():
             if name != sheet:

@@ -88,3 +88,32 @@ def test_a_client_that_leaves_frees_the_lane_after_the_draw_under_way(tmp_path):
         assert [event.data["error"] for event in run.events.events if event.name == "error"] == ["Cancelled"]
     finally:
         lane.close()
+
+
+@pytest.mark.models
+def test_the_real_embedded_model_stops_its_draws_when_the_question_is_cancelled():
+    from vidagent.config import Settings
+    from vidagent.errors import ModelUnavailableError
+    from vidagent.models.install import model_path
+
+    try:
+        path = model_path("qwen2.5-1.5b", Settings.from_env().models_dir)
+    except ModelUnavailableError:
+        pytest.skip("the qwen2.5-1.5b model is not installed")
+    backend = LocalGGUFBackend(path, context_tokens=2048)
+    drawn: list[float] = []
+    real_call = backend._call
+
+    def call(request):
+        drawn.append(time.monotonic())
+        if len(drawn) == 2:
+            cancelled.set()  # the client leaves during the second draw
+        return real_call(request)
+
+    backend._call = call  # type: ignore[method-assign]
+    cancelled = threading.Event()
+    with stopping_on(cancelled), pytest.raises(CallStoppedError):
+        backend.complete([Message("user", "Name a colour.")], max_tokens=8,
+                         sampling=Sampling(n=16, temperature=0.7, seed=1))
+    assert len(drawn) == 2  # not 16
+    backend.close()
