@@ -24,11 +24,13 @@ def inflating_workbook(path: Path, *, rows: int, cells_per_row: int = 10) -> Pat
             if name != sheet:
                 target.writestr(name, data)
         with target.open(sheet, "w", force_zip64=True) as member:
-            member.write((head + "<sheetData>").encode())
+            last = f"{_column(cells_per_row - 1)}{rows}"  # the sheet declares its extent, as Excel writes it
+            member.write((re.sub(r'<dimension ref="[^"]*"', f'<dimension ref="A1:{last}"', head) +
+                          "<sheetData>").encode())
             cells = "".join(f'<c t="n"><v>{column}</v></c>' for column in range(cells_per_row))
-            row = f"<row>{cells}</row>".encode()
-            for start in range(0, rows, 1000):
-                member.write(row * min(1000, rows - start))
+            for start in range(1, rows + 1, 1000):
+                member.write("".join(f'<row r="{number}">{cells}</row>'
+                                     for number in range(start, min(rows, start + 999) + 1)).encode())
             member.write(("</sheetData>" + tail).encode())
     return path
 
@@ -68,3 +70,13 @@ def shared_stream_pdf(path: Path, *, pages: int = 10, stream_bytes: int = 6_300_
     with path.open("wb") as handle:
         writer.write(handle)
     return path
+
+
+def _column(index: int) -> str:
+    """A spreadsheet column's letters (0: A, 26: AA)."""
+    letters = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        letters = chr(ord("A") + rest) + letters
+    return letters
