@@ -26,7 +26,7 @@ import numpy as np
 
 from vidagent.config import Settings
 from vidagent.memory.library_search import LibrarySearch
-from vidagent.memory.search_index import RANKED_PER_LIST, SearchFilters
+from vidagent.memory.search_index import RANK_WEIGHTS, RANKED_PER_LIST, SearchFilters
 from vidagent.memory.search_ranking import fuse_ranks, query_words
 
 MOMENTS = Path(__file__).parent / "data" / "search_moments.json"
@@ -45,15 +45,15 @@ def video_order(search: LibrarySearch, query: str, filters: SearchFilters, use: 
              "category": index._by_category(words.categories_among(index.categories()), filters, depth)
              if "category" in use else []}
     order: list[str] = []
-    for line, _, _ in fuse_ranks(lists):
+    for line, _, _ in fuse_ranks(lists, RANK_WEIGHTS):
         video = owner[line]
         if video not in order:
             order.append(video)
     return order
 
 
-def benchmarks(search: LibrarySearch, folder: Path) -> None:
-    questions = {"nextqa": [], "egoschema": []}
+def benchmarks(search: LibrarySearch, folder: Path, names: Sequence[str]) -> None:
+    questions: dict[str, list[tuple[str, str]]] = {"nextqa": [], "egoschema": []}
     with open(folder / "nextqa" / "val_dev.csv", newline="") as handle:
         questions["nextqa"] = [(row["question"], f"nextqa:{row['video']}") for row in csv.DictReader(handle)]
     for item in json.loads((folder / "egoschema" / "questions_dev.json").read_text()):
@@ -64,6 +64,8 @@ def benchmarks(search: LibrarySearch, folder: Path) -> None:
     print("| benchmark | questions | memories searched | ranking | R@1 | R@5 |")
     print("|---|---:|---:|---|---:|---:|")
     for name, asked in questions.items():
+        if name not in names:
+            continue
         ids = tuple(sorted(v for v in set(owner.values()) if v.startswith(f"{name}:")))
         if not ids:
             print(f"| {name} | - | 0 | (import its captions first) | | |")
@@ -116,11 +118,13 @@ def moments(search: LibrarySearch, clips: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmarks", type=Path, help="the shared benchmarks folder (nextqa/, egoschema/)")
+    parser.add_argument("--only", nargs="+", default=["nextqa", "egoschema"], choices=["nextqa", "egoschema"],
+                        help="with --benchmarks: only these")
     parser.add_argument("--moments", type=Path, help="the shared videos folder the labelled moments name")
     args = parser.parse_args()
     with LibrarySearch.open(Settings.from_env()) as search:
         if args.benchmarks:
-            benchmarks(search, args.benchmarks)
+            benchmarks(search, args.benchmarks, args.only)
         if args.moments:
             moments(search, args.moments)
 

@@ -69,14 +69,16 @@ def query_words(query: str) -> QueryWords:
     return QueryWords(tuple(terms), frozenset(names))
 
 
-def fuse_ranks(rankings: Mapping[str, Sequence[int]]) -> list[tuple[int, float, tuple[str, ...]]]:
+def fuse_ranks(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float] | None = None
+               ) -> list[tuple[int, float, tuple[str, ...]]]:
     """(item, fused score, the rankings that hold it) for every item of ``rankings`` (name -> items best first),
-    best first; ties keep the order in which items were first met."""
+    best first; ties keep the order in which items were first met. ``weights``: a ranking's weight (default 1)."""
     scores: dict[int, float] = {}
     found: dict[int, list[str]] = {}
     for name, ranked in rankings.items():
+        weight = (weights or {}).get(name, 1.0)
         for rank, item in enumerate(ranked, 1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (RRF_K + rank)
+            scores[item] = scores.get(item, 0.0) + weight / (RRF_K + rank)
             found.setdefault(item, []).append(name)
     order = sorted(scores, key=lambda item: -scores[item])
     return [(item, scores[item], tuple(found[item])) for item in order]
