@@ -31,6 +31,7 @@ import numpy as np
 import supervision as sv
 
 from vidagent.config import Settings
+from vidagent.memory.mistaken_people import SAME_BOX_IOU, tracks_of_people
 from vidagent.memory.object_summary import describe_appearance, describe_motion
 from vidagent.memory.reid import TrackSummary, group_tracks
 from vidagent.memory.stages.base import Rows
@@ -81,6 +82,7 @@ class ObjectsStage:
             "embedder": self.perception.embedder.name,
             "segment_seconds": self.settings.segment_seconds,
             "colour_region": COLOUR_REGION_VERSION,
+            "people_taken_for_animals": SAME_BOX_IOU,
             **({"reuse_near_duplicates": self.reuse.config()} if self.reuse else {}),
             **({"classifier": self.perception.classifier.name} if self.perception.classifier else {}),
             **({"segmenter": self.perception.segmenter.name} if self.perception.segmenter else {}),
@@ -154,6 +156,12 @@ class ObjectsStage:
         by_track: dict[int, np.ndarray] = {int(track): np.flatnonzero(seen.tracker_id == track)
                                            for track in dict.fromkeys(seen.tracker_id.tolist()) if track >= 0}
         track_category = {track: _majority(categories[i] for i in rows) for track, rows in by_track.items()}
+        people = tracks_of_people(seen.xyxy, times, categories, by_track, track_category)
+        if people:  # a crouching person the detector called a dog: the track, and its boxes, are the person
+            categories = np.asarray(categories, dtype=object)
+            for track in people:
+                categories[by_track[track]] = "person"
+                track_category[track] = "person"
         groups = self._reidentify(seen, by_track, track_category)
         object_of_track = {track: object_id for object_id, group in enumerate(groups) for track in group}
         segment_ends = [segment.end_s for segment in video.segments(self.settings.segment_seconds)]

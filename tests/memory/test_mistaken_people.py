@@ -1,0 +1,30 @@
+"""A crouching person the detector called a dog (memory/mistaken_people.py): a dog track one of whose boxes the
+detector also called a person is that person; a real dog with a box of its own beside a person stays a dog."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vidagent.memory.mistaken_people import box_iou, tracks_of_people
+
+
+def test_a_dog_track_sharing_a_box_with_a_person_is_the_person_and_a_dog_beside_one_is_not():
+    boxes = np.array([
+        [320, 143, 433, 295], [335, 147, 431, 297], [335, 147, 431, 297],  # track 1: "dog"; at 2 s also "person"
+        [170, 233, 352, 308], [176, 223, 337, 305],  # track 2: the real dog, beside him
+        [335, 147, 431, 297],  # the person box at 2 s (track 3)
+    ], float)
+    times = [1.0, 2.0, 3.0, 1.0, 2.0, 2.0]
+    categories = ["dog", "dog", "dog", "dog", "dog", "person"]
+    tracks = {1: [0, 1, 2], 2: [3, 4], 3: [5]}
+    found = tracks_of_people(boxes, times, categories, tracks, {1: "dog", 2: "dog", 3: "person"})
+    assert found == {1}
+    # the same boxes at different times are not the same thing
+    assert tracks_of_people(boxes, [1.0, 2.0, 3.0, 1.0, 2.0, 9.0], categories, tracks,
+                            {1: "dog", 2: "dog", 3: "person"}) == set()
+
+
+def test_box_iou():
+    assert box_iou((0, 0, 10, 10), (0, 0, 10, 10)) == 1.0
+    assert box_iou((0, 0, 10, 10), (10, 10, 20, 20)) == 0.0
+    assert abs(box_iou((0, 0, 10, 10), (5, 0, 15, 10)) - 1 / 3) < 1e-9
