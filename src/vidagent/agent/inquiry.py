@@ -12,6 +12,7 @@ reads what the earlier ones made and adds its part::
     report_coverage    what a glanced memory let the answer see (``artifacts["coverage"]``)
     check_evidence     the model re-reads the evidence the answer cites (``agent.evidence_check``)
     report_budget      what the question spent (``artifacts["budget"]``)
+    judge_confidence   below the confidence threshold set, the answer abstains (``agent.confidence``)
     learn              what the answer teaches is kept across questions
 
 The answer's own guards (``orders_guard``, ``text_guard``) run inside the planner, when it finishes.
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, Union
 
 from vidagent.agent.answer import Answer
+from vidagent.agent.confidence import below_threshold
 from vidagent.agent.evidence_check import check_answer
 from vidagent.agent.learning.keeper import Experience, ExperienceOptions, check_mode
 from vidagent.agent.planner import Planner, planner_for
@@ -196,6 +198,13 @@ def report_budget(inquiry: Inquiry, resources: AskResources) -> None:
         inquiry.answer.artifacts["budget"] = meter.to_dict() | {"stopped": stopped}
 
 
+def judge_confidence(inquiry: Inquiry, resources: AskResources) -> None:
+    """Below the threshold the settings set (``min_confidence``), the answer abstains with the reason, its guess kept."""
+    reason = below_threshold(inquiry.answer.confidence, resources.settings.min_confidence)
+    if reason and not inquiry.answer.abstained:
+        inquiry.answer.abstained = reason
+
+
 def learn(inquiry: Inquiry, resources: AskResources) -> None:
     """Keep what the answer teaches; a failure to (a model that went away) costs the memory, not the answer."""
     if not inquiry.keeper:
@@ -211,7 +220,7 @@ def learn(inquiry: Inquiry, resources: AskResources) -> None:
 
 Stage = Callable[[Inquiry, AskResources], None]
 STAGES: tuple[Stage, ...] = (open_the_sources, choose_planner, check_needs, prepare, run_guarded, report_coverage,
-                             check_evidence, report_budget, learn)
+                             check_evidence, report_budget, judge_confidence, learn)
 
 
 def answer_inquiry(inquiry: Inquiry, resources: AskResources, stages: Sequence[Stage] = STAGES) -> Answer:
