@@ -11,8 +11,8 @@ import pytest
 from vidagent.agent.answer import Answer, Candidate
 from vidagent.agent.confidence import BUDGET_CAP
 from vidagent.agent.inquiry import (STAGES, Inquiry, answer_inquiry, asked_question, check_evidence, check_needs,
-                                    choose_planner, choose_vqa, judge_confidence, learn, open_the_sources, prepare,
-                                    report_budget, report_coverage, run_guarded)
+                                    choose_planner, choose_vqa, judge_confidence, judge_sight, learn, open_the_sources,
+                                    prepare, report_budget, report_coverage, run_guarded)
 from vidagent.agent.planning import Needs, NoChatModel
 from vidagent.agent.steps import FinalAnswerStep, MemoryStep, Trace
 from vidagent.agent.task import Question
@@ -219,7 +219,7 @@ def test_the_stages_run_in_order_over_one_inquiry():
     assert seen == ["a", "b"]
     assert [stage.__name__ for stage in STAGES] == [
         "open_the_sources", "choose_planner", "check_needs", "prepare", "run_guarded", "report_coverage",
-        "check_evidence", "report_budget", "judge_confidence", "learn"]
+        "judge_sight", "check_evidence", "report_budget", "judge_confidence", "learn"]
 
 
 class _Seeing(ScriptedLLM):
@@ -252,3 +252,17 @@ def test_the_session_asks_through_the_shared_vqa_choice(scripted):
     with scripted.session(ScriptedLLM([])) as session:
         assert isinstance(session.vqa(MeteredChat(session.llm, budget=Budget(frames=1))), FrameBudgetVQA)
 
+
+
+def test_a_question_the_memory_cannot_see_abstains_saying_so_and_keeps_its_guess():
+    inquiry = _answered()
+    inquiry.task = Question("What is the woman doing?").about(())
+    inquiry.memories = {"v1": SimpleNamespace(captioned=False, on_screen_text=[], speech=[])}
+    judge_sight(inquiry, None)
+    assert inquiry.answer.abstained.startswith("the offline memory does not see actions")
+    assert inquiry.answer.text == "a guitar"
+    seen = _answered()
+    seen.memories = {"v1": SimpleNamespace(captioned=True, on_screen_text=[], speech=[])}
+    seen.task = Question("What is the woman doing?").about(())
+    judge_sight(seen, None)
+    assert not seen.answer.abstained
