@@ -31,6 +31,7 @@ import numpy as np
 import supervision as sv
 
 from vidagent.config import Settings
+from vidagent.memory.ball_tracks import BALL, MIN_BALL_SHARE, frisbee_tracks_that_are_balls
 from vidagent.memory.mistaken_people import SAME_BOX_IOU, tracks_of_people
 from vidagent.memory.object_summary import describe_appearance, describe_motion
 from vidagent.memory.reid import TrackSummary, group_tracks
@@ -83,6 +84,7 @@ class ObjectsStage:
             "segment_seconds": self.settings.segment_seconds,
             "colour_region": COLOUR_REGION_VERSION,
             "people_taken_for_animals": SAME_BOX_IOU,
+            "balls_taken_for_frisbees": MIN_BALL_SHARE,
             **({"reuse_near_duplicates": self.reuse.config()} if self.reuse else {}),
             **({"classifier": self.perception.classifier.name} if self.perception.classifier else {}),
             **({"segmenter": self.perception.segmenter.name} if self.perception.segmenter else {}),
@@ -156,12 +158,16 @@ class ObjectsStage:
         by_track: dict[int, np.ndarray] = {int(track): np.flatnonzero(seen.tracker_id == track)
                                            for track in dict.fromkeys(seen.tracker_id.tolist()) if track >= 0}
         track_category = {track: _majority(categories[i] for i in rows) for track, rows in by_track.items()}
-        people = tracks_of_people(seen.xyxy, times, categories, by_track, track_category)
-        if people:  # a crouching person the detector called a dog: the track, and its boxes, are the person
+        # a crouching person the detector called a dog, a ball it called a frisbee: the track, and its boxes, are
+        # what the detector also said they were
+        corrected = {track: "person" for track in tracks_of_people(seen.xyxy, times, categories, by_track,
+                                                                   track_category)}
+        corrected |= {track: BALL for track in frisbee_tracks_that_are_balls(categories, by_track, track_category)}
+        if corrected:
             categories = np.asarray(categories, dtype=object)
-            for track in people:
-                categories[by_track[track]] = "person"
-                track_category[track] = "person"
+            for track, category in corrected.items():
+                categories[by_track[track]] = category
+                track_category[track] = category
         groups = self._reidentify(seen, by_track, track_category)
         object_of_track = {track: object_id for object_id, group in enumerate(groups) for track in group}
         segment_ends = [segment.end_s for segment in video.segments(self.settings.segment_seconds)]

@@ -1,5 +1,5 @@
-"""A crouching person the detector called a dog (memory/mistaken_people.py): a dog track one of whose boxes the
-detector also called a person is that person; a real dog with a box of its own beside a person stays a dog."""
+"""Track classes re-checked in the objects stage: a crouching person the detector called a dog (memory/mistaken_people.py)
+and a ball it called a frisbee (memory/ball_tracks.py) are what the detector also said they were."""
 
 from __future__ import annotations
 
@@ -28,3 +28,12 @@ def test_box_iou():
     assert box_iou((0, 0, 10, 10), (0, 0, 10, 10)) == 1.0
     assert box_iou((0, 0, 10, 10), (10, 10, 20, 20)) == 0.0
     assert abs(box_iou((0, 0, 10, 10), (5, 0, 15, 10)) - 1 / 3) < 1e-9
+
+
+def test_a_frisbee_track_the_detector_also_calls_a_ball_is_a_ball():
+    from vidagent.memory.ball_tracks import frisbee_tracks_that_are_balls
+
+    categories = ["frisbee", "sports ball", "frisbee", "frisbee", "frisbee", "frisbee", "frisbee", "sports ball"]
+    tracks = {1: [0, 1, 2, 3], 2: [4, 5, 6], 3: [7]}
+    found = frisbee_tracks_that_are_balls(categories, tracks, {1: "frisbee", 2: "frisbee", 3: "sports ball"})
+    assert found == {1}  # 1 of 4 called a ball; track 2 never was, track 3 already is one
