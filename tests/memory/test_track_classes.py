@@ -34,6 +34,6 @@ def test_a_frisbee_track_the_detector_also_calls_a_ball_is_a_ball():
     from vidagent.memory.ball_tracks import frisbee_tracks_that_are_balls
 
     categories = ["frisbee", "sports ball", "frisbee", "frisbee", "frisbee", "frisbee", "frisbee", "sports ball"]
-    tracks = {1: [0, 1, 2, 3], 2: [4, 5, 6], 3: [7]}
+    tracks = {1: np.array([0, 1, 2, 3]), 2: np.array([4, 5, 6]), 3: np.array([7])}  # as the stage holds them
     found = frisbee_tracks_that_are_balls(categories, tracks, {1: "frisbee", 2: "frisbee", 3: "sports ball"})
     assert found == {1}  # 1 of 4 called a ball; track 2 never was, track 3 already is one

@@ -25,7 +25,7 @@ def frisbee_tracks_that_are_balls(categories: Sequence[str], tracks: Mapping[int
     ``MIN_BALL_SHARE`` are "sports ball"."""
     found = set()
     for track, rows in tracks.items():
-        if track_category.get(track) != FRISBEE or not rows:
+        if track_category.get(track) != FRISBEE or len(rows) == 0:
             continue
         if sum(categories[row] == BALL for row in rows) >= MIN_BALL_SHARE * len(rows):
             found.add(track)
