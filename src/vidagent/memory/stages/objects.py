@@ -31,10 +31,9 @@ import numpy as np
 import supervision as sv
 
 from vidagent.config import Settings
-from vidagent.memory.ball_tracks import BALL, MIN_BALL_SHARE, frisbee_tracks_that_are_balls
-from vidagent.memory.mistaken_people import SAME_BOX_IOU, tracks_of_people
 from vidagent.memory.object_summary import describe_appearance, describe_motion
 from vidagent.memory.reid import TrackSummary, group_tracks
+from vidagent.memory.same_box_classes import SAME_BOX_IOU, corrected, same_box_classes
 from vidagent.memory.stages.base import Rows
 from vidagent.memory.store import Library
 from vidagent.perception.colour import COLOUR_REGION_VERSION, colour_name, object_region
@@ -83,8 +82,7 @@ class ObjectsStage:
             "embedder": self.perception.embedder.name,
             "segment_seconds": self.settings.segment_seconds,
             "colour_region": COLOUR_REGION_VERSION,
-            "people_taken_for_animals": SAME_BOX_IOU,
-            "balls_taken_for_frisbees": MIN_BALL_SHARE,
+            "same_box_classes": SAME_BOX_IOU,
             **({"reuse_near_duplicates": self.reuse.config()} if self.reuse else {}),
             **({"classifier": self.perception.classifier.name} if self.perception.classifier else {}),
             **({"segmenter": self.perception.segmenter.name} if self.perception.segmenter else {}),
@@ -153,21 +151,16 @@ class ObjectsStage:
     # -- all frames -----------------------------------------------------------------------
     def finish(self, video: Video, library: Library, results: Mapping[float, Any]) -> Rows:
         seen = self._track(video, results)
-        times, categories = seen.data[TIME], class_names(seen)
+        times = seen.data[TIME]
+        # a crouching person the detector called a dog too, a ball it called a frisbee too: the truer class names
+        # the box and its track, which joins the truer box's track
+        categories, track_ids = corrected(class_names(seen), seen.tracker_id, times,
+                                          same_box_classes(seen.xyxy, times, class_names(seen)))
+        seen.tracker_id = track_ids
         scores = [round(float(score), 4) for score in seen.confidence]  # as checkpointed
         by_track: dict[int, np.ndarray] = {int(track): np.flatnonzero(seen.tracker_id == track)
                                            for track in dict.fromkeys(seen.tracker_id.tolist()) if track >= 0}
         track_category = {track: _majority(categories[i] for i in rows) for track, rows in by_track.items()}
-        # a crouching person the detector called a dog, a ball it called a frisbee: the track, and its boxes, are
-        # what the detector also said they were
-        corrected = {track: "person" for track in tracks_of_people(seen.xyxy, times, categories, by_track,
-                                                                   track_category)}
-        corrected |= {track: BALL for track in frisbee_tracks_that_are_balls(categories, by_track, track_category)}
-        if corrected:
-            categories = np.asarray(categories, dtype=object)
-            for track, category in corrected.items():
-                categories[by_track[track]] = category
-                track_category[track] = category
         groups = self._reidentify(seen, by_track, track_category)
         object_of_track = {track: object_id for object_id, group in enumerate(groups) for track in group}
         segment_ends = [segment.end_s for segment in video.segments(self.settings.segment_seconds)]
