@@ -19,10 +19,14 @@ def test_a_dog_track_sharing_a_box_with_a_person_is_that_person_and_joins_the_pe
     tracks = np.array([1, 1, 1, 2, 2, 3, 3])
     partners = same_box_classes(boxes, times, categories)
     assert partners == {1: 5}
-    names, ids = corrected(categories, tracks, times, partners)
+    scores = [0.6, 0.4, 0.6, 0.7, 0.7, 0.43, 0.7]  # at 2 s the detector was surer of "person" (0.43 against 0.40)
+    names, ids = corrected(categories, scores, tracks, times, partners)
     assert names == ["person", "person", "person", "dog", "dog", "person", "person"]
     assert ids.tolist() == [3, -1, 3, 2, 2, 3, 3]  # one man, one track; the duplicate box at 2 s leaves it
     assert tracks.tolist() == [1, 1, 1, 2, 2, 3, 3]  # the caller's ids are not changed
+    # a long track covered once by a less sure box keeps its class (the skateboarding dog)
+    names, ids = corrected(categories, [0.6, 0.4, 0.6, 0.7, 0.7, 0.3, 0.7], tracks, times, partners)
+    assert names == categories and ids.tolist() == tracks.tolist()
     # the same boxes at different times are not the same thing
     assert same_box_classes(boxes, [1.0, 2.0, 3.0, 1.0, 2.0, 9.0, 4.0], categories) == {}
 
@@ -33,7 +37,7 @@ def test_a_frisbee_on_the_box_of_a_ball_is_the_ball_and_an_untracked_one_is_rela
     categories = ["sports ball", "frisbee", "frisbee", "frisbee"]
     partners = same_box_classes(boxes, [0.0, 0.0, 0.5, 0.5], categories)
     assert partners == {1: 0}
-    names, ids = corrected(categories, np.array([1, -1, 2, 4]), [0.0, 0.0, 0.5, 0.5], partners)
+    names, ids = corrected(categories, [0.45, 0.4, 0.5, 0.5], np.array([1, -1, 2, 4]), [0.0, 0.0, 0.5, 0.5], partners)
     assert names == ["sports ball", "sports ball", "frisbee", "frisbee"] and ids.tolist() == [1, -1, 2, 4]
 
 

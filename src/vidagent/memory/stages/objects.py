@@ -154,7 +154,7 @@ class ObjectsStage:
         times = seen.data[TIME]
         # a crouching person the detector called a dog too, a ball it called a frisbee too: the truer class names
         # the box and its track, which joins the truer box's track
-        categories, track_ids = corrected(class_names(seen), seen.tracker_id, times,
+        categories, track_ids = corrected(class_names(seen), seen.confidence, seen.tracker_id, times,
                                           same_box_classes(seen.xyxy, times, class_names(seen)))
         seen.tracker_id = track_ids
         scores = [round(float(score), 4) for score in seen.confidence]  # as checkpointed
