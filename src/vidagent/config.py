@@ -331,6 +331,8 @@ class Settings:
     # Off by default, as measured (README, "The check"): with the embedded 1.5B model it separates right from
     # wrong answers only a little (kept 44 % right, abstained 36 %, 100 NExT-QA react answers) for two more calls.
     check: bool = setting(False, "VIDAGENT_CHECK", _switch, before=False)
+    # An answer whose confidence is below this abstains, saying so, its best guess kept (issue 51; 0: never).
+    min_confidence: float = setting(0.0, "VIDAGENT_MIN_CONFIDENCE", _at_least(float, 0.0), before=0.0)
     # Whose PEIL's example bank (AssistGPT's Learner) is: None, the same as experience_scope; a taught
     # evaluation run ("" here) keeps its examples in the user's bank while its other memories stay its own.
     examples_scope: str | None = setting(None, answers=False)

@@ -23,3 +23,14 @@ def normalise_answer(text: str) -> str:
     """Folded, and punctuation and the articles a, an, the gone."""
     text = re.sub(r"[^\w\s]", " ", text.lower())
     return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+_NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+                 "sixteen seventeen eighteen nineteen twenty").split()
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
+
+
+def numerals(text: str) -> str:
+    """``text`` with the number words zero to twenty written as digits ("three people" -> "3 people"), so a
+    count written either way reads as one."""
+    return _NUMBER_WORD.sub(lambda match: str(_NUMBER_WORDS.index(match.group(1).lower())), text)

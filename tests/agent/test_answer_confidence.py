@@ -25,3 +25,20 @@ def test_votes_give_the_share_the_answer_got_and_a_unanimous_vote_is_certain():
 def test_one_chain_read_as_text_has_no_confidence_and_an_abstention_has_none_either():
     assert answer([Candidate("blue", 1)]).confidence is None
     assert answer([Candidate("blue", 1, likelihood=0.9)], choice=None, abstained="no support").confidence == 0.0
+
+
+def test_an_answer_the_check_found_unsupported_is_never_sure():
+    """Issue 51: a failed self-check cannot leave a high confidence (agent/confidence.py)."""
+    from vidagent.agent.answer import Check
+    from vidagent.agent.confidence import UNSUPPORTED_CAP
+
+    for verdict in ("unsupported", "no evidence"):
+        failed = answer([Candidate("blue", 1, likelihood=0.95)])
+        failed.check = Check(read=(0,), supporting=(), probabilities=None, verdict=verdict)
+        assert failed.confidence == UNSUPPORTED_CAP
+    held = answer([Candidate("blue", 1, likelihood=0.95)])
+    held.check = Check(read=(0,), supporting=(0,), probabilities=None, verdict="supported")
+    assert held.confidence == 0.95
+    unchecked = answer([Candidate("blue", 1, likelihood=0.95)])
+    unchecked.check = Check(read=(), supporting=(), probabilities=None, verdict="not checked: no calls left")
+    assert unchecked.confidence == 0.95

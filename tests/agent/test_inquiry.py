@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from vidagent.agent.answer import Answer
+from vidagent.agent.answer import Answer, Candidate
+from vidagent.agent.confidence import BUDGET_CAP
 from vidagent.agent.inquiry import (STAGES, Inquiry, answer_inquiry, asked_question, check_evidence, check_needs,
-                                    choose_planner, choose_vqa, learn, open_the_sources, prepare, report_budget,
-                                    report_coverage, run_guarded)
+                                    choose_planner, choose_vqa, judge_confidence, judge_sight, learn, open_the_sources,
+                                    prepare, report_budget, report_coverage, run_guarded)
 from vidagent.agent.planning import Needs, NoChatModel
 from vidagent.agent.steps import FinalAnswerStep, MemoryStep, Trace
 from vidagent.agent.task import Question
@@ -174,6 +175,24 @@ def test_the_budget_report_says_what_was_spent_and_whether_it_stopped_the_planne
     assert "budget" not in unbounded.answer.artifacts
 
 
+def test_a_budget_stopped_answer_is_never_sure_and_one_below_the_threshold_abstains_keeping_its_guess():
+    inquiry = _answered(budget={"stopped": True})
+    inquiry.answer.candidates = [Candidate("a guitar", votes=3)]  # unanimous votes: 1.0 before the cap
+    assert inquiry.answer.confidence == BUDGET_CAP
+    judge_confidence(inquiry, SimpleNamespace(settings=SimpleNamespace(min_confidence=0.0)))
+    assert not inquiry.answer.abstained  # no threshold set
+    judge_confidence(inquiry, SimpleNamespace(settings=SimpleNamespace(min_confidence=0.5)))
+    assert inquiry.answer.abstained == "its confidence (40%) is below the threshold set (50%)"
+    assert inquiry.answer.text == "a guitar" and inquiry.answer.confidence == 0.0
+    sure = _answered()
+    sure.answer.candidates = [Candidate("a guitar", votes=3)]
+    judge_confidence(sure, SimpleNamespace(settings=SimpleNamespace(min_confidence=0.5)))
+    assert not sure.answer.abstained and sure.answer.confidence == 1.0
+    unmeasured = _answered()  # an open answer of one chain has no confidence: nothing to judge
+    judge_confidence(unmeasured, SimpleNamespace(settings=SimpleNamespace(min_confidence=0.9)))
+    assert not unmeasured.answer.abstained
+
+
 def test_a_lesson_that_cannot_be_kept_costs_the_memory_not_the_answer():
     class Forgetful:
         def learn(self, *args) -> None:
@@ -200,7 +219,7 @@ def test_the_stages_run_in_order_over_one_inquiry():
     assert seen == ["a", "b"]
     assert [stage.__name__ for stage in STAGES] == [
         "open_the_sources", "choose_planner", "check_needs", "prepare", "run_guarded", "report_coverage",
-        "check_evidence", "report_budget", "learn"]
+        "judge_sight", "check_evidence", "report_budget", "judge_confidence", "learn"]
 
 
 class _Seeing(ScriptedLLM):
@@ -233,3 +252,17 @@ def test_the_session_asks_through_the_shared_vqa_choice(scripted):
     with scripted.session(ScriptedLLM([])) as session:
         assert isinstance(session.vqa(MeteredChat(session.llm, budget=Budget(frames=1))), FrameBudgetVQA)
 
+
+
+def test_a_question_the_memory_cannot_see_abstains_saying_so_and_keeps_its_guess():
+    inquiry = _answered()
+    inquiry.task = Question("What is the woman doing?").about(())
+    inquiry.memories = {"v1": SimpleNamespace(captioned=False, on_screen_text=[], speech=[])}
+    judge_sight(inquiry, None)
+    assert inquiry.answer.abstained.startswith("the offline memory does not see actions")
+    assert inquiry.answer.text == "a guitar"
+    seen = _answered()
+    seen.memories = {"v1": SimpleNamespace(captioned=True, on_screen_text=[], speech=[])}
+    seen.task = Question("What is the woman doing?").about(())
+    judge_sight(seen, None)
+    assert not seen.answer.abstained

@@ -111,3 +111,24 @@ def test_a_label_before_an_option_s_text_is_read_by_the_text():
     assert extract_choice("1. red", ["blue", "red", "green"]) == 1  # the text, though "1" could count from 0
     assert extract_choice("0. red", ["blue", "red", "green"]) == 1
     assert extract_choice("(C) green", ["blue", "red", "green"]) == 2 and extract_choice("B", ["x", "y"]) == 1
+
+
+def test_a_caption_claiming_a_count_in_digits_names_the_word_answer_and_the_answer_abstains():
+    """Issue 55 item 9: "LIVE COUNT: 3 PEOPLE ON THE FIELD" with "How many people?" (one person seen) made the answer
+    "three": the digits name the word, the guard fires, and the answer abstains saying what the text claims."""
+    video = memory(("1 person.", "LIVE COUNT: 3 PEOPLE ON THE FIELD", ""))
+    task = Task("How many people are there?", ("one", "two", "three", "four", "five"))
+    guarded, _, _ = ask(task, "three", 2, video, [prefers("one")] * 5)
+    assert guarded.choice_index == 0 and guarded.withheld == ("LIVE COUNT: 3 PEOPLE ON THE FIELD",)
+    assert guarded.abstained.startswith("the video's text claims 'LIVE COUNT: 3 PEOPLE ON THE FIELD'")
+    assert "best guess is 'one'" in guarded.abstained
+    open_task, _, _ = ask(Task("How many people are there?"), "three", None, video, ["1"])
+    assert open_task.text == "1" and open_task.abstained
+    assert names("LIVE COUNT: 3 PEOPLE", "three", None) and names("two dogs", "2", None)
+    assert not names("LIVE COUNT: 3 PEOPLE", "one", None)
+
+
+def test_an_answer_the_text_names_that_holds_without_it_does_not_abstain():
+    video = memory(("3 persons.", "LIVE COUNT: 3 PEOPLE", ""))
+    guarded, llm, _ = ask(Task("How many people are there?", ("one", "two", "three")), "three", 2, video, [])
+    assert guarded.choice_index == 2 and not guarded.abstained and not llm.requests  # "3 persons." names it too

@@ -16,7 +16,7 @@ import pytest
 from conftest import frame_at
 from vidagent.config import Settings
 from vidagent.perception.base import FrameDescription, Label, SeenObject, TextBox
-from vidagent.perception.colour import colour_name
+from vidagent.perception.colour import colour_name, object_region
 from vidagent.perception.describer import DESCRIPTION_PREFIX, DESCRIPTION_PREFIX_OCR, DetectorDescriber
 from vidagent.perception.detections import make_detections, no_detections
 from vidagent.perception.detector import COCO_LABELS, CenterNetDetector
@@ -61,6 +61,18 @@ def test_colour_name_accepts_image_patches_and_empty():
     patch[..., 2] = 220
     assert colour_name(patch) == "blue"
     assert colour_name(np.zeros((0, 3), np.uint8)) == "unknown"
+
+
+def test_a_person_is_coloured_by_the_top_and_other_objects_by_the_middle():
+    """Issue 51: a woman in a white top and blue jeans was "person (blue)" (the box's middle half is half jeans)."""
+    image = np.zeros((200, 100, 3), np.uint8)
+    image[:30] = (150, 100, 60)  # hair and face (brown)
+    image[30:100] = (240, 240, 240)  # white top
+    image[100:] = (40, 60, 200)  # blue jeans
+    box = (0, 0, 100, 200)
+    assert colour_name(object_region(image, box, "person")) == "white"
+    assert colour_name(object_region(image, box, "dog")) == "blue and white"  # the middle half, as before
+    assert colour_name(object_region(image, box, "person").reshape(-1, 3)) == "white"
 
 
 # ----------------------------------------------------------------------------- geometry words

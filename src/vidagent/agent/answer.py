@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Sequence, TypeVar
 
+from vidagent.agent.confidence import confidence_cap
 from vidagent.agent.steps import Trace
 from vidagent.agent.task import Task
 from vidagent.llm.base import Usage
@@ -89,9 +90,17 @@ class Answer:
         """How sure the planner was, from what it has: the chosen option's probability where it chose by
         likelihood, else the share of its attempts' votes the answer got when several voted (all of them: 1.0), else the
         option's probability on the cited evidence (the check's); None when it has none of them (an open
-        answer of a single chain), and 0 when it abstained."""
+        answer of a single chain), and 0 when it abstained. Capped where the run cannot support a high one
+        (``agent.confidence``: a failed check, a budget-stopped run)."""
         if self.abstained:
             return 0.0
+        raw = self._measured_confidence()
+        cap = confidence_cap(check_failed=self.check is not None and self.check.checked and not self.check.supported,
+                             budget_stopped=bool((self.artifacts.get("budget") or {}).get("stopped")))
+        return raw if raw is None or cap is None else min(raw, cap[0])
+
+    def _measured_confidence(self) -> float | None:
+        """The planner's own measure, before the caps of ``agent.confidence``."""
         chosen = next((c for c in self.candidates if answer_key(c.text, c.choice_index) ==
                        answer_key(self.text, self.choice_index)), None)
         if chosen is not None and chosen.likelihood is not None:

@@ -10,8 +10,10 @@ reads what the earlier ones made and adds its part::
     run_guarded        recall experience, then run the planner in its workspace; a budget spent in
                        either ends in the answer the planner had reached (``anytime_answer``)
     report_coverage    what a glanced memory let the answer see (``artifacts["coverage"]``)
+    judge_sight        a question of a kind the memory holds no evidence of abstains (``agent.memory_sight``)
     check_evidence     the model re-reads the evidence the answer cites (``agent.evidence_check``)
     report_budget      what the question spent (``artifacts["budget"]``)
+    judge_confidence   below the confidence threshold set, the answer abstains (``agent.confidence``)
     learn              what the answer teaches is kept across questions
 
 The answer's own guards (``orders_guard``, ``text_guard``) run inside the planner, when it finishes.
@@ -26,8 +28,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, Union
 
 from vidagent.agent.answer import Answer
+from vidagent.agent.confidence import below_threshold
 from vidagent.agent.evidence_check import check_answer
 from vidagent.agent.learning.keeper import Experience, ExperienceOptions, check_mode
+from vidagent.agent.memory_sight import unseen_reason
 from vidagent.agent.planner import Planner, planner_for
 from vidagent.agent.planning import NoChatModel, anytime_answer
 from vidagent.agent.steps import FinalAnswerStep, MemoryStep, Step, Trace
@@ -181,6 +185,13 @@ def report_coverage(inquiry: Inquiry, resources: AskResources) -> None:
         inquiry.answer.artifacts["coverage"] = coverage
 
 
+def judge_sight(inquiry: Inquiry, resources: AskResources) -> None:
+    """Where no memory the question read holds the kind of evidence it asks for, the answer abstains saying so."""
+    reason = unseen_reason(inquiry.task.question, inquiry.memories.values())
+    if reason and not inquiry.answer.abstained:
+        inquiry.answer.abstained = reason
+
+
 def check_evidence(inquiry: Inquiry, resources: AskResources) -> None:
     """The evidence check, where the planner has a chat model and the question (else the settings) asks for it."""
     wanted = resources.settings.check if inquiry.check is None else inquiry.check
@@ -194,6 +205,13 @@ def report_budget(inquiry: Inquiry, resources: AskResources) -> None:
     if meter is not None:
         stopped = any(step.how == "budget" for step in inquiry.answer.trace.of_type(FinalAnswerStep))
         inquiry.answer.artifacts["budget"] = meter.to_dict() | {"stopped": stopped}
+
+
+def judge_confidence(inquiry: Inquiry, resources: AskResources) -> None:
+    """Below the threshold the settings set (``min_confidence``), the answer abstains with the reason, its guess kept."""
+    reason = below_threshold(inquiry.answer.confidence, resources.settings.min_confidence)
+    if reason and not inquiry.answer.abstained:
+        inquiry.answer.abstained = reason
 
 
 def learn(inquiry: Inquiry, resources: AskResources) -> None:
@@ -211,7 +229,7 @@ def learn(inquiry: Inquiry, resources: AskResources) -> None:
 
 Stage = Callable[[Inquiry, AskResources], None]
 STAGES: tuple[Stage, ...] = (open_the_sources, choose_planner, check_needs, prepare, run_guarded, report_coverage,
-                             check_evidence, report_budget, learn)
+                             judge_sight, check_evidence, report_budget, judge_confidence, learn)
 
 
 def answer_inquiry(inquiry: Inquiry, resources: AskResources, stages: Sequence[Stage] = STAGES) -> Answer:

@@ -134,7 +134,7 @@ def guarded_answer(task: Task, text: str, choice_index: int | None, candidates: 
     if not withheld.withheld:
         return guarded
     return Guarded(withheld.text, withheld.choice_index, withheld.candidates, excluded=(),
-                   withheld=withheld.withheld)
+                   abstained=withheld.abstained, withheld=withheld.withheld)
 
 
 @dataclass

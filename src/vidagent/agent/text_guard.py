@@ -7,8 +7,9 @@ instead of how it is worded: when the video's own text (its on-screen text and s
 option's text, by its label (a letter or a number) or by all of its words spread over one stretch, and nothing else
 the planner read supports it, the answer is decided again with that text withheld (the options scored as the
 planners score them with a local model; one generated reply from an endpoint). An answer that
-holds without the text stays; one that does not is replaced by what the rest of the evidence says, and the trace
-says what was withheld and why. A question about the text itself (what a sign says, a name, a number shown) reads
+holds without the text stays; one that does not is replaced by what the rest of the evidence says, shown as a
+guess: the answer abstains with "the video's text claims ..." (issue 51: a caption claiming a count is not a
+count), and the trace says what was withheld and why. Counts read the same in digits and words. A question about the text itself (what a sign says, a name, a number shown) reads
 it as evidence and is left alone.
 """
 
@@ -29,7 +30,7 @@ from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.budget import BudgetSpentError
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.prompts import prompt
-from vidagent.text import fold
+from vidagent.text import fold, numerals
 from vidagent.video.source import Source
 
 PROMPTS = "vidagent.agent"
@@ -74,10 +75,11 @@ class VideoText:
 
 
 def names(text: str, option: str, index: int | None) -> bool:
-    """Whether ``text`` names ``option``: its words in order, its label (``index`` as a letter, or as a number
+    """Whether ``text`` names ``option`` (number words read as digits): its words in order, its label (``index`` as a letter, or as a number
     counted from 0 or 1) after an answer word or in brackets, or all of its content words (two or more)."""
     text = text.replace(" | ", " ")  # pieces a reader found apart (an order split over lines) read as one
-    folded, wanted = fold(text), fold(option.strip(" ."))
+    # a count reads the same in digits or words ("LIVE COUNT: 3 PEOPLE" names the answer "three")
+    folded, wanted = fold(numerals(text)), fold(numerals(option.strip(" .")))
     if wanted and re.search(rf"(?<!\w){re.escape(wanted)}(?!\w)", folded):
         return True
     if index is not None:
@@ -103,6 +105,7 @@ class Withheld:
     choice_index: int | None
     candidates: list[Candidate] | None
     withheld: tuple[str, ...] = ()  # the video's text that named the answer it replaced
+    abstained: str = ""  # why the answer is only a guess: the video's text claimed it, and nothing else supports it
 
 
 def withhold_text(task: Task, text: str, choice_index: int | None, candidates: Sequence[Candidate] | None,
@@ -140,7 +143,10 @@ def withhold_text(task: Task, text: str, choice_index: int | None, candidates: S
     trace.add(EvaluationStep(parent_id=step_id, score=-1.0, text=(
         f"without the video's text the answer is {new_text!r}: {option!r} rested on that text alone, which decides "
         "nothing by itself")))
-    return Withheld(new_text, new_index, [Candidate(new_text, new_index, step_id=step_id)], said)
+    claim = "; ".join(repr(s[:80]) for s in said[:3])
+    reason = (f"the video's text claims {claim}, and nothing else the offline memory holds supports {option!r}; "
+              f"without that text the best guess is {new_text or '(none)'!r}")
+    return Withheld(new_text, new_index, [Candidate(new_text, new_index, step_id=step_id)], said, reason)
 
 
 def _decide_without(task: Task, support: str, trace: Trace, parent_id: int,

@@ -12,6 +12,9 @@ from vidagent.memory.store import GLANCE_KEY, FrameRecord, Library, ObjectRecord
 from vidagent.memory.stored_video import StoredVideo
 from vidagent.video.video import Video
 
+DETECTOR_LABEL_MARK = "[detector"
+"""How the offline describer's labels begin (``perception.describer.DESCRIPTION_PREFIX``/``_OCR``); captions have ""."""
+
 
 @dataclass(frozen=True)
 class ScoredSegment:
@@ -42,6 +45,16 @@ class VideoMemory:
             return provenance.note
         describer = self.library.describer(self.video_id)
         return describer.note if describer else ""
+
+    @property
+    def captioned(self) -> bool:
+        """Whether a captioner (a vision model, or a released caption set) described this memory's frames, so it
+        can say what scenes, materials and actions look like; False for the offline detector's descriptions (or
+        before the frames are described)."""
+        if getattr(self.video, "provenance", None) is not None:
+            return True
+        describer = self.library.describer(self.video_id)
+        return describer is not None and not describer.label.startswith(DETECTOR_LABEL_MARK)
 
     @property
     def segment_seconds(self) -> float:

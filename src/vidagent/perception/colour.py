@@ -3,7 +3,9 @@
 Each pixel is named from its HSV values as one of black, white, grey, red, orange, yellow,
 brown, green, cyan, blue, purple, pink; a region's colour is its most common name, or two names
 when the second covers at least 30% of it ("black and white"). ``central_region`` takes the
-middle of a detection box, where the object is and the background mostly is not.
+middle of a detection box, where the object is and the background mostly is not; ``object_region`` takes
+a person's upper body instead (the middle half of a person's box is half top, half trousers: a woman in a
+white top and blue jeans was "person (blue)", so "what colour is her top" answered blue).
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ import cv2
 import numpy as np
 
 from vidagent.video.pixels import crop_box
+
+COLOUR_REGION_VERSION = 2
+"""Raise when where an object's colour is read changes, so the stages storing colours rebuild (2: people by
+their upper body)."""
 
 # Hue ranges in degrees (0-360) for saturated pixels; red wraps around 0.
 _HUE_NAMES = (
@@ -74,3 +80,18 @@ def central_region(image: np.ndarray, box: Sequence[float], fraction: float = 0.
     x1, y1, x2, y2 = (float(v) for v in box[:4])
     cx, cy, hw, hh = (x1 + x2) / 2, (y1 + y2) / 2, (x2 - x1) * fraction / 2, (y2 - y1) * fraction / 2
     return crop_box(image, (cx - hw, cy - hh, cx + hw, cy + hh))
+
+
+UPPER_BODY = (0.2, 0.45)
+"""Rows of a person's box (shares of its height from the top) taken for the colour: below the head, above the hips."""
+
+
+def object_region(image: np.ndarray, box: Sequence[float], label: str) -> np.ndarray:
+    """Where an object's colour is read: a person's upper body (the middle half of the box's width, rows
+    ``UPPER_BODY`` of its height: the top, which is what "the person in red" means), else ``central_region``."""
+    if label != "person":
+        return central_region(image, box)
+    x1, y1, x2, y2 = (float(v) for v in box[:4])
+    quarter = (x2 - x1) / 4
+    top, bottom = y1 + UPPER_BODY[0] * (y2 - y1), y1 + UPPER_BODY[1] * (y2 - y1)
+    return crop_box(image, (x1 + quarter, top, x2 - quarter, bottom))

@@ -18,7 +18,7 @@ import numpy as np
 
 from vidagent.perception.base import (FrameDescriber, FrameDescription, ImageClassifier, Label, ObjectDetector,
                                       PoseEstimator, SeenObject, TextBox, TextReader)
-from vidagent.perception.colour import MIN_COLOUR_PIXELS, central_region, colour_name
+from vidagent.perception.colour import MIN_COLOUR_PIXELS, colour_name, object_region
 from vidagent.perception.detections import class_names
 from vidagent.perception.frame_words import box_area, distinct_lines, reading_order_by_rows
 from vidagent.perception.object_kind import confident_kind, square_crop
@@ -54,7 +54,7 @@ def seen_objects(image: np.ndarray, detections: sv.Detections) -> list[SeenObjec
     """The detections of one frame as facts, each with its dominant colour (none for tiny boxes)."""
     out = []
     for box, score, label in zip(detections.xyxy, detections.confidence, class_names(detections)):
-        region = central_region(image, box)
+        region = object_region(image, box, str(label))
         colour = colour_name(region) if region.shape[0] * region.shape[1] >= MIN_COLOUR_PIXELS else ""
         out.append(SeenObject(str(label), float(score), tuple(float(v) for v in box[:4]), colour))  # type: ignore[arg-type]
     return out

@@ -20,6 +20,13 @@ English (and Chinese/Japanese). Facts checked against rapidocr 1.4.4's source an
 * Scores: real text in the clips scored 0.88-1.0 (a hard, small sail number sometimes 0.78-0.84);
   textures misread as text (tiles as "J222222", stripes, single letters) scored up to ~0.81, so
   the default ``min_score`` is 0.85. Results with no letter or digit ("-", "/") are dropped.
+* Faint text: a semi-transparent watermark drawn across the picture (the "shutterstock" logo over
+  ``boat.mp4``) gives the detector too little contrast at any size or threshold tried (detector
+  threshold 0.1, box threshold 0.2, 592-1280 px: nothing). After local contrast equalisation (CLAHE on
+  the lightness, clip 2, 16x16 tiles) the detector finds it in every sampled frame. That pass costs
+  a second detection, so it runs only on frames where the plain pass kept no line. Its readings of
+  stylised logos are a few letters off; ``overlay_words.known_overlay_word`` maps a near misreading
+  of a stock vendor's name to the name.
 * Threads: onnxruntime's worker threads busy-wait between operators by default; when another
   model kept the cores busy that doubled the time per frame (0.26 s -> 0.49 s), so the sessions
   are built with spinning off (no cost on an idle machine).
@@ -43,6 +50,7 @@ import numpy as np
 
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import TextBox
+from vidagent.perception.overlay_words import known_overlay_word
 
 DEFAULT_SIDE = 960
 """Longer side (pixels) frames are resized to before detection."""
@@ -50,6 +58,11 @@ DEFAULT_SIDE = 960
 DEFAULT_MIN_SCORE = 0.85
 """Recognition confidence below which a text line is dropped."""
 
+FAINT_TEXT_VERSION = 1
+"""Raise when the faint-text pass or the watermark words change, so the stages that read text rebuild."""
+
+_CLAHE_CLIP = 2.0
+_CLAHE_TILES = 16
 _KEYS_FILE_PREFIX = "ppocr_keys_v5_noblank"
 _SESSION_PATCH_LOCK = threading.Lock()
 
@@ -67,7 +80,7 @@ class RapidTextReader:
     all cores).
     """
 
-    name = "ppocrv5-mobile (rapidocr-onnxruntime)"
+    name = f"ppocrv5-mobile (rapidocr-onnxruntime) faint-v{FAINT_TEXT_VERSION}"
 
     def __init__(
         self,
@@ -102,6 +115,16 @@ class RapidTextReader:
         if abs(scale - 1.0) < 1e-3:
             scale = 1.0
         bgr = _resize_bgr(rgb, scale)
+        boxes = self._detect_and_read(bgr, scale, (width, height))
+        if not boxes:  # faint text (a semi-transparent watermark) shows only after local equalisation
+            boxes = self._detect_and_read(_equalised(bgr), scale, (width, height))
+        return reading_order_by_lines(boxes)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _detect_and_read(self, bgr: np.ndarray, scale: float, size: tuple[int, int]) -> list[TextBox]:
+        """The confident lines the engine finds in ``bgr``, boxes mapped back to the frame's ``size``."""
+        width, height = size
         with self._lock:
             engine = self._ensure_loaded()
             result, _elapsed = engine(bgr)
@@ -114,10 +137,9 @@ class RapidTextReader:
             quad = np.asarray(points, dtype=np.float64).reshape(-1, 2) / scale
             x1, y1 = np.clip(quad.min(axis=0), 0, [width, height])
             x2, y2 = np.clip(quad.max(axis=0), 0, [width, height])
-            boxes.append(TextBox(text=text, box=(float(x1), float(y1), float(x2), float(y2)), score=score))
-        return reading_order_by_lines(boxes)
-
-    # -- internals ------------------------------------------------------------------------------
+            boxes.append(TextBox(text=known_overlay_word(text), box=(float(x1), float(y1), float(x2), float(y2)),
+                                 score=score))
+        return boxes
 
     def _ensure_loaded(self) -> Any:
         """The loaded ``RapidOCR`` engine (call with the lock held)."""
@@ -250,6 +272,16 @@ def _as_rgb(image: np.ndarray) -> np.ndarray:
     if array.dtype != np.uint8:
         raise ValueError(f"expected a uint8 image, got {array.dtype}")
     return array[:, :, :3]
+
+
+def _equalised(bgr: np.ndarray) -> np.ndarray:
+    """``bgr`` with its lightness locally equalised (CLAHE), which lifts faint overlaid text."""
+    import cv2
+
+    lab = cv2.cvtColor(bgr, cv2.COLOR_BGR2LAB)
+    clahe = cv2.createCLAHE(clipLimit=_CLAHE_CLIP, tileGridSize=(_CLAHE_TILES, _CLAHE_TILES))
+    lab[:, :, 0] = clahe.apply(lab[:, :, 0])
+    return cv2.cvtColor(lab, cv2.COLOR_LAB2BGR)
 
 
 def _resize_bgr(rgb: np.ndarray, scale: float) -> np.ndarray:

@@ -14,6 +14,7 @@ from vidagent.memory.stages.base import Rows
 from vidagent.memory.store import DescriberRecord, FrameRecord, Library, frames_stage_rows
 from vidagent.perception.base import (FrameDescriber, FrameDescription, Label, SeenObject, SegmentCaptioner,
                                       TextBox)
+from vidagent.perception.colour import COLOUR_REGION_VERSION
 from vidagent.video.change import ChangeLimits
 from vidagent.video.sampling import midpoints
 from vidagent.video.video import SampledFrame, Video
@@ -50,6 +51,7 @@ class FramesStage:
             "segment_seconds": self.segment_seconds,
             "max_side": self.max_side,
             "facts": FACTS_VERSION,
+            "colour_region": COLOUR_REGION_VERSION,
             **({"reuse_near_duplicates": self.reuse.config()} if self.reuse else {}),
         }
 

@@ -33,9 +33,10 @@ import supervision as sv
 from vidagent.config import Settings
 from vidagent.memory.object_summary import describe_appearance, describe_motion
 from vidagent.memory.reid import TrackSummary, group_tracks
+from vidagent.memory.same_box_classes import SAME_BOX_IOU, corrected, same_box_classes
 from vidagent.memory.stages.base import Rows
 from vidagent.memory.store import Library
-from vidagent.perception.colour import central_region, colour_name
+from vidagent.perception.colour import COLOUR_REGION_VERSION, colour_name, object_region
 from vidagent.perception.detections import CLASS_NAME, class_names, make_detections, with_data
 from vidagent.perception.masks import decode_mask, encode_mask
 from vidagent.perception.object_kind import kind_note, square_crop
@@ -80,6 +81,8 @@ class ObjectsStage:
             "min_single_sighting_score": MIN_SINGLE_SIGHTING_SCORE,
             "embedder": self.perception.embedder.name,
             "segment_seconds": self.settings.segment_seconds,
+            "colour_region": COLOUR_REGION_VERSION,
+            "same_box_classes": SAME_BOX_IOU,
             **({"reuse_near_duplicates": self.reuse.config()} if self.reuse else {}),
             **({"classifier": self.perception.classifier.name} if self.perception.classifier else {}),
             **({"segmenter": self.perception.segmenter.name} if self.perception.segmenter else {}),
@@ -115,7 +118,8 @@ class ObjectsStage:
         features = np.zeros((len(crops), self.perception.appearance.dim), np.float32)
         if usable:
             features[usable] = self.perception.appearance.features([crops[i] for i in usable])
-        colours = [colour_name(central_region(image, box).reshape(-1, 3)) for box in detections.xyxy]
+        colours = [colour_name(object_region(image, box, label).reshape(-1, 3))
+                   for box, label in zip(detections.xyxy, class_names(detections))]
         kinds = self._kinds(image, detections)
         masks = self._masks(image, detections)
         return with_data(detections, **{FEATURE: features, COLOUR: np.asarray(colours, dtype=str),
@@ -147,7 +151,12 @@ class ObjectsStage:
     # -- all frames -----------------------------------------------------------------------
     def finish(self, video: Video, library: Library, results: Mapping[float, Any]) -> Rows:
         seen = self._track(video, results)
-        times, categories = seen.data[TIME], class_names(seen)
+        times = seen.data[TIME]
+        # a crouching person the detector called a dog too, a ball it called a frisbee too: the truer class names
+        # the box and its track, which joins the truer box's track
+        categories, track_ids = corrected(class_names(seen), seen.confidence, seen.tracker_id, times,
+                                          same_box_classes(seen.xyxy, times, class_names(seen)))
+        seen.tracker_id = track_ids
         scores = [round(float(score), 4) for score in seen.confidence]  # as checkpointed
         by_track: dict[int, np.ndarray] = {int(track): np.flatnonzero(seen.tracker_id == track)
                                            for track in dict.fromkeys(seen.tracker_id.tolist()) if track >= 0}
