@@ -70,3 +70,20 @@ def test_the_readme_first_question_answers_what_it_says(tmp_path, models_dir):
         if page == "README.md":
             answer = next(line for line in result.stdout.splitlines() if line.startswith("Answer:"))
             assert "shutterstock" in answer.lower(), result.stdout
+
+
+def test_every_face_reads_the_one_description_of_the_default_planner():
+    from vidagent.agent.planner import default_description
+    from vidagent.cli import build_parser
+    from vidagent.prompts import prompt
+    from vidagent.server.schemas import AskBody
+
+    described = default_description()
+    assert "caption_only" in described and "react with an endpoint" in described
+    ask = next(sub for action in build_parser()._actions if hasattr(action, "choices") and action.choices
+               and "ask" in action.choices for sub in [action.choices["ask"]])
+    help_text = " ".join(ask.format_help().split())
+    assert described in help_text and "answered by --planner react" not in help_text
+    mcp = prompt("vidagent.server", "mcp_ask_video").render(planners="react", default=described)
+    assert described in mcp
+    assert described in AskBody.model_fields["planner"].description

@@ -65,7 +65,7 @@ PLACEHOLDERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("perception", "memory_note_caption"): ("then",), ("perception", "memory_note_detector"): ("sources",),
     ("perception", "vqa_vision"): ("question", "times"), ("perception", "hf_vqa_frame"): ("question",),
     ("perception", "hf_caption_chat"): (), ("perception", "segment_caption"): ("count",),
-    ("server", "mcp_instructions"): (), ("server", "mcp_ask_video"): ("planners",),
+    ("server", "mcp_instructions"): (), ("server", "mcp_ask_video"): ("default", "planners"),
     ("tools", "assist_knowledge"): ("history", "query"),
     ("tools", "assist_reason"): ("material", "material_name", "material_note", "query", "what"),
     ("tools", "assist_note_narration"): (), ("tools", "assist_note_speech"): (),

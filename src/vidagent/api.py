@@ -21,8 +21,10 @@ def ask(sources: str | Path | Sequence[str | Path], question: str, choices: Sequ
         knowledge: Sequence[str | Path] = (), settings: Settings | None = None) -> Answer:
     """Answer ``question`` about a video (or, with ``planner="peil"``, several videos and images);
     with ``choices``, pick one of them. ``planner`` names the planner (``react``, ``mcts``,
-    ``traveler``, ``peil``, ``caption_only``, ``random``; default: ``react`` for one video, ``peil``
-    for images or several sources) and ``planner_options`` its settings. ``knowledge`` attaches tables,
+    ``traveler``, ``peil``, ``caption_only``, ``random``; the default is written once in
+    ``vidagent.agent.planner.default_description``: ``caption_only`` reading five lines with the options scored with
+    the embedded model, ``react`` with an endpoint, ``peil`` for images or several sources) and ``planner_options``
+    its settings. ``knowledge`` attaches tables,
     documents, URLs of them or ``web`` (see ``Session.ask``).
 
     Raises ``VideoError`` (unreadable video), ``LLMError`` (chat model failed),

@@ -279,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", help="folder for models, the library and caches (default: user cache dir)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from vidagent.agent.planner import planner_names
+    from vidagent.agent.planner import default_description, planner_names
     from vidagent.eval.cli import add_eval_parser, add_planner_options
 
     def add_llm_options(p: argparse.ArgumentParser) -> None:
@@ -291,8 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="answer a question about videos or images",
                          description="Every argument but the last names a video or an image; the last one is the "
-                                     "question. One video is answered by --planner react unless another is named; "
-                                     "images or several sources by peil.")
+                                     f"question. Unless --planner names one, the planner is: {default_description()}.")
     ask.add_argument("sources", nargs="*", metavar="SOURCE", help="a video or an image (give several for peil); "
                                                                   "with --library: videos or folders to ask over")
     ask.add_argument("question", metavar="QUESTION", help="the question, always the last argument")
@@ -304,9 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"with --library: judge at most N candidate videos (default {DEFAULT_MAX_VIDEOS})")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.add_argument("--trace", action="store_true", help="include every reasoning step (the planner's tree)")
-    add_planner_options(ask, planner_names(), default=None,
-                        default_note="for one video caption_only reading five lines, options scored, with the "
-                                     "embedded model (react with an endpoint); peil for images or several sources")
+    add_planner_options(ask, planner_names(), default=None, default_note=default_description())
     ask.add_argument("--experience", choices=EXPERIENCE_MODES, default=None,
                      help="memory across questions to replay and keep (default: none, or $VIDAGENT_EXPERIENCE)")
     ask.add_argument("--memory-selection", choices=MEMORY_SELECTIONS, default=None,

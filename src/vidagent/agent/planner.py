@@ -42,6 +42,14 @@ in every order where they are short phrases (EgoSchema dev 47.0 %, NExT-QA dev 5
 "Small models")."""
 
 
+def default_description() -> str:
+    """The default planner in words, written once for every face (the CLI's help, the API, MCP, the docs)."""
+    lines = EMBEDDED_DEFAULT_OPTIONS["lines"]
+    return (f"for one video {EMBEDDED_ONE_VIDEO_PLANNER} reading {lines} lines of the memory with the options scored, "
+            f"with the embedded model ({ONE_VIDEO_PLANNER} with an endpoint); {MANY_SOURCES_PLANNER} for images or "
+            f"several sources")
+
+
 def default_planner(kinds: Sequence[str], *, embedded: bool = False) -> str:
     """The planner used when none is named, for sources of these kinds (``video``/``image``, in order);
     ``embedded``: the chat model is the embedded local one (a strong endpoint keeps the papers' planners)."""

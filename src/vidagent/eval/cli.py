@@ -31,7 +31,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``eval`` command to the ``vidagent`` parser's subcommands."""
     from vidagent.eval.loaders import LOADERS
     from vidagent.agent.learning.keeper import MODES as EXPERIENCE_MODES
-    from vidagent.agent.planner import planner_names
+    from vidagent.agent.planner import default_description, planner_names
 
     parser = subparsers.add_parser(
         "eval", help="evaluate a planner on a benchmark, or compare runs",
@@ -51,8 +51,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--id-map", metavar="FILE", help="JSON/CSV map from video id to path (e.g. NExT-QA's "
                                                         "map_vid_vidorID.json; found automatically beside the data)")
     add_planner_options(parser, planner_names(), default=None,
-                        default_note="as vidagent ask for one video: caption_only reading five lines, options "
-                                     "scored, with the embedded model; react with an endpoint")
+                        default_note=f"as vidagent ask: {default_description()}")
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
     parser.add_argument("--budget", metavar="calls=N,tokens=T,seconds=S,frames=F",
                         help="bound each question's model work; a planner that spends it answers with what it has")

@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 
 from vidagent import __version__
 from vidagent.errors import VidagentError
-from vidagent.agent.planner import planner_names
+from vidagent.agent.planner import default_description, planner_names
 from vidagent.prompts import load_prompt, prompt
 from vidagent.server.asks import AskSpec
 from vidagent.server.service import VideoService
@@ -62,7 +62,8 @@ def build_mcp(service: VideoService) -> MCPServer:
                 raise ToolError((job.error or {}).get("message", "the index build failed"))
             return (await asyncio.to_thread(service.video, entry.video_id)).to_dict()
 
-    asks = prompt("vidagent.server", "mcp_ask_video").render(planners=", ".join(planner_names())).strip()
+    asks = prompt("vidagent.server", "mcp_ask_video").render(planners=", ".join(planner_names()),
+                                                             default=default_description()).strip()
 
     @server.tool(description=asks)
     async def ask_video(video: str, question: str, ctx: Context, choices: list[str] | None = None,

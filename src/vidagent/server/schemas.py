@@ -6,7 +6,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vidagent.agent.planner import planner_names
+from vidagent.agent.planner import default_description, planner_names
 from vidagent.server.asks import MAX_CHOICES, MAX_KNOWLEDGE, MAX_QUESTION_CHARS, MAX_SOURCES, AskSpec
 
 Stage = Literal["frames", "speech", "segments", "objects"]
@@ -29,7 +29,8 @@ class AskBody(_Body):
     videos: list[str] = Field(min_length=1, max_length=MAX_SOURCES, description="video ids, or paths inside the --videos folders (several: planner peil)")
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     choices: list[str] | None = Field(None, max_length=MAX_CHOICES, description="answer options, or none")
-    planner: str | None = Field(None, description="the default (by the chat model and the sources), or one of " + ", ".join(planner_names()))
+    planner: str | None = Field(None, description=f"the default ({default_description()}), or one of "
+                                                  + ", ".join(planner_names()))
     options: dict[str, OptionValue] = Field(default_factory=dict, description="the planner's options, e.g. {'n': 2}")
     knowledge: list[str] = Field(default_factory=list, max_length=MAX_KNOWLEDGE,
                                  description="knowledge the planner may consult: tables or documents inside the "
