@@ -165,3 +165,19 @@ def test_a_damaged_index_is_made_anew_by_a_rebuild_and_never_fails_indexing(libr
     assert "search index was not brought up to date" in caplog.text
     SearchIndex.remove(settings.search_index_path)
     assert not settings.search_index_path.exists()
+
+
+def test_filters_past_the_exact_limit_and_past_sqlites_variable_limit(tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((600, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with SearchIndex(tmp_path / "search.sqlite") as index:
+        for video in range(6):
+            lines = [SearchLine("segment", float(i), float(i + 1), f"line {video} {i}") for i in range(100)]
+            index.add_lines(f"{video:016x}", f"/v{video}.mp4", "2026-01-01", 100.0, "sig", lines,
+                            vectors[video * 100:(video + 1) * 100])
+        monkeypatch.setattr("vidagent.memory.search_index.EXACT_LIMIT", 50)
+        wanted = (f"{2:016x}", f"{4:016x}", *(f"missing{i}" for i in range(40_000)))  # more ids than SQLite's variables
+        hits = index.search("", vectors[250], SearchFilters(videos=wanted), limit=3)
+        assert hits[0].video_id == f"{2:016x}" and hits[0].start_s == 50.0
+        assert {hit.video_id for hit in index.search("", vectors[10], SearchFilters(videos=wanted), limit=20)} <= set(wanted)

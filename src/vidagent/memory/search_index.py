@@ -105,9 +105,9 @@ class SearchFilters:
         parts: list[str] = []
         params: list[object] = []
         for column, values in (("v.video_id", self.videos), ("l.kind", self.kinds), ("l.category", self.categories)):
-            if values:
-                parts.append(f"{column} IN ({','.join('?' * len(values))})")
-                params += list(values)
+            if values:  # one parameter however many values (SQLite allows 32,766 in a statement)
+                parts.append(f"{column} IN (SELECT value FROM json_each(?))")
+                params.append(json.dumps(list(values)))
         if self.since:
             parts.append("v.added_at >= ?")
             params.append(self.since)
@@ -334,10 +334,8 @@ class SearchIndex:
                     f"SELECT rowid, vec_distance_cosine(embedding, ?) AS d FROM line_vectors WHERE rowid IN ({ids_sql}) "
                     f"ORDER BY d LIMIT ?", (blob, *params, depth)).fetchall()
                 return [(int(r), 1.0 - float(d)) for r, d in rows]
-            candidates = self._coarse(blob, depth * COARSE_FACTOR * 10)
-            allowed = {row[0] for row in self._conn.execute(
-                f"{ids_sql} AND l.line_id IN ({','.join('?' * len(candidates))})", (*params, *candidates))}
-            return self._rerank(blob, [c for c in candidates if c in allowed], depth)
+            allowed = np.fromiter((row[0] for row in self._conn.execute(ids_sql, params)), np.int64)
+            return self._rerank(blob, self._coarse(blob, depth * COARSE_FACTOR, among=allowed), depth)
         if total <= EXACT_LIMIT:
             rows = self._conn.execute("SELECT rowid, distance FROM line_vectors WHERE embedding MATCH ? AND k = ? "
                                       "ORDER BY distance", (blob, depth)).fetchall()
@@ -347,9 +345,13 @@ class SearchIndex:
     def _count(self, ids_sql: str, params: list[object]) -> int:
         return int(self._conn.execute(f"SELECT COUNT(*) FROM ({ids_sql})", params).fetchone()[0])
 
-    def _coarse(self, blob: bytes, k: int) -> list[int]:
-        """The ``k`` lines nearest by Hamming distance of their sign bits (see the module's description)."""
+    def _coarse(self, blob: bytes, k: int, among: np.ndarray | None = None) -> list[int]:
+        """The ``k`` lines nearest by Hamming distance of their sign bits (see the module's description); ``among``:
+        only these line ids."""
         ids, codes = self._codes()
+        if among is not None:
+            keep = np.isin(ids, among, assume_unique=True)
+            ids, codes = ids[keep], codes[keep]
         if not len(ids):
             return []
         query = np.packbits(np.frombuffer(blob, np.float32) > 0)
