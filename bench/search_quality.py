@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from vidagent.config import Settings
+from vidagent.eval.pairing import mcnemar_exact
 from vidagent.memory.library_search import LibrarySearch
 from vidagent.memory.search_index import RANK_WEIGHTS, RANKED_PER_LIST, SearchFilters
 from vidagent.memory.search_ranking import fuse_ranks, query_words
@@ -61,8 +62,8 @@ def benchmarks(search: LibrarySearch, folder: Path, names: Sequence[str]) -> Non
     search.sync(progress=True)
     owner = {line: video for line, video in search.index._conn.execute(
         "SELECT l.line_id, v.video_id FROM lines l JOIN videos v ON v.video_key = l.video_key")}
-    print("| benchmark | questions | memories searched | ranking | R@1 | R@5 |")
-    print("|---|---:|---:|---|---:|---:|")
+    print("| benchmark | questions | memories searched | ranking | R@1 | R@5 | paired |")
+    print("|---|---:|---:|---|---:|---:|---|")
     for name, asked in questions.items():
         if name not in names:
             continue
@@ -71,14 +72,21 @@ def benchmarks(search: LibrarySearch, folder: Path, names: Sequence[str]) -> Non
             print(f"| {name} | - | 0 | (import its captions first) | | |")
             continue
         filters = SearchFilters(videos=ids)
+        found: dict[str, np.ndarray] = {}
         for ranking, use in RANKINGS.items():
             ranks = []
             for question, target in asked:
                 order = video_order(search, question, filters, use, owner)
                 ranks.append(order.index(target) + 1 if target in order else 10**6)
-            ranks_array = np.array(ranks)
-            print(f"| {name} | {len(asked)} | {len(ids)} | {ranking} | {np.mean(ranks_array <= 1):.3f} | "
-                  f"{np.mean(ranks_array <= 5):.3f} |", flush=True)
+            found[ranking] = np.array(ranks)
+            paired = ""
+            if ranking != "fused":  # the fusion against this ranking alone, question by question (McNemar, exact)
+                a, b = found["fused"], found[ranking]
+                p1 = mcnemar_exact(int(np.sum((a <= 1) & (b > 1))), int(np.sum((b <= 1) & (a > 1))))
+                p5 = mcnemar_exact(int(np.sum((a <= 5) & (b > 5))), int(np.sum((b <= 5) & (a > 5))))
+                paired = f" fused vs this: p = {p1:.2g} (R@1), {p5:.2g} (R@5)"
+            print(f"| {name} | {len(asked)} | {len(ids)} | {ranking} | {np.mean(found[ranking] <= 1):.3f} | "
+                  f"{np.mean(found[ranking] <= 5):.3f} |{paired} |", flush=True)
 
 
 def iou(a: tuple[float, float], b: Sequence[float]) -> float:
