@@ -21,6 +21,9 @@ import numpy as np
 from vidagent.errors import LLMError, VidagentError
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+REFUSAL_WORDS = ("not supported", "unsupported", "not implemented", "does not support")
+"""A 500 whose message says the request asks for what the server cannot do (llama.cpp's server answers an image
+sent to a text-only model with ``HTTP 500: image input is not supported``): the same request fails every time."""
 _log = logging.getLogger(__name__)
 
 
@@ -65,8 +68,9 @@ class ChatEndpoint:
     long as ``Retry-After`` asks), server errors (5xx), timeouts, a reply cut off mid-way, a body that is not
     JSON, a reply without choices. Retries wait ``backoff_s``, doubling each time, for at most
     ``max_retries`` retries and within ``budget_s`` seconds from the first attempt (each attempt's timeout is
-    cut to what is left); then the last reason is raised, with the number of attempts. A refused connection
-    and other HTTP errors (400, 401, 404...) are reported at once. ``sleep`` is how it waits.
+    cut to what is left); then the last reason is raised, with the number of attempts. A refused connection,
+    other HTTP errors (400, 401, 404...) and a server error whose message says the request asks for what the
+    server does not support (``REFUSAL_WORDS``) are reported at once. ``sleep`` is how it waits.
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, *, timeout_s: float = 120.0,
@@ -142,8 +146,9 @@ class ChatEndpoint:
         except httpx.HTTPError as exc:
             raise self.error(f"{where} failed: {type(exc).__name__}: {one_line(exc)}") from exc
         if not response.is_success:
-            message = f"{where} answered HTTP {response.status_code}{_error_detail(response)}"
-            if response.status_code not in RETRY_STATUS:
+            detail = _error_detail(response)
+            message = f"{where} answered HTTP {response.status_code}{detail}"
+            if response.status_code not in RETRY_STATUS or refuses(detail):
                 raise self.error(message)
             raise _Transient(message, _retry_after(response))
         data = _parse_json(response, where)
@@ -215,6 +220,12 @@ def _error_detail(response: httpx.Response) -> str:
         text = response.text
     text = " ".join(str(text).split())[:200]
     return f": {text}" if text else ""
+
+
+def refuses(detail: str) -> bool:
+    """Whether an error message says the server cannot do what was asked (not worth a retry)."""
+    lowered = detail.lower()
+    return any(words in lowered for words in REFUSAL_WORDS)
 
 
 def _retry_after(response: httpx.Response) -> float | None:
