@@ -124,6 +124,26 @@ class ChatEndpoint:
                 self._sleep(wait)
                 attempt += 1
 
+    def try_once(self, body: dict[str, Any] | None, path: str = "/chat/completions") -> tuple[int, Any]:
+        """One request, never retried, for finding out what the server accepts: the HTTP status and the reply's JSON
+        (None where it is not JSON), or status 0 and the reason where no reply came. ``body``: POSTed; None: a GET
+        of ``path`` (under the API root; a path starting with ``../`` is beside a ``/v1`` root, on the server's own)."""
+        url = f"{self.base_url}{path}"
+        if path.startswith("../"):
+            root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+            url = f"{root}/{path[3:]}"
+        try:
+            if body is None:
+                response = self._http().get(url, timeout=self.timeout_s)
+            else:
+                response = self._http().post(url, content=json.dumps(body).encode("utf-8"), timeout=self.timeout_s)
+        except httpx.HTTPError as exc:
+            return 0, one_line(exc)
+        try:
+            return response.status_code, response.json()
+        except ValueError:
+            return response.status_code, None
+
     def _http(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
