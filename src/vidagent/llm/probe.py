@@ -106,7 +106,7 @@ def scored_reply(endpoint: ChatEndpoint, model: str, messages: list[dict[str, An
     except (KeyError, IndexError, TypeError):
         return None
     logprobs = token_logprobs(choice)
-    return logprobs if kept and len(logprobs) == len(ids) else None
+    return logprobs if kept and len(logprobs) >= len(ids) else None
 
 
 def context_length(endpoint: ChatEndpoint, model: str) -> int | None:
