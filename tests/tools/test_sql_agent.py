@@ -125,13 +125,13 @@ def test_an_sql_result_that_holds_nothing_is_a_failed_call(queries, replies, sai
     ("SELECT COUNT(*) AS segments FROM segments", "Answer: 3"),
     ("SELECT MAX(end_s) FROM segments", "Answer: 6.1"),
 ])
-def test_a_result_that_is_one_number_is_the_answer_the_model_does_not_read_again(queries, sql, answer):
+def test_a_result_that_is_one_number_is_the_answer_whatever_the_model_reading_it_says(queries, sql, answer):
     """Asked to read "dogs / 2" for "How many dogs appear?", the 1.5B model replied "No such information" and the
     count was lost in an error step (issue 52): a single number is the SQL's answer as it stands."""
     llm = ScriptedLLM([sql, "No such information."])
     observation = SQLSubAgent("count", llm, queries).answer("How many segments are there?")
     assert not observation.is_error and observation.text.endswith(answer)
-    assert len(llm.requests) == 1 and llm.replies  # only the SQL was written: its answer was not read again
+    assert "Answer: No such" not in observation.text and not llm.replies
 
 
 def test_the_schema_prompt_lists_every_table_the_sql_can_read():
