@@ -153,10 +153,10 @@ class SQLSubAgent:
         answering = prompt(PROMPTS, "sql_answer")
         request = answering.render(question=question, sql=result.sql, rows=rows)
         answer = self.llm.chat([Message("user", request)], max_tokens=answering.budget, stop=answering.stop).text.strip()
+        said = answer if self.kind == KNOWLEDGE_KIND else quote(answer)  # a video's answer may repeat its text
         value = single_number(result)
         if value is not None and NO_INFORMATION.match(answer):  # the SQL's own answer (a count, a time) stands
-            answer = value
-        said = answer if self.kind == KNOWLEDGE_KIND else quote(answer)  # a video's answer may repeat its text
+            answer = said = value
         text = f"SQL: {result.sql}\nResult:\n{rows}\nAnswer: {said}"
         if NO_INFORMATION.match(answer):
             return Observation(text + f"\n{self._held.capitalize()} has no such information; ask another "
