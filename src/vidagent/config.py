@@ -141,8 +141,9 @@ class LLMSettings:
     threads: int | None = setting(None, "VIDAGENT_LLM_THREADS", _at_least(int, 1), answers=False)
     cache: bool = setting(True, "VIDAGENT_LLM_CACHE", _off, answers=False)  # ``0``: no response cache
     # ask an endpoint once what it accepts (images, log-probabilities...), kept in ``Settings.endpoints_path``;
-    # ``0``: take it as a vision model without log-probabilities, as before the probe
-    probe: bool = setting(True, "VIDAGENT_LLM_PROBE", _off, before=False)
+    # ``0``: take it as a vision model without log-probabilities, as before the probe (not in a run's identity: what
+    # an endpoint accepts is a fact of the endpoint, as its base URL is)
+    probe: bool = setting(True, "VIDAGENT_LLM_PROBE", _off, answers=False)
 
 
 PERCEPTION_SOURCES: tuple[str, ...] = ("imagenet", "pose", "motion")
