@@ -12,7 +12,10 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pytest
 
+from vidagent.agent.planning import Needs
+from vidagent.agent.react_steps import offered_tools
 from vidagent.agent.steps import FinalAnswerStep, ObservationStep, ToolCallStep
+from vidagent.agent.workspace import open_workspace
 from vidagent.config import Settings
 from vidagent.errors import LLMError, ModelUnavailableError
 from vidagent.llm import probe as probe_module
@@ -23,6 +26,8 @@ from vidagent.llm.openai_compat import OpenAICompatibleBackend
 from vidagent.llm.probe import ASSUMED, CapabilityCache
 from vidagent.models.install import model_path
 from vidagent.session import Session
+from vidagent.tools import catalogue
+from vidagent.video.video import Video
 
 from fakes import scripted_perception
 from llama_server import serving
@@ -31,7 +36,7 @@ pytestmark = pytest.mark.models
 
 MODELS_DIR = Settings.from_env().models_dir
 MODEL = "smollm2-135m"
-CONTEXT = 2048
+CONTEXT = 4096
 CHOICES = ["a guitar", "a car", "a house", "a cat", "a tree"]
 PLANNERS = [("react", {"max_steps": 3}), ("caption_only", {"lines": 5, "choose_by": "auto"}), ("blind", {}),
             ("mcts", {"n": 2, "max_depth": 2}), ("traveler", {"max_iterations": 1}),
@@ -55,6 +60,17 @@ def served() -> Iterator[str]:
 @pytest.fixture()
 def endpoint(served: str, tmp_path: Path) -> OpenAICompatibleBackend:
     return OpenAICompatibleBackend(served, MODEL, capabilities_cache=CapabilityCache(tmp_path / "endpoints.json"))
+
+
+# a call of every tool react offers by default, over the scripted toy clip (5 s, three segments)
+REACT_CALLS = {
+    "caption_retrieval": {"start_segment": 0, "end_segment": 2},
+    "segment_localization": {"description": "a person drawing"},
+    "frame_description": {"start_s": 0.0, "end_s": 4.0},
+    "frame_question_answering": {"question": "What is being drawn?", "start_s": 0.0, "end_s": 4.0},
+    **{name: {"question": "How many people appear?"} for name in catalogue.names(form="segments", reads="objects",
+                                                                                   offered=True)},
+}
 
 
 class Waits(list):
@@ -134,3 +150,18 @@ def test_every_planner_answers_through_the_server_with_no_image_and_options_scor
     if planner in ("react", "caption_only", "blind"):  # scored after the answer: an option with a confidence
         assert answer.choice_index is not None and answer.confidence is not None
         assert any(isinstance(s, FinalAnswerStep) and s.how in ("likelihood", "continuation") for s in steps)
+
+
+def test_every_tool_react_offers_a_text_only_server_answers_through_it(scripted, endpoint):
+    """Each tool react offers this server is called once through it: none is one that needs the model to see, and
+    none ends in the server's refusal (the SQL tools' answers come back as observations)."""
+    llm = LLM(endpoint)
+    with Session(scripted.settings(), perception=scripted_perception(), llm=llm) as session, \
+            open_workspace(Needs(tools=None), "What is being drawn?", [Video(scripted.toy)], session, llm,
+                           glance=0) as toolbox:
+        offered = offered_tools(toolbox, "react", described_vqa=False)
+        assert set(offered.names) == set(REACT_CALLS)  # visual_question_answering is not among them
+        for name, arguments in REACT_CALLS.items():
+            observation = offered.call(name, arguments)
+            assert "HTTP" not in observation.text and "not supported" not in observation.text, (name, observation)
+            assert observation.text.strip(), name
