@@ -11,6 +11,7 @@ server. Compare the run with the same eval made embedded using ``bench/answer_sp
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,15 @@ def main() -> None:
         print(f"probe of llama.cpp's server ({path.name}): {backend.capabilities.summary()}", flush=True)
         backend.close()
         command = [sys.executable, "-m", "vidagent.cli", "eval", *rest, "--base-url", base_url, "--model", args.model]
-        raise SystemExit(subprocess.call(command))
+        evaluation = subprocess.Popen(command)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the server and the eval end together
+        try:
+            code = evaluation.wait()
+        finally:
+            if evaluation.poll() is None:
+                evaluation.terminate()
+                evaluation.wait()
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":
