@@ -12,8 +12,21 @@ from pathlib import Path
 from typing import Iterator
 
 import httpx
+import pytest
 
+from vidagent.config import Settings
+from vidagent.errors import ModelUnavailableError
 from vidagent.llm.local import default_threads
+from vidagent.models.install import model_path
+
+
+def installed(name: str, models_dir: Path | None = None) -> Path:
+    """The installed local model ``name``'s file; the test skips where it is not installed."""
+    folder = models_dir or Settings.from_env().models_dir
+    try:
+        return model_path(name, folder)
+    except ModelUnavailableError:
+        pytest.skip(f"model {name} is not installed in {folder}: run `vidagent models install {name}`")
 
 
 def free_port() -> int:

@@ -17,24 +17,22 @@ from vidagent.agent.react_steps import offered_tools
 from vidagent.agent.steps import FinalAnswerStep, ObservationStep, ToolCallStep
 from vidagent.agent.workspace import open_workspace
 from vidagent.config import Settings
-from vidagent.errors import LLMError, ModelUnavailableError
+from vidagent.errors import LLMError
 from vidagent.llm import probe as probe_module
 from vidagent.llm.base import Completion, Message
 from vidagent.llm.client import LLM, build_llm
 from vidagent.llm.local import LocalGGUFBackend
 from vidagent.llm.openai_compat import OpenAICompatibleBackend
 from vidagent.llm.probe import ASSUMED, CapabilityCache
-from vidagent.models.install import model_path
 from vidagent.session import Session
 from vidagent.tools import catalogue
 from vidagent.video.video import Video
 
 from fakes import scripted_perception
-from llama_server import serving
+from llama_server import installed, serving
 
 pytestmark = pytest.mark.models
 
-MODELS_DIR = Settings.from_env().models_dir
 MODEL = "smollm2-135m"
 CONTEXT = 4096
 CHOICES = ["a guitar", "a car", "a house", "a cat", "a tree"]
@@ -44,16 +42,9 @@ PLANNERS = [("react", {"max_steps": 3}), ("caption_only", {"lines": 5, "choose_b
 BUDGET = "calls=8,tokens=12000"  # the tiny model rambles: what is tested is the path, not the answer
 
 
-def _installed(name: str) -> Path:
-    try:
-        return model_path(name, MODELS_DIR)
-    except ModelUnavailableError:
-        pytest.skip(f"model {name} is not installed in {MODELS_DIR}: run `vidagent models install {name}`")
-
-
 @pytest.fixture(scope="module")
 def served() -> Iterator[str]:
-    with serving(_installed(MODEL), context_tokens=CONTEXT) as base_url:
+    with serving(installed(MODEL), context_tokens=CONTEXT) as base_url:
         yield base_url
 
 
@@ -124,7 +115,7 @@ def test_an_image_the_text_only_server_refuses_is_reported_at_once_and_never_sen
 def test_a_reply_is_scored_through_the_server_as_the_embedded_model_scores_it(endpoint):
     messages = [Message("user", "Which vehicle is red in the picture book?")]
     through_server = endpoint.complete(messages, continuation="a red car")
-    embedded = LocalGGUFBackend(_installed(MODEL), context_tokens=CONTEXT)
+    embedded = LocalGGUFBackend(installed(MODEL), context_tokens=CONTEXT)
     try:
         in_process = embedded.complete(messages, continuation="a red car")
     finally:
