@@ -36,6 +36,7 @@ class Fault:
     retry_after: float | None = None
     seconds: float = 0.0
     text: str | None = None
+    message: str | None = None  # ``status``: the error body's message (default "injected HTTP <code>")
 
 
 def completion(text: str) -> dict[str, Any]:
@@ -103,7 +104,8 @@ class FaultServer:
                 if fault.kind == "ok":
                     self._send(200, payload)
                 elif fault.kind == "status":
-                    error = json.dumps({"error": {"message": f"injected HTTP {fault.code}"}}).encode()
+                    said = fault.message or f"injected HTTP {fault.code}"
+                    error = json.dumps({"error": {"message": said}}).encode()
                     headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
                     self._send(fault.code, error, headers)
                 elif fault.kind == "hang":

@@ -23,6 +23,9 @@ from vidagent.redaction import redact, redact_url, url_secrets
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 MAX_REPLY_BYTES = 8 * 1024 * 1024  # a chat completion is a few KB; a bigger reply is a server gone wrong
+REFUSAL_WORDS = ("not supported", "unsupported", "not implemented", "does not support")
+"""A 500 whose message says the request asks for what the server cannot do (llama.cpp's server answers an image
+sent to a text-only model with ``HTTP 500: image input is not supported``): the same request fails every time."""
 _log = logging.getLogger(__name__)
 
 
@@ -67,8 +70,9 @@ class ChatEndpoint:
     long as ``Retry-After`` asks), server errors (5xx), timeouts, a reply cut off mid-way, a body that is not
     JSON, a reply without choices. Retries wait ``backoff_s``, doubling each time, for at most
     ``max_retries`` retries and within ``budget_s`` seconds from the first attempt (each attempt's timeout is
-    cut to what is left); then the last reason is raised, with the number of attempts. A refused connection
-    and other HTTP errors (400, 401, 404...) are reported at once. ``sleep`` is how it waits.
+    cut to what is left); then the last reason is raised, with the number of attempts. A refused connection,
+    other HTTP errors (400, 401, 404...) and a server error whose message says the request asks for what the
+    server does not support (``REFUSAL_WORDS``) are reported at once. ``sleep`` is how it waits.
 
     Each attempt is bounded as a whole, not only between reads: its reply is read as a stream and given up
     once it took ``timeout_s`` in all (a reply that trickles a byte every few seconds) or passed
@@ -135,6 +139,26 @@ class ChatEndpoint:
                 self._sleep(wait)
                 attempt += 1
 
+    def try_once(self, body: dict[str, Any] | None, path: str = "/chat/completions") -> tuple[int, Any]:
+        """One request, never retried, for finding out what the server accepts: the HTTP status and the reply's JSON
+        (None where it is not JSON), or status 0 and the reason where no reply came. ``body``: POSTed; None: a GET
+        of ``path`` (under the API root; a path starting with ``../`` is beside a ``/v1`` root, on the server's own)."""
+        url = f"{self.base_url}{path}"
+        if path.startswith("../"):
+            root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+            url = f"{root}/{path[3:]}"
+        try:
+            if body is None:
+                response = self._http().get(url, timeout=self.timeout_s)
+            else:
+                response = self._http().post(url, content=json.dumps(body).encode("utf-8"), timeout=self.timeout_s)
+        except httpx.HTTPError as exc:
+            return 0, one_line(exc)
+        try:
+            return response.status_code, response.json()
+        except ValueError:
+            return response.status_code, None
+
     def _http(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
@@ -158,8 +182,9 @@ class ChatEndpoint:
         except httpx.HTTPError as exc:
             raise self.error(f"{where} failed: {type(exc).__name__}: {one_line(exc)}") from exc
         if not response.is_success:
-            message = f"{where} answered HTTP {response.status_code}{_error_detail(body)}"
-            if response.status_code not in RETRY_STATUS:
+            detail = _error_detail(body)
+            message = f"{where} answered HTTP {response.status_code}{detail}"
+            if response.status_code not in RETRY_STATUS or refuses(detail):
                 raise self.error(message)
             raise _Transient(message, _retry_after(response))
         data = _parse_json(body, where)
@@ -258,6 +283,12 @@ def _error_detail(body: bytes) -> str:
         text = body[:1000].decode("utf-8", errors="replace")
     text = " ".join(str(text).split())[:200]
     return f": {text}" if text else ""
+
+
+def refuses(detail: str) -> bool:
+    """Whether an error message says the server cannot do what was asked (not worth a retry)."""
+    lowered = detail.lower()
+    return any(words in lowered for words in REFUSAL_WORDS)
 
 
 def _retry_after(response: httpx.Response) -> float | None:

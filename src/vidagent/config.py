@@ -141,6 +141,10 @@ class LLMSettings:
     # CPU threads of the embedded model (None: all CPUs)
     threads: int | None = setting(None, "VIDAGENT_LLM_THREADS", _at_least(int, 1), answers=False)
     cache: bool = setting(True, "VIDAGENT_LLM_CACHE", _off, answers=False)  # ``0``: no response cache
+    # ask an endpoint once what it accepts (images, log-probabilities...), kept in ``Settings.endpoints_path``;
+    # ``0``: take it as a vision model without log-probabilities, as before the probe (not in a run's identity: what
+    # an endpoint accepts is a fact of the endpoint, as its base URL is)
+    probe: bool = setting(True, "VIDAGENT_LLM_PROBE", _off, answers=False)
 
 
 PERCEPTION_SOURCES: tuple[str, ...] = ("imagenet", "pose", "motion")
@@ -384,6 +388,11 @@ class Settings:
     @property
     def llm_cache_path(self) -> Path:
         return self.home / "llm-cache.sqlite"
+
+    @property
+    def endpoints_path(self) -> Path:
+        """What each OpenAI-compatible endpoint and model was probed to accept (``vidagent.llm.probe``)."""
+        return self.home / "endpoints.json"
 
     @property
     def artifacts_dir(self) -> Path:

@@ -281,3 +281,19 @@ def test_auto_scores_sentences_by_their_text_and_short_options_by_their_numbers(
     assert choose(endpoint, [Message("user", "d")], sentences, trace, root.id, "auto") is None
     assert choose(endpoint, [Message("user", "d")], phrases, trace, root.id, "auto") is None and not endpoint.requests
     assert resolved("auto", phrases, endpoint) == "text" and resolved("permuted", phrases, endpoint) == "permuted"
+
+
+def test_auto_scores_option_numbers_through_an_endpoint_that_returns_log_probabilities():
+    """An endpoint probed to return log-probabilities (llama.cpp's server, vLLM) but unable to score a given reply
+    has every option scored by its number in every order, sentences too; an open question reads its answer."""
+    sentences = Task("What is C doing?", choices=("C is cleaning the kitchen after cooking dinner.",
+                                                  "C is repairing a bicycle in the garage today.",
+                                                  "C is painting a large wall in the living room."))
+    endpoint = ScriptedLLM([by_position(0.2, 0.5, 0.3), by_position(0.3, 0.2, 0.5), by_position(0.5, 0.3, 0.2)])
+    endpoint.returns_logprobs = True
+    assert resolved("auto", sentences, endpoint) == "permuted"
+    assert resolved("auto", Task("What is C doing?"), endpoint) == "text"
+    trace = Trace()
+    root = trace.add(TaskStep(question="q"))
+    scores = choose(endpoint, [Message("user", "descriptions")], sentences, trace, root.id, "auto")
+    assert scores is not None and len(scores.per_order) == 3 and math.isclose(sum(scores.probabilities), 1.0)

@@ -26,14 +26,13 @@ from vidagent.llm.local import LocalGGUFBackend
 from vidagent.llm.openai_compat import OpenAICompatibleBackend, image_data_url
 from vidagent.models.install import model_path
 
+from llama_server import installed
+
 MODELS_DIR = Settings.from_env().models_dir
 
 
 def _installed(name: str) -> Path:
-    try:
-        return model_path(name, MODELS_DIR)
-    except ModelUnavailableError:
-        pytest.skip(f"model {name} is not installed in {MODELS_DIR}: run `vidagent models install {name}`")
+    return installed(name, MODELS_DIR)
 
 
 @pytest.fixture(scope="module")

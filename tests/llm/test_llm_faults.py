@@ -98,6 +98,17 @@ def test_a_request_the_server_refuses_is_not_repeated(code):
     assert waits == [] and len(server.requests) == 1
 
 
+def test_a_server_error_saying_the_request_is_not_supported_is_not_repeated():
+    """llama.cpp's server answers an image sent to a text-only model with a 500 that no retry can pass."""
+    waits = Waits()
+    refusal = Fault("status", 500, message="image input is not supported - hint: if this is unexpected, "
+                                           "you may need to provide the mmproj")
+    with FaultServer("hello", default=refusal) as server:
+        with pytest.raises(LLMError, match=r"answered HTTP 500: image input is not supported"):
+            ask(backend(server, waits))
+    assert waits == [] and len(server.requests) == 1
+
+
 # -- every planner over a real memory, with a faulty model ----------------------------------------
 
 @pytest.fixture()

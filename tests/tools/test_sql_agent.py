@@ -121,6 +121,19 @@ def test_an_sql_result_that_holds_nothing_is_a_failed_call(queries, replies, sai
     assert "The memory has no such information" in observation.text and not llm.replies
 
 
+@pytest.mark.parametrize("sql, answer", [
+    ("SELECT COUNT(*) AS segments FROM segments", "Answer: 3"),
+    ("SELECT MAX(end_s) FROM segments", "Answer: 6.1"),
+])
+def test_a_result_that_is_one_number_is_the_answer_whatever_the_model_reading_it_says(queries, sql, answer):
+    """Asked to read "dogs / 2" for "How many dogs appear?", the 1.5B model replied "No such information" and the
+    count was lost in an error step (issue 52): a single number is the SQL's answer as it stands."""
+    llm = ScriptedLLM([sql, "No such information."])
+    observation = SQLSubAgent("count", llm, queries).answer("How many segments are there?")
+    assert not observation.is_error and observation.text.endswith(answer)
+    assert "Answer: No such" not in observation.text and not llm.replies
+
+
 def test_the_schema_prompt_lists_every_table_the_sql_can_read():
     from vidagent.memory.store import ALL_TABLES
 

@@ -67,12 +67,13 @@ def orders_for(choose_by: str, count: int) -> int:
 def resolved(choose_by: str, task: Task, llm: ChatModel) -> str:
     """``auto`` made concrete for this question and model. A model that scores a given reply (the local one, whose
     log-probabilities are read in-process) has the options scored: ``continuation`` where they are sentences, else
-    ``permuted``. Any other (an OpenAI-style endpoint) reads the generated answer (``text``), as the papers did: a
-    strong model's answer needs no scoring, and an endpoint bills every order. Any other way is itself."""
+    ``permuted``. An endpoint that returns log-probabilities (``returns_logprobs``: llama.cpp's server, vLLM) has
+    them scored by their numbers in every order (``permuted``): it cannot score a given reply. Any other reads the
+    generated answer (``text``), as the papers did. Any other way is itself."""
     if choose_by != "auto":
         return choose_by
     if not getattr(llm, "scores_continuations", False):
-        return "text"
+        return "permuted" if task.choices and getattr(llm, "returns_logprobs", False) else "text"
     words = [len(choice.split()) for choice in task.choices or ()]
     sentences = bool(words) and sum(words) / len(words) >= SENTENCE_WORDS
     return "continuation" if sentences else "permuted"

@@ -147,3 +147,11 @@ def first_token_logprobs(choice: Any) -> tuple[tuple[str, float], ...]:
     except (IndexError, KeyError, TypeError, ValueError, AttributeError):
         return ()
     return tuple(sorted(pairs, key=lambda pair: -pair[1]))
+
+
+def token_logprobs(choice: Any) -> tuple[float, ...]:
+    """Each reply token's log-probability from an OpenAI-style choice's ``logprobs`` (empty: none)."""
+    try:
+        return tuple(float(item["logprob"]) for item in (choice.get("logprobs") or {}).get("content") or [])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return ()

@@ -41,6 +41,12 @@ class LLM:
         return self.backend.supports_images
 
     @property
+    def returns_logprobs(self) -> bool:
+        """Whether ``top_logprobs`` gets the likeliest first tokens' log-probabilities (a model that scores
+        continuations reads them in-process; an endpoint says so when probed)."""
+        return self.scores_continuations or bool(getattr(self.backend, "returns_logprobs", False))
+
+    @property
     def scores_continuations(self) -> bool:
         return bool(getattr(self.backend, "scores_continuations", False))
 
@@ -140,8 +146,11 @@ def build_llm(settings: Settings) -> LLM:
             raise LLMError("the openai backend needs a base URL (set VIDAGENT_LLM_BASE_URL)")
         from vidagent.llm.openai_compat import OpenAICompatibleBackend
 
-        backend = OpenAICompatibleBackend(cfg.base_url, cfg.model, api_key=cfg.api_key,
-                                          timeout_s=cfg.timeout_s)
+        from vidagent.llm.probe import CapabilityCache
+
+        backend = OpenAICompatibleBackend(cfg.base_url, cfg.model, api_key=cfg.api_key, timeout_s=cfg.timeout_s,
+                                          capabilities_cache=CapabilityCache(settings.endpoints_path)
+                                          if cfg.probe else None)
     else:
         raise LLMError(f"unknown LLM backend {cfg.backend!r} (use 'local' or 'openai')")
     cache = ResponseCache(settings.llm_cache_path) if cfg.cache else None

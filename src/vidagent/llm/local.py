@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from vidagent.chat_http import engine_reply
 from vidagent.errors import LLMError, ModelUnavailableError
-from vidagent.llm.base import Completion, Message, Sampling, first_token_logprobs
+from vidagent.llm.base import Completion, Message, Sampling, first_token_logprobs, token_logprobs
 from vidagent.llm.gguf_tokenizer import ReplyTokenizer, load_reply_tokenizer, token_grammar
 from vidagent.llm.stopping import check_stop
 
@@ -205,14 +205,6 @@ def gbnf_literal(text: str) -> str:
     """``text`` as a GBNF string literal (llama.cpp's grammar syntax)."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
     return f'"{escaped}"'
-
-
-def token_logprobs(choice: Any) -> tuple[float, ...]:
-    """Each reply token's log-probability from an OpenAI-style choice's ``logprobs`` (empty: none)."""
-    try:
-        return tuple(float(item["logprob"]) for item in (choice.get("logprobs") or {}).get("content") or [])
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return ()
 
 
 def _completion(reply: Any, seconds: float, model: str) -> Completion:

@@ -22,6 +22,7 @@ class MeteredChat:
         self.name = model.name
         self.supports_images = model.supports_images
         self.scores_continuations = bool(getattr(model, "scores_continuations", False))
+        self.returns_logprobs = bool(getattr(model, "returns_logprobs", self.scores_continuations))
         self.meter = BudgetMeter(budget, clock=clock) if budget is not None else None
 
     def calls_left(self) -> int | None:

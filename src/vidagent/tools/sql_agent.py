@@ -8,7 +8,8 @@ and answers the sub-question from the rows. SQL that reads the object tables bui
 memory first when it is not built yet (DoraemonGPT's task-related memory: built when a sub-task
 needs it), or fails saying there is none. A result with no rows, or rows the answer says do not
 hold the answer, is a failed call ("the memory has no such information", DoraemonGPT's A.2),
-so a search planner counts it as a failure. ``object_memory_querying`` first retrieves the
+so a search planner counts it as a failure; but a result that is one number (a count) is the answer itself,
+whatever the model reading it says. ``object_memory_querying`` first retrieves the
 objects the question's words describe and hands them to the SQL writer, each with its line (what it
 looks like and does, stage ``descriptions``): ranked by text-embedding similarity to those lines and,
 as VideoAgent does, by CLIP text-to-feature similarity against the objects' stored CLIP features when
@@ -153,6 +154,9 @@ class SQLSubAgent:
         request = answering.render(question=question, sql=result.sql, rows=rows)
         answer = self.llm.chat([Message("user", request)], max_tokens=answering.budget, stop=answering.stop).text.strip()
         said = answer if self.kind == KNOWLEDGE_KIND else quote(answer)  # a video's answer may repeat its text
+        value = single_number(result)
+        if value is not None and NO_INFORMATION.match(answer):  # the SQL's own answer (a count, a time) stands
+            answer = said = value
         text = f"SQL: {result.sql}\nResult:\n{rows}\nAnswer: {said}"
         if NO_INFORMATION.match(answer):
             return Observation(text + f"\n{self._held.capitalize()} has no such information; ask another "
@@ -271,6 +275,19 @@ def _ranks(scores: np.ndarray) -> np.ndarray:
     ranks = np.empty(len(order), np.float64)
     ranks[order] = np.arange(len(order))
     return ranks
+
+
+def single_number(result: QueryResult) -> str | None:
+    """The one number a result holds (one row of one numeric cell: a ``COUNT``, ``MAX(end_s)``...), as text; None for
+    any other result. Such a result is the SQL's answer as it stands, whatever the model reading it says: asked to
+    read "dogs / 2" for "How many dogs appear?", the 1.5B model replied "No such information" (3 of 4 such shapes),
+    which threw the count away as a failed call."""
+    if len(result.rows) != 1 or len(result.rows[0]) != 1:
+        return None
+    value = result.rows[0][0]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return result.to_text().splitlines()[-1]
 
 
 def quoted_cells(result: QueryResult) -> QueryResult:
