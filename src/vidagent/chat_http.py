@@ -86,6 +86,7 @@ class ChatEndpoint:
                  error: type[VidagentError] = LLMError, max_reply_bytes: int = MAX_REPLY_BYTES) -> None:
         self.base_url = base_url.rstrip("/")
         address, self._auth = _split_credentials(self.base_url)
+        self._address = address  # the API root without its credentials (they go as Basic auth)
         self.url = f"{address}/chat/completions"  # as httpx logs it: without the credentials
         self.timeout_s = timeout_s
         self.max_retries = max_retries
@@ -143,19 +144,19 @@ class ChatEndpoint:
         """One request, never retried, for finding out what the server accepts: the HTTP status and the reply's JSON
         (None where it is not JSON), or status 0 and the reason where no reply came. ``body``: POSTed; None: a GET
         of ``path`` (under the API root; a path starting with ``../`` is beside a ``/v1`` root, on the server's own)."""
-        url = f"{self.base_url}{path}"
+        url = f"{self._address}{path}"
         if path.startswith("../"):
-            root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+            root = self._address[:-3] if self._address.endswith("/v1") else self._address
             url = f"{root}/{path[3:]}"
+        content = None if body is None else json.dumps(body).encode("utf-8")
+        try:  # bounded as a chat reply is: its size and its time in all
+            with self._http().stream("GET" if body is None else "POST", url, content=content,
+                                     timeout=self.timeout_s) as response:
+                raw = self._read_body(response, time.monotonic() + self.timeout_s, self.timeout_s)
+        except (httpx.HTTPError, _Transient, VidagentError) as exc:
+            return 0, redact(one_line(exc) if isinstance(exc, httpx.HTTPError) else str(exc), self._secrets)
         try:
-            if body is None:
-                response = self._http().get(url, timeout=self.timeout_s)
-            else:
-                response = self._http().post(url, content=json.dumps(body).encode("utf-8"), timeout=self.timeout_s)
-        except httpx.HTTPError as exc:
-            return 0, one_line(exc)
-        try:
-            return response.status_code, response.json()
+            return response.status_code, json.loads(raw)
         except ValueError:
             return response.status_code, None
 

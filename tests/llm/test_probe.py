@@ -12,7 +12,7 @@ from vidagent.errors import LLMError
 from vidagent.llm.base import Message
 from vidagent.llm.client import LLM
 from vidagent.llm.openai_compat import OpenAICompatibleBackend
-from vidagent.llm.probe import CapabilityCache, EndpointCapabilities
+from vidagent.llm.probe import ASSUMED, CapabilityCache, EndpointCapabilities, remembered
 
 from fault_llm import Fault, FaultServer
 
@@ -38,11 +38,13 @@ def test_a_text_only_endpoint_is_probed_once_and_its_images_are_never_sent(tmp_p
     assert json.loads((tmp_path / "endpoints.json").read_text())[f"{server.base_url} m"]["images"] is False
 
 
-def test_a_server_that_cannot_be_probed_is_reported_and_not_remembered(tmp_path):
+def test_a_server_that_cannot_be_probed_is_reported_assumed_and_not_remembered(tmp_path, caplog):
     cache = CapabilityCache(tmp_path / "endpoints.json")
     with FaultServer(default=Fault("status", 503)) as server:
         with pytest.raises(LLMError, match="could not be probed: HTTP 503"):
-            backend(server, cache).capabilities
+            remembered(backend(server, cache).endpoint, "m", cache)
+        assert backend(server, cache).capabilities == ASSUMED  # the question goes on; its own calls retry
+    assert "could not be probed: HTTP 503" in caplog.text
     assert cache.get(server.base_url, "m") is None
 
 

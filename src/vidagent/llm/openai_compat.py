@@ -7,6 +7,7 @@ Images are sent as JPEG data URLs in ``image_url`` content parts.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable, Sequence
 
@@ -16,6 +17,8 @@ from vidagent.llm.probe import ASSUMED, CapabilityCache, EndpointCapabilities, c
     tokenised
 from vidagent.errors import LLMError
 from vidagent.redaction import redact_url
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["OpenAICompatibleBackend", "estimate_tokens", "image_data_url"]
 
@@ -56,7 +59,11 @@ class OpenAICompatibleBackend:
         """What the endpoint accepts for this model (probed once, then remembered)."""
         if self._capabilities is None:
             assert self._cache is not None
-            self._capabilities = remembered(self.endpoint, self.model, self._cache)
+            try:
+                self._capabilities = remembered(self.endpoint, self.model, self._cache)
+            except LLMError as error:  # not known now: assumed for this call, probed again by the next one
+                _log.warning("%s (assumed: %s)", error, ASSUMED.summary())
+                return ASSUMED
         return self._capabilities
 
     @property

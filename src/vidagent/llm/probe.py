@@ -59,12 +59,12 @@ def probe(endpoint: ChatEndpoint, model: str) -> EndpointCapabilities:
     status, reply = endpoint.try_once({"model": model, "messages": text, "max_tokens": 1, "logprobs": True,
                                        "top_logprobs": 2})
     if status == 0 or status >= 500 and not _refused(reply):
-        raise LLMError(f"{endpoint.where} could not be probed: {_said(status, reply)}")
+        raise endpoint.error(f"{endpoint.where} could not be probed: {_said(status, reply)}")
     logprobs = status == 200 and _has_logprobs(reply)
     if status != 200:  # it refused the log-probabilities: a plain request must pass
         status, reply = endpoint.try_once({"model": model, "messages": text, "max_tokens": 1})
         if status != 200:
-            raise LLMError(f"{endpoint.where} could not be probed: {_said(status, reply)}")
+            raise endpoint.error(f"{endpoint.where} could not be probed: {_said(status, reply)}")
     looking = [{"role": "user", "content": [{"type": "text", "text": "Say yes."},
                                             {"type": "image_url", "image_url": {"url": image_data_url(PROBE_IMAGE)}}]}]
     images = _accepted(endpoint, {"model": model, "messages": looking, "max_tokens": 1}, "images")
@@ -181,7 +181,7 @@ def _accepted(endpoint: ChatEndpoint, body: dict[str, Any], what: str) -> bool:
     if status == 200 and isinstance(reply, dict) and reply.get("choices"):
         return True
     if status == 0 or status >= 500 and not _refused(reply):
-        raise LLMError(f"{endpoint.where} failed while probed for {what}: {_said(status, reply)}")
+        raise endpoint.error(f"{endpoint.where} failed while probed for {what}: {_said(status, reply)}")
     return False
 
 
