@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from vidagent.agent.planning import Needs
+from vidagent.agent.react import VIDEOAGENT_TOOLS
 from vidagent.agent.react_steps import offered_tools
 from vidagent.agent.steps import FinalAnswerStep, ObservationStep, ToolCallStep
 from vidagent.agent.workspace import open_workspace
@@ -25,7 +26,6 @@ from vidagent.llm.local import LocalGGUFBackend
 from vidagent.llm.openai_compat import OpenAICompatibleBackend
 from vidagent.llm.probe import ASSUMED, CapabilityCache
 from vidagent.session import Session
-from vidagent.tools import catalogue
 from vidagent.video.video import Video
 
 from fakes import scripted_perception
@@ -53,14 +53,11 @@ def endpoint(served: str, tmp_path: Path) -> OpenAICompatibleBackend:
     return OpenAICompatibleBackend(served, MODEL, capabilities_cache=CapabilityCache(tmp_path / "endpoints.json"))
 
 
-# a call of every tool react offers by default, over the scripted toy clip (5 s, three segments)
+# a call of every tool react offers by default (VideoAgent's), over the scripted toy clip (5 s, three segments)
 REACT_CALLS = {
     "caption_retrieval": {"start_segment": 0, "end_segment": 2},
     "segment_localization": {"description": "a person drawing"},
-    "frame_description": {"start_s": 0.0, "end_s": 4.0},
-    "frame_question_answering": {"question": "What is being drawn?", "start_s": 0.0, "end_s": 4.0},
-    **{name: {"question": "How many people appear?"} for name in catalogue.names(form="segments", reads="objects",
-                                                                                   offered=True)},
+    "object_memory_querying": {"question": "How many people appear?"},
 }
 
 
@@ -148,10 +145,10 @@ def test_every_tool_react_offers_a_text_only_server_answers_through_it(scripted,
     none ends in the server's refusal (the SQL tools' answers come back as observations)."""
     llm = LLM(endpoint)
     with Session(scripted.settings(), perception=scripted_perception(), llm=llm) as session, \
-            open_workspace(Needs(tools=None), "What is being drawn?", [Video(scripted.toy)], session, llm,
+            open_workspace(Needs(tools=VIDEOAGENT_TOOLS), "What is being drawn?", [Video(scripted.toy)], session, llm,
                            glance=0) as toolbox:
         offered = offered_tools(toolbox, "react", described_vqa=False)
-        assert set(offered.names) == set(REACT_CALLS)  # visual_question_answering is not among them
+        assert set(offered.names) == set(REACT_CALLS) == set(VIDEOAGENT_TOOLS) - {"visual_question_answering"}
         for name, arguments in REACT_CALLS.items():
             observation = offered.call(name, arguments)
             assert "HTTP" not in observation.text and "not supported" not in observation.text, (name, observation)
