@@ -39,6 +39,7 @@ def test_a_text_only_endpoint_is_probed_once_and_its_images_are_never_sent(tmp_p
 
 
 def test_a_server_that_cannot_be_probed_is_reported_assumed_and_not_remembered(tmp_path, caplog):
+    caplog.set_level("INFO", logger="vidagent.llm.openai_compat")
     cache = CapabilityCache(tmp_path / "endpoints.json")
     with FaultServer(default=Fault("status", 503)) as server:
         with pytest.raises(LLMError, match="could not be probed: HTTP 503"):

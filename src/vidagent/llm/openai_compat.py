@@ -61,9 +61,9 @@ class OpenAICompatibleBackend:
             assert self._cache is not None
             try:
                 self._capabilities = remembered(self.endpoint, self.model, self._cache)
-            except LLMError as error:  # not known now: assumed for this call, probed again by the next one
-                _log.warning("%s (assumed: %s)", error, ASSUMED.summary())
-                return ASSUMED
+            except LLMError as error:  # not known now: assumed while this model lives, never kept in the cache
+                _log.info("%s (assumed: %s)", error, ASSUMED.summary())
+                self._capabilities = ASSUMED
         return self._capabilities
 
     @property
