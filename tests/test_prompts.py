@@ -20,6 +20,7 @@ PLACEHOLDERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("agent", "option_number"): ("options",),
     ("agent", "library_judge"): ("lines", "name", "question"), ("agent", "library_judge_system"): (),
     ("agent", "check_evidence"): ("evidence", "options", "question"), ("agent", "check_support"): ("answer",),
+    ("agent", "answer_rating"): ("answer", "evidence", "question"), ("agent", "answer_rating_system"): (),
     ("agent", "orders_choose_again"): ("excluded", "material", "options", "question"),
     ("agent", "orders_answer_again"): ("excluded", "material", "question"),
     ("agent", "text_withheld_choose"): ("material", "options", "question"),

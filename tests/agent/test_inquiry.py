@@ -219,7 +219,7 @@ def test_the_stages_run_in_order_over_one_inquiry():
     assert seen == ["a", "b"]
     assert [stage.__name__ for stage in STAGES] == [
         "open_the_sources", "choose_planner", "check_needs", "prepare", "run_guarded", "report_coverage",
-        "judge_sight", "check_evidence", "report_budget", "judge_confidence", "learn"]
+        "judge_sight", "check_evidence", "rate_open_answer", "report_budget", "calibrate", "judge_confidence", "learn"]
 
 
 class _Seeing(ScriptedLLM):

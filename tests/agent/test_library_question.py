@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from vidagent.agent.library_question import (EVIDENCE_CAP, answer_over_library, candidate_videos, yes_probability)
+from vidagent.agent.library_question import EVIDENCE_CAP, answer_over_library, candidate_videos
+from vidagent.agent.option_scoring import yes_probability
 from vidagent.errors import LLMError
 from vidagent.llm.base import Completion
 from vidagent.memory.library_search import LibrarySearch, since_time, video_ids_for

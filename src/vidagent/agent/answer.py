@@ -84,23 +84,26 @@ class Answer:
     usage: Usage = field(default_factory=Usage)
     abstained: str = ""  # why there is no answer ("" when there is one); a multiple-choice guess stays a candidate
     check: Check | None = None  # the check of the answer against the evidence it cites (None: not run)
+    calibrated: float | None = None  # the measured confidence mapped to P(right) (``agent.calibration``; None: no map)
 
     @property
     def confidence(self) -> float | None:
-        """How sure the planner was, from what it has: the chosen option's probability where it chose by
-        likelihood, else the share of its attempts' votes the answer got when several voted (all of them: 1.0), else the
-        option's probability on the cited evidence (the check's); None when it has none of them (an open
-        answer of a single chain), and 0 when it abstained. Capped where the run cannot support a high one
-        (``agent.confidence``: a failed check, a budget-stopped run)."""
+        """The probability that the answer is right where a calibration maps its planner's measure
+        (``calibrated``), else how sure the planner was (``measured_confidence``); 0 when it abstained. Capped where
+        the run cannot support a high one (``agent.confidence``: a failed check, a budget-stopped run)."""
         if self.abstained:
             return 0.0
-        raw = self._measured_confidence()
+        raw = self.calibrated if self.calibrated is not None else self.measured_confidence
         cap = confidence_cap(check_failed=self.check is not None and self.check.checked and not self.check.supported,
                              budget_stopped=bool((self.artifacts.get("budget") or {}).get("stopped")))
         return raw if raw is None or cap is None else min(raw, cap[0])
 
-    def _measured_confidence(self) -> float | None:
-        """The planner's own measure, before the caps of ``agent.confidence``."""
+    @property
+    def measured_confidence(self) -> float | None:
+        """How sure the planner was, from what it has: the chosen option's probability where it chose by
+        likelihood, else the share of its attempts' votes the answer got when several voted (all of them: 1.0), else
+        the option's probability on the cited evidence (the check's), else an open answer's rating (P(yes) that it
+        is right, ``agent.answer_rating``); None when it has none of them."""
         chosen = next((c for c in self.candidates if answer_key(c.text, c.choice_index) ==
                        answer_key(self.text, self.choice_index)), None)
         if chosen is not None and chosen.likelihood is not None:
@@ -108,7 +111,8 @@ class Answer:
         votes = sum(c.votes for c in self.candidates)
         if chosen is not None and votes > 1:  # several attempts voted (one that all agreed on: 1.0)
             return round(chosen.votes / votes, 4)
-        return self.check.probability(self.choice_index) if self.check is not None else None
+        checked = self.check.probability(self.choice_index) if self.check is not None else None
+        return checked if checked is not None else self.artifacts.get("rating")
 
     @property
     def question(self) -> str:
@@ -144,6 +148,7 @@ class Answer:
             "choice": self.choice,
             "planner": self.planner,
             "confidence": self.confidence,
+            "measured_confidence": self.measured_confidence,
             "abstained": bool(self.abstained),
             "abstain_reason": self.abstained,
             "check": self.check.to_dict() if self.check is not None else None,

@@ -12,7 +12,9 @@ reads what the earlier ones made and adds its part::
     report_coverage    what a glanced memory let the answer see (``artifacts["coverage"]``)
     judge_sight        a question of a kind the memory holds no evidence of abstains (``agent.memory_sight``)
     check_evidence     the model re-reads the evidence the answer cites (``agent.evidence_check``)
+    rate_open_answer   an open answer gets the model's P(yes) that it is right (``agent.answer_rating``)
     report_budget      what the question spent (``artifacts["budget"]``)
+    calibrate          the planner's measure mapped to the probability of being right (``agent.calibration``)
     judge_confidence   below the confidence threshold set, the answer abstains (``agent.confidence``)
     learn              what the answer teaches is kept across questions
 
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, Union
 
 from vidagent.agent.answer import Answer
+from vidagent.agent.answer_rating import needs_rating, rate_answer
+from vidagent.agent.calibration import default_calibration, measure_of
 from vidagent.agent.confidence import below_threshold
 from vidagent.agent.evidence_check import check_answer
 from vidagent.agent.learning.keeper import Experience, ExperienceOptions, check_mode
@@ -199,12 +203,29 @@ def check_evidence(inquiry: Inquiry, resources: AskResources) -> None:
         inquiry.answer = check_answer(inquiry.answer, inquiry.llm, resources.settings.tools)
 
 
+def rate_open_answer(inquiry: Inquiry, resources: AskResources) -> None:
+    """An open answer, which no planner measures, rated by the model (one short call) where it gives
+    log-probabilities."""
+    if inquiry.planner.needs.llm and needs_rating(inquiry.answer):
+        rate_answer(inquiry.answer, inquiry.llm, resources.settings.tools)
+
+
 def report_budget(inquiry: Inquiry, resources: AskResources) -> None:
     """What the question spent, and whether its budget stopped the planner."""
     meter = inquiry.llm.meter
     if meter is not None:
         stopped = any(step.how == "budget" for step in inquiry.answer.trace.of_type(FinalAnswerStep))
         inquiry.answer.artifacts["budget"] = meter.to_dict() | {"stopped": stopped}
+
+
+def calibrate(inquiry: Inquiry, resources: AskResources) -> None:
+    """The answer's measure mapped to the probability of being right, where a map was fitted for its planner;
+    which of the two the confidence is, is said in ``artifacts["confidence"]``."""
+    answer = inquiry.answer
+    measure = measure_of(answer.artifacts, answer.choice_index, bool(answer.task.choices))
+    answer.calibrated = default_calibration().probability(answer.planner, measure)
+    answer.artifacts["confidence"] = {"measured": answer.measured_confidence, "calibrated": answer.calibrated,
+                                      "measure": measure.kind if measure else None}
 
 
 def judge_confidence(inquiry: Inquiry, resources: AskResources) -> None:
@@ -229,7 +250,8 @@ def learn(inquiry: Inquiry, resources: AskResources) -> None:
 
 Stage = Callable[[Inquiry, AskResources], None]
 STAGES: tuple[Stage, ...] = (open_the_sources, choose_planner, check_needs, prepare, run_guarded, report_coverage,
-                             judge_sight, check_evidence, report_budget, judge_confidence, learn)
+                             judge_sight, check_evidence, rate_open_answer, report_budget, calibrate,
+                             judge_confidence, learn)
 
 
 def answer_inquiry(inquiry: Inquiry, resources: AskResources, stages: Sequence[Stage] = STAGES) -> Answer:

@@ -18,12 +18,12 @@ then one judgement per candidate video, then one answer that lists the videos an
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from vidagent.agent.option_scoring import TOP_LOGPROBS, yes_probability
 from vidagent.errors import LLMError
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.budget import BudgetSpentError
@@ -38,7 +38,6 @@ PROMPTS = "vidagent.agent"
 DEFAULT_MAX_VIDEOS = 8
 MOMENTS_SEARCHED = 40  # moments asked of the search; their videos, best first, are the candidates
 LINES_PER_VIDEO = 8  # lines of a video's moments the judge reads
-TOP_LOGPROBS = 20
 EVIDENCE_CAP = {"category": 0.95, "words": 0.85, "meaning": 0.6}
 """The highest confidence each kind of evidence supports (see the module's description)."""
 
@@ -157,21 +156,6 @@ def judge_video(question: str, moments: Sequence[Moment], llm: ChatModel) -> Vid
     confidence = min(max(probability, 0.5), cap) if listed else min(1.0 - probability, 0.95)
     return VideoFinding(first.video_id, first.path, tuple(moments), listed, confidence, judged_by,
                         time.perf_counter() - started)
-
-
-def yes_probability(logprobs: Sequence[tuple[str, float]]) -> float | None:
-    """P(yes) against P(no) from first-token log-probabilities ("Yes", " yes", "no"...); None when neither is
-    among them."""
-    best = {"yes": -math.inf, "no": -math.inf}
-    for token, logprob in logprobs:
-        word = token.strip().lower()
-        if word in best:
-            best[word] = max(best[word], logprob)
-    if not any(math.isfinite(value) for value in best.values()):
-        return None
-    top = max(best.values())
-    weights = {word: math.exp(value - top) if math.isfinite(value) else 0.0 for word, value in best.items()}
-    return weights["yes"] / (weights["yes"] + weights["no"])
 
 
 def _strongest(moments: Sequence[Moment]) -> str:

@@ -229,3 +229,18 @@ def score_options(llm: ChatModel, messages: Sequence[Message], task: Task, trace
     mean = tuple(sum(order[i] for order in per_order) / len(per_order) for i in range(count))
     index = max(range(count), key=lambda i: mean[i])
     return OptionScores(index, mean, tuple(per_order) if orders > 1 else ())
+
+
+def yes_probability(logprobs: Sequence[tuple[str, float]]) -> float | None:
+    """P(yes) against P(no) from first-token log-probabilities ("Yes", " yes", "no"...); None when neither is
+    among them."""
+    best = {"yes": -math.inf, "no": -math.inf}
+    for token, logprob in logprobs:
+        word = token.strip().lower()
+        if word in best:
+            best[word] = max(best[word], logprob)
+    if not any(math.isfinite(value) for value in best.values()):
+        return None
+    top = max(best.values())
+    weights = {word: math.exp(value - top) if math.isfinite(value) else 0.0 for word, value in best.items()}
+    return weights["yes"] / (weights["yes"] + weights["no"])

@@ -205,9 +205,30 @@ CALIBRATION_BINS = 10
 COVERAGES = (0.5, 0.8, 1.0)
 
 
+def auroc(scores: Sequence[float], correct: Sequence[bool]) -> float | None:
+    """The probability that a right answer's score exceeds a wrong one's (ties count half): how well the scores
+    separate right from wrong (0.5: not at all); None without both a right and a wrong answer."""
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    ranks = [0.0] * len(scores)
+    start = 0
+    while start < len(order):  # mid-ranks for ties
+        end = start
+        while end + 1 < len(order) and scores[order[end + 1]] == scores[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    right = sum(1 for ok in correct if ok)
+    wrong = len(correct) - right
+    if not right or not wrong:
+        return None
+    rank_sum = sum(rank for rank, ok in zip(ranks, correct) if ok)
+    return (rank_sum - right * (right + 1) / 2) / (right * wrong)
+
+
 def calibration(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None] | None:
     """How well the answers' confidence tells right from wrong, over the scored rows that have one:
-    the expected calibration error (10 equal-width bins: the mean gap between confidence and accuracy,
+    its AUROC (``auroc``), the expected calibration error (10 equal-width bins: the mean gap between confidence and accuracy,
     weighted by the bin's share), accuracy on the 50, 80 and 100 % most confident answers, how many abstained
     and accuracy on the scored answers that did not (``accuracy_answered``; None when every one abstained). None when
     no row has a confidence (a planner that chooses by text in a single chain has none)."""
@@ -223,7 +244,8 @@ def calibration(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None] | 
             gap = abs(sum(c for c, _ in members) / len(members) - sum(ok for _, ok in members) / len(members))
             error += gap * len(members) / len(rated)
     ranked = sorted(rated, key=lambda item: -item[0])
-    result: dict[str, float | None] = {"n": float(len(rated)), "ece": error}
+    result: dict[str, float | None] = {"n": float(len(rated)), "ece": error,
+                                       "auroc": auroc([c for c, _ in rated], [ok for _, ok in rated])}
     for coverage in COVERAGES:
         kept = ranked[: max(1, round(coverage * len(ranked)))]
         result[f"accuracy_at_{int(coverage * 100)}"] = sum(ok for _, ok in kept) / len(kept)

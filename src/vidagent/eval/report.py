@@ -64,6 +64,10 @@ def _label(group: str) -> str:
     return GROUP_LABELS.get(group, group)
 
 
+def _auroc(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
 def _percent(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
@@ -133,6 +137,7 @@ def markdown_report(run: RunRecord) -> str:
             f"; accuracy on the answers that did not abstain {_percent(answered)} %" if answered is not None
             else "; every answer abstained")
         lines += ["", f"**Confidence** ({int(rated['n'])} answers with one, {int(rated['abstained'])} abstained): "
+                      f"AUROC {_auroc(rated['auroc'])} (right against wrong); "
                       f"expected calibration error {rated['ece']:.3f}; accuracy on the 50 / 80 / 100 % most confident "
                       f"{_percent(rated['accuracy_at_50'])} / {_percent(rated['accuracy_at_80'])} / "
                       f"{_percent(rated['accuracy_at_100'])} %{kept}."]

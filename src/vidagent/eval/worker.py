@@ -125,14 +125,16 @@ def base_row(item: EvalItem, planner: str) -> dict[str, Any]:
         "gold": item.gold(), "dataset_grounded": bool(item.extra.get("grounded")), "planner": planner,
         "prediction": "", "choice_index": None, "correct": None, "match": None, "windows": [], "iou": None,
         "judge": None, "usage": {}, "judge_usage": {}, "evidence": [], "candidates": [], "artifacts": {},
-        "segments_read": 0, "confidence": None, "abstained": False, "trace": [], "error": None, "wall_s": 0.0,
+        "segments_read": 0, "confidence": None, "measured_confidence": None, "abstained": False,
+        "abstain_reason": "", "trace": [], "error": None, "wall_s": 0.0,
     }
 
 
 def answer_fields(answer: Answer) -> dict[str, Any]:
     data = answer.to_dict()
     return {"prediction": data["answer"], "choice_index": data["choice_index"], "usage": data["usage"],
-            "confidence": data["confidence"], "abstained": data["abstained"],
+            "confidence": data["confidence"], "measured_confidence": data["measured_confidence"],
+            "abstained": data["abstained"], "abstain_reason": data["abstain_reason"],
             "evidence": data["evidence"], "candidates": data["candidates"], "artifacts": data["artifacts"],
             "segments_read": segments_read(answer), "trace": data["trace"]}
 

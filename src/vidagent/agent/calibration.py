@@ -1,0 +1,140 @@
+"""An answer's confidence as the probability that it is right (issue 51).
+
+What a planner measures (an option's probability, a rating) ranks answers but is not a probability of being
+right: the embedded 1.5B model spreads its mass over five options, so a right answer and a wrong one both read
+about 0.3. Each way of measuring therefore has its own small logistic map, fitted on development questions
+(``bench/calibrate.py`` writes ``calibration.toml`` beside this module, with the questions it was fitted on):
+
+    options, by number   the options' numbers scored in every cyclic order (``permuted``): the chosen option's
+                         mean probability (as a logit), its lead over the next option, and the share of orders
+                         that chose it
+    options, by text     each option's text scored as the reply (``continuation``): the chosen option's
+                         probability (logit) and its lead in mean log-probability over the next
+    open answer          the model's P(yes) that the answer is right (``agent.answer_rating``), as a logit
+
+A planner and measure the map was not fitted for keeps its measured confidence (``Answer.confidence``, said in
+``answer.artifacts["confidence"]``); the caps of ``agent.confidence`` bound either.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+EPSILON = 1e-4  # probabilities are kept this far from 0 and 1 before a logit
+CALIBRATION_FILE = "calibration.toml"
+FEATURES = {"permuted": ("top_logit", "lead", "agreement"), "continuation": ("top_logit", "logprob_lead"),
+            "open": ("rating_logit",)}
+"""The features each kind of measure is mapped from (those ``measure_of`` gives)."""
+
+
+def logit(p: float) -> float:
+    p = min(max(p, EPSILON), 1 - EPSILON)
+    return math.log(p / (1 - p))
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What an answer's planner measured, as the named features of one kind of measure."""
+
+    kind: str  # "permuted" | "continuation" | "open"
+    features: Mapping[str, float]
+
+
+def measure_of(artifacts: Mapping[str, Any], choice_index: int | None, has_choices: bool) -> Measure | None:
+    """The measure an answer's artifacts hold (its planner's option probabilities, or its rating); None where
+    they hold none this module knows. Reads the JSON an answer's ``to_dict`` writes, so a stored run is
+    measured as a live answer is."""
+    if not has_choices:
+        rating = artifacts.get("rating")
+        return None if rating is None else Measure("open", {"rating_logit": logit(float(rating))})
+    scored = artifacts.get("option_probabilities")
+    if not scored or choice_index is None:
+        return None
+    orders = [list(map(float, order)) for order in scored] if isinstance(scored[0], list) else [list(map(float, scored))]
+    count = len(orders[0])
+    if choice_index >= count or any(len(order) != count for order in orders):
+        return None
+    mean = [sum(order[i] for order in orders) / len(orders) for i in range(count)]
+    top = mean[choice_index]
+    runner_up = max((p for i, p in enumerate(mean) if i != choice_index), default=0.0)
+    means = artifacts.get("mean_logprobs")
+    if means and len(means) == count:
+        rest = [float(m) for i, m in enumerate(means) if i != choice_index]
+        lead = float(means[choice_index]) - max(rest) if rest else 0.0
+        return Measure("continuation", {"top_logit": logit(top), "logprob_lead": lead})
+    agreement = sum(1 for order in orders if max(range(count), key=order.__getitem__) == choice_index) / len(orders)
+    return Measure("permuted", {"top_logit": logit(top), "lead": top - runner_up, "agreement": agreement})
+
+
+@dataclass(frozen=True)
+class LogisticMap:
+    """P(right) = sigmoid(intercept + sum of weight x feature), fitted on ``fitted_on``."""
+
+    intercept: float
+    weights: Mapping[str, float]
+    fitted_on: str = ""
+
+    def probability(self, features: Mapping[str, float]) -> float:
+        z = self.intercept + sum(weight * features[name] for name, weight in self.weights.items())
+        return 1.0 / (1.0 + math.exp(-max(min(z, 40.0), -40.0)))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The maps of each planner's measures: ``maps[planner][kind]``."""
+
+    maps: Mapping[str, Mapping[str, LogisticMap]]
+
+    def probability(self, planner: str, measure: Measure | None) -> float | None:
+        """The probability that an answer of ``planner`` with ``measure`` is right; None where no map fits."""
+        if measure is None:
+            return None
+        found = self.maps.get(planner, {}).get(measure.kind)
+        if found is None or any(name not in measure.features for name in found.weights):
+            return None
+        return round(found.probability(measure.features), 4)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Calibration:
+        maps = {planner: {kind: LogisticMap(float(entry["intercept"]), {k: float(v) for k, v in entry["weights"].items()},
+                                            str(entry.get("fitted_on", "")))
+                          for kind, entry in kinds.items()}
+                for planner, kinds in data.items() if isinstance(kinds, Mapping)}
+        return cls(maps)
+
+    def to_mapping(self) -> dict[str, Any]:
+        return {planner: {kind: {"intercept": m.intercept, "weights": dict(m.weights), "fitted_on": m.fitted_on}
+                          for kind, m in kinds.items()} for planner, kinds in self.maps.items()}
+
+
+@lru_cache(maxsize=1)
+def default_calibration() -> Calibration:
+    """The maps shipped with vidagent (``agent/calibration.toml``)."""
+    text = resources.files("vidagent.agent").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8")
+    return Calibration.from_mapping(tomllib.loads(text))
+
+
+def fit_logistic(rows: Sequence[Mapping[str, float]], outcomes: Sequence[bool], names: Sequence[str],
+                 l2: float = 1e-2, steps: int = 200) -> tuple[float, dict[str, float]]:
+    """Intercept and weights of a logistic regression of ``outcomes`` on the features ``names`` of ``rows``
+    (Newton's method with a small L2 penalty on the weights, not the intercept, so separable data stays finite)."""
+    x = np.array([[1.0] + [float(row[name]) for name in names] for row in rows])
+    y = np.array([1.0 if ok else 0.0 for ok in outcomes])
+    penalty = np.diag([0.0] + [l2] * len(names))
+    beta = np.zeros(x.shape[1])
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-np.clip(x @ beta, -40, 40)))
+        gradient = x.T @ (p - y) + penalty @ beta
+        hessian = x.T @ (x * (p * (1 - p))[:, None]) + penalty + 1e-9 * np.eye(x.shape[1])
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.max(np.abs(step)) < 1e-8:
+            break
+    return float(beta[0]), {name: float(w) for name, w in zip(names, beta[1:])}
