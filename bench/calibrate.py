@@ -36,7 +36,11 @@ def load(name: str, folder: Path) -> list[dict[str, Any]]:
     for row in rows:
         if row.get("correct") is None or row.get("error"):
             continue
-        measure = measure_of(row.get("artifacts") or {}, row.get("choice_index"), bool(row.get("choices")))
+        artifacts = dict(row.get("artifacts") or {})
+        # runs made before the memory's kind was recorded: an imported memory (namespace:id) was captioned, a
+        # video file here was described by the offline models
+        artifacts.setdefault("memory_captioned", not Path(str(row.get("video_path", ""))).is_file())
+        measure = measure_of(artifacts, row.get("choice_index"), row.get("question", ""), bool(row.get("choices")))
         measured = row.get("measured_confidence", row.get("confidence"))
         kept.append(row | {"set": name, "measure": measure, "measured": measured})
     return kept

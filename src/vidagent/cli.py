@@ -188,7 +188,9 @@ def _print_answer(answer: Answer, *, trace: bool) -> None:
     if answer.abstained:
         print(f"Abstained: {answer.abstained} (the answer above is the best guess)")
     elif answer.confidence is not None:
-        print(f"Confidence: {answer.confidence:.0%}")
+        calibrated = answer.calibrated is not None
+        print(f"Confidence: {answer.confidence:.0%}" + (" (the chance it is right, calibrated on development questions)"
+                                                        if calibrated else " (the planner's own measure, not calibrated)"))
     if len(answer.candidates) > 1:
         print("Candidates:")
         for candidate in answer.candidates:

@@ -17,29 +17,37 @@ from vidagent.agent.task import Question, Source
 
 
 def test_options_scored_in_every_order_give_their_mean_lead_and_agreement():
-    measure = measure_of({"option_probabilities": [[0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.5, 0.4, 0.1]]}, 0, True)
+    measure = measure_of({"option_probabilities": [[0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.5, 0.4, 0.1]],
+                          "memory_captioned": True}, 0, "What is it?", True)
     assert measure.kind == "permuted"
     assert measure.features["top_logit"] == pytest.approx(logit(1.3 / 3))
     assert measure.features["lead"] == pytest.approx(1.3 / 3 - 1.4 / 3)
-    assert measure.features["agreement"] == pytest.approx(2 / 3)
+    assert measure.features["agreement"] == pytest.approx(2 / 3) and measure.features["uncaptioned"] == 0.0
 
 
 def test_options_scored_by_their_text_give_the_lead_in_mean_log_probability():
-    measure = measure_of({"option_probabilities": [0.5, 0.3, 0.2], "mean_logprobs": [-0.5, -1.25, -2.0]}, 0, True)
+    measure = measure_of({"option_probabilities": [0.5, 0.3, 0.2], "mean_logprobs": [-0.5, -1.25, -2.0],
+                          "memory_captioned": False}, 0, "What is it?", True)
     assert measure.kind == "continuation"
-    assert measure.features == {"top_logit": pytest.approx(logit(0.5)), "logprob_lead": pytest.approx(0.75)}
+    assert measure.features == {"top_logit": pytest.approx(logit(0.5)), "logprob_lead": pytest.approx(0.75),
+                                "uncaptioned": 1.0}
 
 
-def test_an_open_answer_is_measured_by_its_rating_and_nothing_else_is_guessed():
-    assert measure_of({"rating": 0.8}, None, False).features == {"rating_logit": pytest.approx(logit(0.8))}
-    assert measure_of({}, None, False) is None
-    assert measure_of({"option_probabilities": [0.5, 0.5]}, None, True) is None  # no option chosen
-    assert measure_of({"option_probabilities": [0.5, 0.5]}, 3, True) is None  # an option past the scored ones
+def test_an_open_answer_is_measured_by_its_rating_and_what_it_asks_and_nothing_else_is_guessed():
+    rated = {"rating": 0.8, "memory_captioned": True}
+    assert measure_of(rated, None, "How many dogs are there?", False).features == {
+        "rating_logit": pytest.approx(logit(0.8)), "asks_when": 0.0, "asks_count": 1.0, "uncaptioned": 0.0}
+    assert measure_of(rated, None, "When does the dog jump?", False).features["asks_when"] == 1.0
+    assert measure_of({"rating": 0.8}, None, "What is it?", False) is None  # the memory's kind unknown
+    assert measure_of({"memory_captioned": True}, None, "What is it?", False) is None
+    scored = {"option_probabilities": [0.5, 0.5], "memory_captioned": True}
+    assert measure_of(scored, None, "What is it?", True) is None  # no option chosen
+    assert measure_of(scored, 3, "What is it?", True) is None  # an option past the scored ones
 
 
 def test_a_map_is_applied_only_to_the_planner_and_measure_it_was_fitted_for():
     calibration = Calibration({"caption_only": {"open": LogisticMap(-1.0, {"rating_logit": 2.0})}})
-    measure = measure_of({"rating": 0.5}, None, False)
+    measure = measure_of({"rating": 0.5, "memory_captioned": True}, None, "What is it?", False)
     assert calibration.probability("caption_only", measure) == pytest.approx(1 / (1 + math.e), abs=1e-4)
     assert calibration.probability("react", measure) is None
     assert calibration.probability("caption_only", None) is None

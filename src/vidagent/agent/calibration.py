@@ -6,11 +6,15 @@ about 0.3. Each way of measuring therefore has its own small logistic map, fitte
 (``bench/calibrate.py`` writes ``calibration.toml`` beside this module, with the questions it was fitted on):
 
     options, by number   the options' numbers scored in every cyclic order (``permuted``): the chosen option's
-                         mean probability (as a logit), its lead over the next option, and the share of orders
-                         that chose it
-    options, by text     each option's text scored as the reply (``continuation``): the chosen option's
-                         probability (logit) and its lead in mean log-probability over the next
-    open answer          the model's P(yes) that the answer is right (``agent.answer_rating``), as a logit
+                         mean probability (as a logit) and its lead over the next option
+    options, by text     each option's text scored as the reply (``continuation``): the chosen option's lead in
+                         mean log-probability over the next
+    open answer          the model's P(yes) that the answer is right (``agent.answer_rating``), as a logit, and
+                         whether the question asks for a time or a count (a 2-second memory places an event only
+                         to its segment, and counts come from detections)
+
+and, for each, whether the memory read was described by a captioner (a vision model, released captions) or only by
+the offline models, whose answers are right far less often at the same measure.
 
 A planner and measure the map was not fitted for keeps its measured confidence (``Answer.confidence``, said in
 ``answer.artifacts["confidence"]``); the caps of ``agent.confidence`` bound either.
@@ -27,10 +31,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from vidagent.agent.task import open_answer
+
 EPSILON = 1e-4  # probabilities are kept this far from 0 and 1 before a logit
 CALIBRATION_FILE = "calibration.toml"
-FEATURES = {"permuted": ("top_logit", "lead", "agreement"), "continuation": ("top_logit", "logprob_lead"),
-            "open": ("rating_logit",)}
+FEATURES = {"permuted": ("top_logit", "lead", "uncaptioned"), "continuation": ("logprob_lead", "uncaptioned"),
+            "open": ("rating_logit", "asks_when", "asks_count", "uncaptioned")}
 """The features each kind of measure is mapped from (those ``measure_of`` gives)."""
 
 
@@ -47,13 +53,23 @@ class Measure:
     features: Mapping[str, float]
 
 
-def measure_of(artifacts: Mapping[str, Any], choice_index: int | None, has_choices: bool) -> Measure | None:
-    """The measure an answer's artifacts hold (its planner's option probabilities, or its rating); None where
-    they hold none this module knows. Reads the JSON an answer's ``to_dict`` writes, so a stored run is
-    measured as a live answer is."""
+def measure_of(artifacts: Mapping[str, Any], choice_index: int | None, question: str,
+               has_choices: bool) -> Measure | None:
+    """The measure an answer's artifacts hold (its planner's option probabilities, or its rating), with what the
+    memory it read was (``memory_captioned``: described by a captioner, or only by the offline models); None where
+    they hold none this module knows. Reads the JSON an answer's ``to_dict`` writes, so a stored run is measured as
+    a live answer is."""
+    captioned = artifacts.get("memory_captioned")
+    if captioned is None:
+        return None
+    memory = {"uncaptioned": 0.0 if captioned else 1.0}
     if not has_choices:
         rating = artifacts.get("rating")
-        return None if rating is None else Measure("open", {"rating_logit": logit(float(rating))})
+        if rating is None:
+            return None
+        asks = open_answer(question)
+        return Measure("open", {"rating_logit": logit(float(rating)), "asks_when": float(asks == "when"),
+                                "asks_count": float(asks == "count"), **memory})
     scored = artifacts.get("option_probabilities")
     if not scored or choice_index is None:
         return None
@@ -68,9 +84,9 @@ def measure_of(artifacts: Mapping[str, Any], choice_index: int | None, has_choic
     if means and len(means) == count:
         rest = [float(m) for i, m in enumerate(means) if i != choice_index]
         lead = float(means[choice_index]) - max(rest) if rest else 0.0
-        return Measure("continuation", {"top_logit": logit(top), "logprob_lead": lead})
+        return Measure("continuation", {"top_logit": logit(top), "logprob_lead": lead, **memory})
     agreement = sum(1 for order in orders if max(range(count), key=order.__getitem__) == choice_index) / len(orders)
-    return Measure("permuted", {"top_logit": logit(top), "lead": top - runner_up, "agreement": agreement})
+    return Measure("permuted", {"top_logit": logit(top), "lead": top - runner_up, "agreement": agreement, **memory})
 
 
 @dataclass(frozen=True)

@@ -222,7 +222,9 @@ def calibrate(inquiry: Inquiry, resources: AskResources) -> None:
     """The answer's measure mapped to the probability of being right, where a map was fitted for its planner;
     which of the two the confidence is, is said in ``artifacts["confidence"]``."""
     answer = inquiry.answer
-    measure = measure_of(answer.artifacts, answer.choice_index, bool(answer.task.choices))
+    if inquiry.memories:
+        answer.artifacts["memory_captioned"] = all(memory.captioned for memory in inquiry.memories.values())
+    measure = measure_of(answer.artifacts, answer.choice_index, answer.question, bool(answer.task.choices))
     answer.calibrated = default_calibration().probability(answer.planner, measure)
     answer.artifacts["confidence"] = {"measured": answer.measured_confidence, "calibrated": answer.calibrated,
                                       "measure": measure.kind if measure else None}

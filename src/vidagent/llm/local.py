@@ -20,7 +20,7 @@ from vidagent.chat_http import engine_reply
 from vidagent.errors import LLMError, ModelUnavailableError
 from vidagent.llm.base import Completion, Message, Sampling, first_token_logprobs, token_logprobs
 from vidagent.llm.gguf_tokenizer import ReplyTokenizer, load_reply_tokenizer, token_grammar
-from vidagent.llm.stopping import check_stop
+from vidagent.llm.stopping import CallStoppedError, check_stop, current_stop
 
 _GGUF_MAGIC = b"GGUF"
 
@@ -136,16 +136,52 @@ class LocalGGUFBackend:
 
     def _call(self, request: dict[str, Any]) -> tuple[Completion, dict[str, Any]]:
         """One request to the engine (call with the lock held): its completion and the raw reply; llama.cpp's
-        timings are kept in ``last_timings``."""
+        timings are kept in ``last_timings``. A reply written for a question that can be cancelled is streamed,
+        so that cancelling it stops the engine after the token under way (``_streamed``)."""
         server = self._ensure_loaded()
         started = time.perf_counter()
+        stop = current_stop()
         try:
-            reply = server.handle_chat_completions(request)
+            if stop is not None and not request.get("logprobs"):
+                reply = self._streamed(server, request, stop)
+            else:
+                reply = server.handle_chat_completions(request)
+        except CallStoppedError:
+            raise
         except Exception as exc:  # the binding raises RuntimeError/ValueError
             raise LLMError(f"local model {self.model_path.name} failed: {exc}") from exc
         completion = _completion(reply, time.perf_counter() - started, self.model_path.name)
         self.last_timings = dict(reply.get("timings") or {})
         return completion, reply
+
+    @staticmethod
+    def _streamed(server: Any, request: dict[str, Any], stop: threading.Event) -> dict[str, Any]:
+        """``request`` answered token by token, the stream told to end (the callback returning True) as soon as
+        ``stop`` is set: the reply put together as the engine gives it unstreamed (text, finish reason, usage,
+        timings), or ``CallStoppedError`` when it was stopped."""
+        pieces: list[str] = []
+        ending: dict[str, Any] = {"finish_reason": None, "usage": {}, "timings": {}}
+
+        def on_chunk(chunk: Any) -> bool:
+            if isinstance(chunk, dict):
+                for choice in chunk.get("choices") or ():
+                    pieces.append((choice.get("delta") or {}).get("content") or "")
+                    ending["finish_reason"] = choice.get("finish_reason") or ending["finish_reason"]
+                ending["usage"] = chunk.get("usage") or ending["usage"]
+                ending["timings"] = chunk.get("timings") or ending["timings"]
+                if "error" in chunk:
+                    ending["error"] = chunk["error"]
+            return stop.is_set()
+
+        server.handle_chat_completions(request | {"stream": True, "stream_options": {"include_usage": True}},
+                                       on_chunk)
+        if stop.is_set():
+            raise CallStoppedError("the question was cancelled: its reply was stopped mid-way")
+        if "error" in ending:
+            raise LLMError(f"the local model failed: {ending['error']}")
+        return {"choices": [{"index": 0, "finish_reason": ending["finish_reason"],
+                             "message": {"role": "assistant", "content": "".join(pieces)}}],
+                "usage": ending["usage"], "timings": ending["timings"]}
 
     def _ensure_loaded(self) -> Any:
         if self._server is not None:

@@ -4,8 +4,8 @@ its 64 draws first).
 
 ``stopping_on(event)`` marks the model calls made inside it, in that thread, as belonging to a question that
 ``event`` cancels; ``check_stop`` raises ``CallStoppedError`` once it is set. ``MeteredChat`` checks before each
-call and the embedded model between the draws of one call, so a dropped question gives its lane back after the
-draw under way (a draw is at most its ``max_tokens``). The scope is context-local (a ``ContextVar``), so questions
+call, and the embedded model between the draws of one call and, while it writes a reply, after every token it
+streams (``current_stop``), so a dropped question gives its lane back within a token of being dropped. The scope is context-local (a ``ContextVar``), so questions
 in other threads are not touched.
 """
 
@@ -33,6 +33,11 @@ def stopping_on(event: threading.Event) -> Iterator[None]:
         yield
     finally:
         _STOP.reset(token)
+
+
+def current_stop() -> threading.Event | None:
+    """The event that cancels the calls under way (None: they belong to no question that can be cancelled)."""
+    return _STOP.get()
 
 
 def check_stop() -> None:
