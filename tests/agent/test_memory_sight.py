@@ -38,9 +38,10 @@ def test_objects_counts_colours_and_times_are_left_to_the_planner(question):
     assert unseen_reason(question, [memory()]) == ""
 
 
-def test_a_question_about_text_needs_text_or_speech_read():
+def test_a_question_about_text_needs_text_or_speech_read_or_a_captioner():
     question = "What word is printed on the box?"
     assert unseen_reason(question, [memory()]).startswith("the offline memory read no on-screen text or speech")
     assert unseen_reason(question, [memory(text=True)]) == ""
+    assert unseen_reason(question, [memory(captioned=True)]) == ""  # captions may quote the text
     assert unseen_reason("What does the man say?", [memory(speech=True)]) == ""
     assert unseen_reason(question, []) == ""  # nothing read: no memory to judge

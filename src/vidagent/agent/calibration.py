@@ -6,7 +6,7 @@ about 0.3. Each way of measuring therefore has its own small logistic map, fitte
 (``bench/calibrate.py`` writes ``calibration.toml`` beside this module, with the questions it was fitted on):
 
     options, by number   the options' numbers scored in every cyclic order (``permuted``): the chosen option's
-                         mean probability (as a logit) and its lead over the next option
+                         mean probability (as a logit)
     options, by text     each option's text scored as the reply (``continuation``): the chosen option's lead in
                          mean log-probability over the next
     open answer          the model's P(yes) that the answer is right (``agent.answer_rating``), as a logit, and
@@ -35,7 +35,7 @@ from vidagent.agent.task import open_answer
 
 EPSILON = 1e-4  # probabilities are kept this far from 0 and 1 before a logit
 CALIBRATION_FILE = "calibration.toml"
-FEATURES = {"permuted": ("top_logit", "lead", "uncaptioned"), "continuation": ("logprob_lead", "uncaptioned"),
+FEATURES = {"permuted": ("top_logit", "uncaptioned"), "continuation": ("logprob_lead", "uncaptioned"),
             "open": ("rating_logit", "asks_when", "asks_count", "uncaptioned")}
 """The features each kind of measure is mapped from (those ``measure_of`` gives)."""
 

@@ -58,8 +58,8 @@ def unseen_reason(question: str, memories: Iterable[SeenMemory]) -> str:
     memories = list(memories)
     if not memories:
         return ""
-    if about_text(question):
-        if any(memory.on_screen_text or memory.speech for memory in memories):
+    if about_text(question):  # a captioner's descriptions may quote the text (NExT-QA's CogAgent captions do)
+        if any(memory.on_screen_text or memory.speech or memory.captioned for memory in memories):
             return ""
         return ("the offline memory read no on-screen text or speech in this video, so it cannot say what is "
                 "written or said; if the text is there, " + GIVE_IT_A_VISION_MODEL)
