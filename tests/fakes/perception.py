@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,29 +151,76 @@ def long_clip() -> FakeClip:
 
 
 def write_clip(clip: FakeClip, folder: Path) -> Path:
-    """Encode ``clip`` as ``folder/<name>.mp4`` (its scenes' frames, and its tone when it has speech)."""
+    """Encode ``clip`` as ``folder/<name>.mp4`` (its scenes' frames, and its tone when it has speech).
+
+    Encoding is the slow part of many fast tests (a minute of AAC takes over a second), so the files are
+    made once per run: a clip with the same frames and tone as one written before is a copy of that file,
+    and a tone already encoded is muxed again as it was (``_ENCODED``)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{clip.name}.mp4"
-    width, height = clip.size
-    frames = round(clip.duration_s * clip.fps)
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264" if "libx264" in av.codecs_available else "mpeg4", rate=clip.fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        audio_stream = container.add_stream("aac", rate=SAMPLE_RATE) if clip.has_audio else None
-        for index in range(frames):
-            image = clip.image_at(index / clip.fps)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-        if audio_stream is not None:
-            frame = av.AudioFrame.from_ndarray(clip.audio()[None, :], format="flt", layout="mono")  # type: ignore[index]
-            frame.sample_rate = SAMPLE_RATE
-            for packet in audio_stream.encode(frame):
-                container.mux(packet)
-            for packet in audio_stream.encode():
-                container.mux(packet)
+    shutil.copyfile(_ENCODED.clip(clip), path)
     return path
+
+
+class _EncodedMedia:
+    """The clips and tones this run has encoded, kept in a temporary folder removed at exit."""
+
+    def __init__(self) -> None:
+        self._folder: tempfile.TemporaryDirectory | None = None
+        self._files: dict[tuple, Path] = {}
+
+    def _new_path(self, suffix: str) -> Path:
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="vidagent-test-clips-")
+        return Path(self._folder.name) / f"{len(self._files)}{suffix}"
+
+    def clip(self, clip: FakeClip) -> Path:
+        key = ("clip", clip.name, clip.fps, clip.size, clip.scenes, tuple(clip.colours),
+               clip.tone_hz if clip.has_audio else None, clip.duration_s)
+        if key not in self._files:
+            path = self._new_path(".mp4")
+            self._encode(clip, path)
+            self._files[key] = path
+        return self._files[key]
+
+    def tone(self, clip: FakeClip) -> Path:
+        """An m4a of the clip's tone (its length and pitch), encoded once."""
+        key = ("tone", clip.tone_hz, clip.duration_s)
+        if key not in self._files:
+            path = self._new_path(".m4a")
+            with av.open(str(path), "w") as container:
+                # one channel and the fast coder: a pure tone's pitch comes through as well, in an eighth of the time
+                stream = container.add_stream("aac", rate=SAMPLE_RATE, layout="mono", options={"aac_coder": "fast"})
+                frame = av.AudioFrame.from_ndarray(clip.audio()[None, :], format="flt", layout="mono")  # type: ignore[index]
+                frame.sample_rate = SAMPLE_RATE
+                for packet in [*stream.encode(frame), *stream.encode()]:
+                    container.mux(packet)
+            self._files[key] = path
+        return self._files[key]
+
+    def _encode(self, clip: FakeClip, path: Path) -> None:
+        width, height = clip.size
+        frames = round(clip.duration_s * clip.fps)
+        with av.open(str(path), "w") as container:
+            stream = container.add_stream("libx264" if "libx264" in av.codecs_available else "mpeg4", rate=clip.fps)
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            tone = av.open(str(self.tone(clip))) if clip.has_audio else None
+            audio_stream = container.add_stream_from_template(tone.streams.audio[0]) if tone is not None else None
+            for index in range(frames):
+                image = clip.image_at(index / clip.fps)
+                for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                    container.mux(packet)
+            for packet in stream.encode():
+                container.mux(packet)
+            if tone is not None:
+                with tone:
+                    for packet in tone.demux(tone.streams.audio[0]):
+                        if packet.dts is not None:
+                            packet.stream = audio_stream
+                            container.mux(packet)
+
+
+_ENCODED = _EncodedMedia()
 
 
 def _pixels(box: Sequence[float], width: int, height: int) -> tuple[float, float, float, float]:
