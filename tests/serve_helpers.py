@@ -22,7 +22,7 @@ from vidagent.session import Session
 
 from fakes import ScriptedLLM
 
-TAG = re.compile(r"\[(q\d+|slow)\]")
+TAG = re.compile(r"\[(q\d+|slow|loop)\]")
 SELECTION = "Does answering it need the space-dominant memory?"
 CHECK_SUPPORT = "Which numbered lines above show that this answer is right?"
 CHECK_OPTION = "Reply with the number of the correct option only."
@@ -39,7 +39,8 @@ def copy_home(source_home: Path, target_home: Path) -> Path:
 
 def tagged_reply(messages: Sequence[Message]) -> str:
     """Answers ``[qN]`` questions with "answer to qN" at once; a ``[slow]`` question keeps calling a tool,
-    a third of a second per call (for a client that leaves mid-stream); an untagged question takes one
+    a third of a second per call (for a client that leaves mid-stream), a ``[loop]`` one too, at once (for a
+    cap on calls); an untagged question takes one
     tool call, then answers "a guitar", each reply after a pause (so a page sees the steps arrive). The check
     finds the answer's option likeliest and its first re-read line supporting it."""
     text = "\n".join(message.content for message in messages)
@@ -50,8 +51,9 @@ def tagged_reply(messages: Sequence[Message]) -> str:
     if CHECK_OPTION in messages[-1].content:
         return "0"
     tag = TAG.search(text)
-    if tag and tag.group(1) == "slow":
-        time.sleep(0.35)
+    if tag and tag.group(1) in ("slow", "loop"):
+        if tag.group(1) == "slow":
+            time.sleep(0.35)
         calls = text.count("Observation")
         return f"Thought: look again\nAction: segment_localization\nAction Input: a guitar drawing, take {calls}"
     if tag is None:

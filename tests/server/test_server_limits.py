@@ -123,7 +123,7 @@ def test_an_mcp_call_the_agent_cancels_stops_its_question(scripted, served):
 def test_every_question_is_held_to_the_servers_cap(scripted, served):
     client, service, _ = served
     toy = register(client, scripted.toy)["video_id"]
-    unbounded = client.post("/api/ask", json={"videos": [toy], "question": "[slow] Look until told to stop"}).json()
+    unbounded = client.post("/api/ask", json={"videos": [toy], "question": "[loop] Look until told to stop"}).json()
     assert unbounded["artifacts"]["budget"]["limit"] == {"calls": 5, "seconds": 120}
     assert unbounded["usage"]["llm_calls"] == 5  # react's 8 steps cut to the cap's 5 calls, the last one its answer
     smaller = client.post("/api/ask", json={"videos": [toy], "question": "[q4] What?", "budget": "calls=2"}).json()
@@ -135,7 +135,7 @@ def test_every_question_is_held_to_the_servers_cap(scripted, served):
 
     async def over_mcp() -> dict:
         async with Client(str(client.base_url).rstrip("/") + "/mcp", read_timeout_seconds=60) as mcp:
-            result = await mcp.call_tool("ask_video", {"video": toy, "question": "[slow] And over MCP?",
+            result = await mcp.call_tool("ask_video", {"video": toy, "question": "[loop] And over MCP?",
                                                        "budget": "calls=500"})
             assert not result.is_error, result.content
             return result.structured_content
