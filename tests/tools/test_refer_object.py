@@ -81,7 +81,7 @@ def test_the_parser_reads_class_colour_ordinal_side_size_and_leaves_verbs_to_mat
 def test_expressions_resolve_without_a_model(shapes_home, expression, object_id):
     home, path, clip = shapes_home
     with session(home, clip) as s:  # the scripted model has no reply: a call to it would fail the test
-        found = s.refer_object(path, expression)
+        found = s.refer_masks(path, expression, [0.0])  # resolved as refer_object does, nothing saved (tested below)
     assert (found.referent.object_id, found.referent.how) == (object_id, "parser"), found.referent.reason
     assert not found.referent.ambiguous
 
@@ -270,7 +270,7 @@ def test_a_side_after_a_verb_of_motion_is_a_direction_and_colours_match_as_many_
 def test_several_colours_take_the_objects_with_the_most_of_them(shapes_home, expression, object_id):
     home, path, clip = shapes_home
     with session(home, clip) as s:
-        found = s.refer_object(path, expression, use_model=False)
+        found = s.refer_masks(path, expression, [0.0], use_model=False)
     assert found.referent.object_id == object_id and "partly" in found.referent.reason and not found.referent.ambiguous
 
 
