@@ -185,27 +185,37 @@ def pytest_addoption(parser):
                      help="fail (not skip) a test that needs models or clips when they are missing (CI)")
 
 
-def _sources(item) -> str:
-    """The test function's source and that of the fixtures it uses (defined in test files)."""
+def _functions(item) -> list:
+    """The test function and the fixtures it uses."""
     functions = [getattr(item, "function", None)]
     info = getattr(item, "_fixtureinfo", None)
     for definitions in (info.name2fixturedefs.values() if info else ()):
         functions += [definition.func for definition in definitions]
-    texts = []
-    for function in functions:
+    return functions
+
+
+def _reads_clips(function, seen: dict) -> bool:
+    """Whether ``function``'s source (one defined in a test file) reads a clip; ``seen`` keeps the answer
+    for each function, as the same fixtures and parametrized tests come up again and again."""
+    try:
+        key = function.__code__  # a parametrized test's items share their function
+    except AttributeError:
+        key = function
+    if key not in seen:
         try:
-            texts.append(inspect.getsource(function))
+            seen[key] = bool(_CLIP_CALL.search(inspect.getsource(function)))
         except (OSError, TypeError):
-            pass
-    return "\n".join(texts)
+            seen[key] = False
+    return seen[key]
 
 
 def pytest_collection_modifyitems(config, items):
+    seen: dict = {}
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & MODEL_FIXTURES:
             item.add_marker(pytest.mark.models)
-        if fixtures & CLIP_FIXTURES or _CLIP_CALL.search(_sources(item)):
+        if fixtures & CLIP_FIXTURES or any(_reads_clips(function, seen) for function in _functions(item)):
             item.add_marker(pytest.mark.clips)
 
 
