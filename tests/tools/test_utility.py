@@ -506,9 +506,9 @@ def test_a_window_that_starts_late_is_read_from_the_keyframe_before_it_with_the_
 # -- review fixes: identical requests at once, a length limit, an output that cannot be written ------------------------
 def test_two_identical_requests_at_once_both_get_the_one_output(moving_square, tmp_path):
     """Both threads pass the look for a made output before either has written it (the progress callback holds
-    the first maker until the second has arrived, or for a second where the second waits its turn)."""
+    the first maker until the second has arrived, or for 0.4 s where the second waits its turn)."""
     video, _ = moving_square
-    arrived = threading.Barrier(2, timeout=1.0)
+    arrived = threading.Barrier(2, timeout=0.4)
 
     def meet(done: float, total: float) -> None:
         try:
