@@ -16,6 +16,7 @@ builder, the tools and the session run unchanged in milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import re
@@ -201,10 +202,10 @@ class _EncodedMedia:
     def _encode(self, clip: FakeClip, path: Path) -> None:
         width, height = clip.size
         frames = round(clip.duration_s * clip.fps)
-        with av.open(str(path), "w") as container:
+        with av.open(str(path), "w") as container, \
+                (av.open(str(self.tone(clip))) if clip.has_audio else contextlib.nullcontext()) as tone:
             stream = container.add_stream("libx264" if "libx264" in av.codecs_available else "mpeg4", rate=clip.fps)
             stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-            tone = av.open(str(self.tone(clip))) if clip.has_audio else None
             audio_stream = container.add_stream_from_template(tone.streams.audio[0]) if tone is not None else None
             for index in range(frames):
                 image = clip.image_at(index / clip.fps)
@@ -213,11 +214,10 @@ class _EncodedMedia:
             for packet in stream.encode():
                 container.mux(packet)
             if tone is not None:
-                with tone:
-                    for packet in tone.demux(tone.streams.audio[0]):
-                        if packet.dts is not None:
-                            packet.stream = audio_stream
-                            container.mux(packet)
+                for packet in tone.demux(tone.streams.audio[0]):
+                    if packet.dts is not None:  # the demuxer's empty flush packet
+                        packet.stream = audio_stream
+                        container.mux(packet)
 
 
 _ENCODED = _EncodedMedia()
