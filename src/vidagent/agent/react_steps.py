@@ -32,6 +32,7 @@ from vidagent.errors import PlannerError
 from vidagent.llm.base import Completion, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import Prompt, prompt
+from vidagent.tools import catalogue
 from vidagent.tools.base import Evidence
 
 PROMPTS = "vidagent.agent"
@@ -127,12 +128,12 @@ class ReActSteps:
         the first 15 segments are its first 8 %: every answer on EgoSchema's 180 one-second captions
         came from them (20 dev questions: one call each, 4 right against caption-only's 7).
         """
-        video = self.toolbox.video
-        if "caption_retrieval" not in self.toolbox.tools or segments <= 0 or video is None or not video.segment_count:
+        video, tool = self.toolbox.video, catalogue.doing("overview")
+        if tool not in self.toolbox.tools or segments <= 0 or video is None or not video.segment_count:
             return None
         long_video = video.segment_count > 2 * segments
         end = video.segment_count - 1 if long_video else min(video.segment_count, segments) - 1
-        return self.automatic(prompt(PROMPTS, "overview_step").render(start=0, end=end).strip(), parent_id)
+        return self.automatic(prompt(PROMPTS, "overview_step").render(start=0, end=end, tool=tool).strip(), parent_id)
 
     def consult_knowledge(self, question: str, parent_id: int) -> list[StepOutcome]:
         """Ask each knowledge source the user attached the question, as automatic steps after the overview,
@@ -355,7 +356,7 @@ def offered_tools(toolbox: Toolbox, planner: str, described_vqa: bool) -> Toolbo
     if not toolbox.tools:
         raise PlannerError(f"the {planner} planner needs at least one tool")
     if not (toolbox.sees_frames or described_vqa) and len(toolbox.tools) > 1:
-        return toolbox.select([name for name in toolbox.names if name != "visual_question_answering"])
+        return toolbox.select([name for name in toolbox.names if name not in catalogue.names(does="looks")])
     return toolbox
 
 
