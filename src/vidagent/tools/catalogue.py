@@ -64,8 +64,9 @@ def unservable(form: Form, *, pixels: bool, speech: bool) -> tuple[str, ...]:
 
 
 def check_declared(tools: Iterable[Tool], form: Form) -> None:
-    """Refuse a tool the catalogue does not declare in ``form`` (a tool added without its entry)."""
+    """Refuse a tool the catalogue does not hold in ``form`` (a tool made without a declaration, or by a builder
+    missing from ``BUILDERS``)."""
     stray = [tool.name for tool in tools if tool.name not in CATALOGUE or CATALOGUE[tool.name].form != form]
     if stray:
-        raise PlannerError(f"tools missing from the catalogue (vidagent.tools.catalogue) as {form} tools: "
-                           f"{', '.join(stray)}")
+        raise PlannerError(f"tools not declared (vidagent.tools.declaration) by a builder of the catalogue as {form} "
+                           f"tools: {', '.join(stray)}")
