@@ -44,7 +44,7 @@ PLACEHOLDERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("agent", "react_step"): (), ("agent", "react_system"): ("memory_note", "rules", "tool_names", "tools"),
     ("agent", "question"): ("answer_format", "duration", "last_segment", "options", "question", "segment_count",
                             "segment_seconds"),
-    ("agent", "overview_step"): ("end", "start", "tool"), ("agent", "answer_in_words"): ("asks",),
+    ("agent", "overview_step"): ("end", "start"), ("agent", "answer_in_words"): ("asks",),
     ("agent", "repeated_call"): ("answer_format",), ("agent", "tried_call"): (), ("agent", "empty_final_answer"): (),
     ("agent", "no_action"): (), ("agent", "unknown_tool"): ("tool_names", "written"),
     ("agent", "no_such_tool"): ("name", "tool_names"), ("agent", "no_such_source"): ("index", "listed"), ("agent", "force_final"): ("answer_format",),

@@ -25,6 +25,7 @@ from vidagent.agent.react_steps import offered_tools
 from vidagent.agent.workspace import open_workspace
 from vidagent.errors import PlannerError
 from vidagent.memory.glance import Glance
+from vidagent.prompts import load_prompt
 from vidagent.session import Session
 from vidagent.tools import capabilities, catalogue
 from vidagent.tools.base import Observation, Parameter, Tool
@@ -110,6 +111,9 @@ def test_a_tool_is_declared_on_its_function_and_the_catalogue_gathers_the_declar
     # the planners' defaults and jobs are read off the declarations, not written as names
     assert catalogue.tool_sets()["videoagent"] == VIDEOAGENT_TOOLS
     assert catalogue.doing("overview") == "caption_retrieval"
+    # the overview step written in the model's name calls the tool declared for it (the prompt keeps its text, so
+    # that an evaluation run's prompts digest stays the same)
+    assert f"Action: {catalogue.doing('overview')}\n" in load_prompt("vidagent.agent", "overview_step")
     assert catalogue.doing("looks_first", accepts="image") == "caption"
     assert catalogue.doing("looks_first", accepts="clip") == "video_narration"
     with pytest.raises(PlannerError, match="0 tools declare the job 'juggles'"):

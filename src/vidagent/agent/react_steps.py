@@ -133,7 +133,7 @@ class ReActSteps:
             return None
         long_video = video.segment_count > 2 * segments
         end = video.segment_count - 1 if long_video else min(video.segment_count, segments) - 1
-        return self.automatic(prompt(PROMPTS, "overview_step").render(start=0, end=end, tool=tool).strip(), parent_id)
+        return self.automatic(prompt(PROMPTS, "overview_step").render(start=0, end=end).strip(), parent_id)
 
     def consult_knowledge(self, question: str, parent_id: int) -> list[StepOutcome]:
         """Ask each knowledge source the user attached the question, as automatic steps after the overview,
@@ -350,13 +350,14 @@ class ReActSteps:
 
 
 def offered_tools(toolbox: Toolbox, planner: str, described_vqa: bool) -> Toolbox:
-    """The tools a ReAct-speaking planner offers its model: all it was given, less a
-    visual_question_answering that only re-reads frame descriptions (unless ``described_vqa``) when
-    another tool is left; none at all is an error."""
+    """The tools a ReAct-speaking planner offers its model: all it was given, less the tool declared to look at
+    segments (``does="looks"``: visual_question_answering) when its model only re-reads frame descriptions (unless
+    ``described_vqa``) and another tool is left; none at all is an error."""
     if not toolbox.tools:
         raise PlannerError(f"the {planner} planner needs at least one tool")
     if not (toolbox.sees_frames or described_vqa) and len(toolbox.tools) > 1:
-        return toolbox.select([name for name in toolbox.names if name not in catalogue.names(does="looks")])
+        looks = catalogue.names(does="looks")
+        return toolbox.select([name for name in toolbox.names if name not in looks])
     return toolbox
 
 

@@ -91,7 +91,8 @@ class Toolbox:
         to a planner that takes every tool), and the user's knowledge tools after them; a name the memory
         withholds is left out, not an error."""
         if names is None:
-            names = [name for name in self.tools if name in catalogue.names(offered=True)]
+            offered = catalogue.names(offered=True)
+            names = [name for name in self.tools if name in offered]
         return replace(self, tools=select_tools(self.tools, names, self.withheld, self.attached))
 
     def describe(self) -> str:
