@@ -202,8 +202,9 @@ class SQLTools:
             question, self._candidate_objects(question))
 
     # DoraemonGPT's sub-task tools, one per kind (SQL over the memory, objects included)
-    subtasks: ClassVar[dict[str, Declaration]] = {kind: declare(kind, "segments", "descriptions speech text objects model",
-                                                                sets="doraemongpt") for kind in SUBTASK_KINDS}
+    subtasks: ClassVar[dict[str, Declaration]] = {
+        kind: declare(kind, "segments", "descriptions speech text objects model", sets="doraemongpt")
+        for kind in SUBTASK_KINDS}
 
     def ensure_objects(self) -> str | None:
         """Build the object memory if it is not built yet; None when it is there, else why it cannot be."""
@@ -219,14 +220,15 @@ class SQLTools:
 
     def subtask(self, kind: str) -> Tool:
         agent = SQLSubAgent(kind, self.llm, self.queries, self.ensure_objects, self.shapes)
-        return Tool(self.subtasks[kind].name, tool_descriptions()[kind], (Parameter("question", str, "the sub-question"),),
-                    lambda question: agent.answer(question))
+        return Tool(self.subtasks[kind].name, tool_descriptions()[kind],
+                    (Parameter("question", str, "the sub-question"),), lambda question: agent.answer(question))
 
     def tools(self, kinds: tuple[str, ...] = (OBJECT_KIND,)) -> list[Tool]:
         out = []
         for kind in kinds:
             if kind == OBJECT_KIND:
-                out.append(made(self.object_memory_querying, tool_descriptions()[declaration_of(self.object_memory_querying).name],
+                described = tool_descriptions()[declaration_of(self.object_memory_querying).name]
+                out.append(made(self.object_memory_querying, described,
                                 (Parameter("question", str, "an object-related question"),)))
             else:
                 out.append(self.subtask(kind))
