@@ -18,17 +18,22 @@ from fakes.library import fake_settings
 from fakes.llm import ScriptedLLM
 from fakes.perception import long_clip, scripted_perception, write_clip
 
+from vidagent.agent.planner import build_planner
 from vidagent.agent.planning import Needs
+from vidagent.agent.react import VIDEOAGENT_TOOLS
+from vidagent.agent.react_steps import offered_tools
 from vidagent.agent.workspace import open_workspace
 from vidagent.errors import PlannerError
 from vidagent.memory.glance import Glance
+from vidagent.prompts import load_prompt
 from vidagent.session import Session
 from vidagent.tools import capabilities, catalogue
 from vidagent.tools.base import Observation, Parameter, Tool
+from vidagent.tools.declaration import declarations, declared, made
 from vidagent.tools.media import frame_media, video_media
 from vidagent.video.video import Video
 
-EVERYTHING = Needs(tools=None, modules=True, max_sources=None)
+EVERYTHING = Needs(tools=catalogue.names(form="segments"), modules=True, max_sources=None)
 
 # a call of each capability over a stretch the glance has not described in full (ten 6-s scenes, 2-s segments)
 SEGMENT_CALLS = {
@@ -73,6 +78,46 @@ def test_every_tool_and_module_built_is_declared_in_its_form_and_every_declared_
         assert set(toolbox.assist.modules) == set(catalogue.names(form="source"))
     assert catalogue.names(form="segments", reads="objects", offered=True) == \
         ("object_memory_querying", "when", "why", "what", "how", "count", "other")
+
+
+def test_a_planner_taking_every_tool_is_handed_only_the_offered_ones_and_a_named_one_besides(tmp_path):
+    react = build_planner("react", {"tools": "none"})
+    assert react.needs.tools is None
+    with fresh_session(tmp_path) as (session, video, llm):
+        with open_workspace(react.needs, "What is on the table?", [video], session, llm, glance=0) as toolbox:
+            handed = offered_tools(toolbox, "ReAct", described_vqa=True).names
+        named = ("caption_retrieval", "export_clip")
+        with open_workspace(Needs(tools=named), "What is on the table?", [video], session, llm, glance=0) as toolbox:
+            assert tuple(toolbox.names) == named
+    assert handed == list(catalogue.names(form="segments", offered=True))
+    assert not {"export_clip", "export_frames", "highlight_object", "remove_object", "refer_object"} & set(handed)
+
+
+def test_a_tool_is_declared_on_its_function_and_the_catalogue_gathers_the_declarations():
+    class Builder:
+        @declared("segments", "descriptions", of="read_span", sets="mine", does="overview")
+        def read(self, start: int) -> Observation:
+            return Observation(f"read {start}")
+
+        def stray(self, start: int) -> Observation:
+            return Observation("")
+
+    builder = Builder()
+    tool = made(builder.read, "reads", (Parameter("start", int, "a segment"),))
+    assert tool.name == "read" and tool("3").text == "read 3"
+    assert [(d.name, d.sets, d.does) for d in declarations(Builder)] == [("read", {"mine"}, {"overview"})]
+    with pytest.raises(TypeError, match="stray"):
+        made(builder.stray, "", (Parameter("start", int, ""),))
+    # the planners' defaults and jobs are read off the declarations, not written as names
+    assert catalogue.tool_sets()["videoagent"] == VIDEOAGENT_TOOLS
+    assert catalogue.doing("overview") == "caption_retrieval"
+    # the overview step written in the model's name calls the tool declared for it (the prompt keeps its text, so
+    # that an evaluation run's prompts digest stays the same)
+    assert f"Action: {catalogue.doing('overview')}\n" in load_prompt("vidagent.agent", "overview_step")
+    assert catalogue.doing("looks_first", accepts="image") == "caption"
+    assert catalogue.doing("looks_first", accepts="clip") == "video_narration"
+    with pytest.raises(PlannerError, match="0 tools declare the job 'juggles'"):
+        catalogue.doing("juggles")
 
 
 @pytest.mark.parametrize("name", sorted(SEGMENT_CALLS))

@@ -21,7 +21,7 @@ from vidagent.memory.store import Library
 from vidagent.perception.masks import encode_mask, mask_from_json, mask_iou, png_to_mask
 from vidagent.perception.suite import Perception
 from vidagent.session import Session
-from vidagent.tools.refer import REFER_TOOL, ReferTools
+from vidagent.tools.refer import ReferTools
 from vidagent.tools.referent import ObjectFact, ObjectFacts, ReferenceError, resolve
 from vidagent.tools.referring import parse_expression, verb_matches
 from vidagent.video import editing
@@ -179,7 +179,7 @@ def test_the_tool_answers_with_the_masks_as_artifacts_and_evidence_or_a_one_line
 
         memory = VideoMemory(Video(path), library)
         (tool,) = ReferTools(memory, fake_settings(home).artifacts_dir).tools()
-        assert tool.name == REFER_TOOL and "referring expression" in tool.description
+        assert tool.name == "refer_object" and "referring expression" in tool.description
         seen = tool("the black dog")
         missing = tool({"expression": "the giraffe"})
     assert not seen.is_error and seen.artifacts["object_id"] == BLACK_DOG and seen.artifacts["kind"] == "segment"
@@ -219,7 +219,7 @@ def test_a_planner_offers_refer_object_only_when_its_tools_option_names_it(shape
                        planner_options={"tools": "refer_object", "overview_segments": 0})
         system = s.llm.requests[0][0].content
     assert "- refer_object(expression: str): finds the one object" in system
-    (made,) = [step for step in answer.trace if step.kind == "observation" and step.tool == REFER_TOOL]
+    (made,) = [step for step in answer.trace if step.kind == "observation" and step.tool == "refer_object"]
     assert made.artifacts["object_id"] == BLACK_DOG and Path(made.artifacts["file"]).is_dir()
     assert answer.text == "object 3" and any(e.start_s == 0.0 and "black dog" in e.text for e in answer.evidence)
 

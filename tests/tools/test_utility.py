@@ -23,7 +23,7 @@ from vidagent.memory.stored_video import StoredVideo
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.tools.edits import EditTooLong, VideoEdits, object_track
 from vidagent.tools.media import ImageMedia, VideoMedia
-from vidagent.tools.utility import UTILITY_TOOLS, UtilityTools
+from vidagent.tools.utility import UtilityTools
 from vidagent.video import editing
 from vidagent.video.track import Placement, Track, TrackBox, decode_mask_or_none, region
 from vidagent.video.video import Video
@@ -342,8 +342,10 @@ def test_bad_calls_and_memories_without_video_files_get_one_line_errors(boat):
     row = {"video_id": "egoschema:abc", "path": "captions.json", "duration_s": 30.0, "fps": 0.0, "width": 0,
            "height": 0, "codec": "none"}
     captions = VideoMemory(StoredVideo(row), memory.library)
-    for name, arguments in zip(UTILITY_TOOLS, ("0, 2", "0", "0", "0, 2")):
-        observation = UtilityTools(captions, settings.artifacts_dir).tools()[UTILITY_TOOLS.index(name)](arguments)
+    made = UtilityTools(captions, settings.artifacts_dir).tools()
+    assert [tool.name for tool in made] == ["export_clip", "highlight_object", "remove_object", "export_frames"]
+    for tool, arguments in zip(made, ("0, 2", "0", "0", "0, 2")):
+        observation = tool(arguments)
         assert observation.is_error and "imported from captions and has no video file" in observation.text
 
 

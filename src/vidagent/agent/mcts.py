@@ -42,7 +42,6 @@ from vidagent.agent.answer import Answer, Candidate, answer_key, group_answers, 
 from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.parsing import extract_choice, parse_react
 from vidagent.agent.planning import Needs, Run, option
-from vidagent.agent.react import VIDEOAGENT_TOOLS
 from vidagent.agent.parsing import reaches_no_answer
 from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format, offered_tools
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, Trace, model_cost
@@ -50,11 +49,11 @@ from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.llm.base import ChatModel, Message
 from vidagent.prompts import prompt
-from vidagent.tools.sql_agent import SUBTASK_KINDS
+from vidagent.tools import catalogue
 
 PROMPTS = "vidagent.agent"
 STRATEGIES = ("mcts", "dfs", "root", "uniform")
-TOOL_SETS = {"doraemongpt": SUBTASK_KINDS, "videoagent": VIDEOAGENT_TOOLS}  # names the tools option takes for sets
+TOOL_SETS = catalogue.tool_sets()  # names the tools option takes for sets: the declared tool sets
 TIE_BREAKS = ("reward", "llm")
 MAX_ALPHA = 100.0
 MAX_BETA = 50.0  # exp(beta) must stay a float; 50 already makes the search depth-first in effect
@@ -119,7 +118,7 @@ class MCTSPlanner:
     tie_break: str = "llm"
     overview_segments: int = option(15, 0, 200)
     seed: int | None = option(None, 0, 2**63 - 1)
-    tools: tuple[str, ...] | None = SUBTASK_KINDS + VIDEOAGENT_TOOLS
+    tools: tuple[str, ...] | None = TOOL_SETS["doraemongpt"] + TOOL_SETS["videoagent"]
     described_vqa: bool = True
     choose_by: str = "auto"
     name: ClassVar[str] = "mcts"

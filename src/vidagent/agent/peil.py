@@ -36,6 +36,7 @@ from vidagent.experience.store import Entry
 from vidagent.llm.base import ChatModel, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import prompt
+from vidagent.tools import catalogue
 from vidagent.tools.base import Evidence, Tool
 
 PROMPTS = "vidagent.agent"
@@ -174,7 +175,7 @@ class PEILPlanner:
         if not self.look_first:
             return parent, seen, ()
         for index, entry in enumerate(inspector.entries):
-            module = "video_narration" if entry.media.source.is_moving else "caption"
+            module = catalogue.doing("looks_first", accepts=entry.media.source.kind)
             if module not in steps.toolbox.tools:
                 continue
             text = prompt(PROMPTS, "peil_opening_step").render(module=module, source=f"visual[{index}]").strip()

@@ -39,8 +39,9 @@ class Needs:
 
     ``memory``: every video's temporal memory (segments, captions, speech; False: only each file's
     length). ``tools``: the tools over the video offered to the model, by name (``None``: every tool
-    there is; ``()``: none); naming a tool that reads the object memory lets the session build that
-    memory ahead of the question. ``modules``: AssistGPT's modules, each taking any of the sources.
+    its declaration offers by default, ``Declaration.offered``; ``()``: none); naming a tool that reads the
+    object memory lets the session build that memory ahead of the question. ``modules``: AssistGPT's modules,
+    each taking any of the sources.
     ``max_sources``: how many sources a question may name (``None``: any number). ``images``: whether
     images are sources it takes. ``llm``: whether it calls a chat model at all (if not, none is loaded).
     """

@@ -19,10 +19,10 @@ from vidagent.agent.steps import Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
 from vidagent.llm.base import ChatModel
+from vidagent.tools import catalogue
 from vidagent.tools.base import Evidence
 
-VIDEOAGENT_TOOLS = ("caption_retrieval", "segment_localization", "visual_question_answering",
-                    "object_memory_querying")
+VIDEOAGENT_TOOLS = catalogue.names(in_set="videoagent")  # VideoAgent's tools: those declared in its set
 
 
 @dataclass

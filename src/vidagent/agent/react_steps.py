@@ -32,6 +32,7 @@ from vidagent.errors import PlannerError
 from vidagent.llm.base import Completion, Message
 from vidagent.llm.metered import MeteredChat
 from vidagent.prompts import Prompt, prompt
+from vidagent.tools import catalogue
 from vidagent.tools.base import Evidence
 
 PROMPTS = "vidagent.agent"
@@ -127,8 +128,8 @@ class ReActSteps:
         the first 15 segments are its first 8 %: every answer on EgoSchema's 180 one-second captions
         came from them (20 dev questions: one call each, 4 right against caption-only's 7).
         """
-        video = self.toolbox.video
-        if "caption_retrieval" not in self.toolbox.tools or segments <= 0 or video is None or not video.segment_count:
+        video, tool = self.toolbox.video, catalogue.doing("overview")
+        if tool not in self.toolbox.tools or segments <= 0 or video is None or not video.segment_count:
             return None
         long_video = video.segment_count > 2 * segments
         end = video.segment_count - 1 if long_video else min(video.segment_count, segments) - 1
@@ -349,13 +350,14 @@ class ReActSteps:
 
 
 def offered_tools(toolbox: Toolbox, planner: str, described_vqa: bool) -> Toolbox:
-    """The tools a ReAct-speaking planner offers its model: all it was given, less a
-    visual_question_answering that only re-reads frame descriptions (unless ``described_vqa``) when
-    another tool is left; none at all is an error."""
+    """The tools a ReAct-speaking planner offers its model: all it was given, less the tool declared to look at
+    segments (``does="looks"``: visual_question_answering) when its model only re-reads frame descriptions (unless
+    ``described_vqa``) and another tool is left; none at all is an error."""
     if not toolbox.tools:
         raise PlannerError(f"the {planner} planner needs at least one tool")
     if not (toolbox.sees_frames or described_vqa) and len(toolbox.tools) > 1:
-        return toolbox.select([name for name in toolbox.names if name != "visual_question_answering"])
+        looks = catalogue.names(does="looks")
+        return toolbox.select([name for name in toolbox.names if name not in looks])
     return toolbox
 
 

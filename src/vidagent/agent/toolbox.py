@@ -26,6 +26,7 @@ from vidagent.llm.base import Usage
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber
 from vidagent.prompts import load_prompt, prompt
+from vidagent.tools import catalogue
 from vidagent.tools.base import Observation, Tool
 from vidagent.tools.evidence_selection import EvidenceSelector
 from vidagent.tools.media import Media, VideoMedia, videos_among
@@ -85,10 +86,13 @@ class Toolbox:
         return {video.memory.video_id: video.memory for video in videos_among(self.sources) if video.opened}
 
     def select(self, names: Iterable[str] | None) -> "Toolbox":
-        """The same toolbox with only the named tools, in that order (``None``: all of them), and the
-        user's knowledge tools after them; a name the memory withholds is left out, not an error."""
+        """The same toolbox with only the named tools, in that order (``None``: every tool it holds that its
+        declaration offers by default, ``Declaration.offered``: a tool only offered when named is not handed
+        to a planner that takes every tool), and the user's knowledge tools after them; a name the memory
+        withholds is left out, not an error."""
         if names is None:
-            return self
+            offered = catalogue.names(offered=True)
+            names = [name for name in self.tools if name in offered]
         return replace(self, tools=select_tools(self.tools, names, self.withheld, self.attached))
 
     def describe(self) -> str:

@@ -54,12 +54,10 @@ from vidagent.agent.toolbox import Toolbox
 from vidagent.errors import PlannerError
 from vidagent.llm.base import ChatModel, Completion, Message
 from vidagent.prompts import prompt
+from vidagent.tools import catalogue
 from vidagent.tools.base import Evidence
 
 PROMPTS = "vidagent.agent"
-DESCRIBE = "frame_description"
-ASK = "frame_question_answering"
-TRAVELER_TOOLS = (DESCRIBE, ASK)
 END_MARGIN_S = 0.05
 EVALUATE_BY = ("text", "scores", "auto")
 
@@ -84,7 +82,9 @@ class TravelerPlanner:
     evaluate_by: str = "auto"
     confidence: float = option(0.8, 0.0, 1.0)
     stable: int = option(1, 0, 20)
-    tools: tuple[str, ...] | None = TRAVELER_TOOLS
+    # the jobs it cannot work without (tools.declaration's ``does``): describing a window of frames, and asking about it
+    jobs: ClassVar[tuple[str, ...]] = ("describes_frames", "asks_frames")
+    tools: tuple[str, ...] | None = tuple(catalogue.doing(job) for job in jobs)
     name: ClassVar[str] = "traveler"
 
     def __post_init__(self) -> None:
@@ -108,7 +108,7 @@ class TravelerPlanner:
         return (self.window_frames - 1) / frames_per_second
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
-        missing = [name for name in TRAVELER_TOOLS if name not in toolbox.tools]
+        missing = [name for name in map(catalogue.doing, self.jobs) if name not in toolbox.tools]
         if missing:
             raise PlannerError(f"the TraveLER planner needs the tools {', '.join(missing)}")
         if toolbox.video is None:
@@ -124,6 +124,7 @@ class _Traversal:
         self.work = work  # the question's task, model and trace
         self.task = work.task
         self.toolbox = toolbox = work.toolbox
+        self.describe, self.ask = map(catalogue.doing, planner.jobs)  # the tools doing its two jobs
         self.experience = toolbox.experience()
         self.memory_note = toolbox.memory_note  # what wrote the descriptions (a describer, or imported captions)
         self.llm = work.llm
@@ -167,7 +168,7 @@ class _Traversal:
     def _initialise(self) -> None:
         for fraction in self.shapes.traveler_opening:
             second = max(0.0, min(self.duration - END_MARGIN_S, fraction * self.duration))
-            observation = self._call(DESCRIBE, {"start_s": second, "end_s": second},
+            observation = self._call(self.describe, {"start_s": second, "end_s": second},
                                      thought=f"(memory bank: the frame at {fraction:.0%} of the video)")
             if not observation.is_error:
                 self._store(second, description=_description(observation.text))
@@ -231,7 +232,7 @@ class _Traversal:
         self.windows.append(second)
         half = self.planner.window_s(self.fps) / 2
         thought = f"(retriever) {completion.text.strip()}" + (f" -> {note}" if note else "")
-        observation = self._call(DESCRIBE, {"start_s": max(0.0, second - half),
+        observation = self._call(self.describe, {"start_s": max(0.0, second - half),
                                             "end_s": min(self.duration, second + half)},
                                  thought=thought, model_output=completion.text, cost=model_cost(completion, started))
         if not observation.is_error:
@@ -248,7 +249,7 @@ class _Traversal:
                            model_output=completion.text, **model_cost(completion, started)))
         half = self.planner.window_s(self.fps) / 2
         for question in questions:
-            observation = self._call(ASK, {"question": question, "start_s": max(0.0, second - half),
+            observation = self._call(self.ask, {"question": question, "start_s": max(0.0, second - half),
                                            "end_s": min(self.duration, second + half)})
             if not observation.is_error:
                 self._store(second, qa=(question, re.sub(r"^Answer:\s*", "", observation.text).strip()))

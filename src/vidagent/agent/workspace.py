@@ -211,12 +211,11 @@ def _video_tools(memory: VideoMemory, resources: Resources, llm: ChatModel, quer
     sql = SQLTools(memory, perception.embedder, llm, queries, build_objects=build_objects,
                    appearance=perception.appearance, shapes=shapes)
     frames = FrameTools(memory, perception.describer, vqa, llm, shapes).tools()
-    kinds = SUBTASK_KINDS if "object_memory_querying" in withheld else (OBJECT_KIND,) + SUBTASK_KINDS
     utility = UtilityTools(memory, resources.settings.artifacts_dir, sql.ensure_objects).tools()  # named only
     refer = ReferTools(memory, resources.settings.artifacts_dir, llm, sql.ensure_objects).tools()  # named only
-    tools = temporal + sql.tools(kinds) + frames + utility + refer
+    tools = temporal + sql.tools((OBJECT_KIND,) + SUBTASK_KINDS) + frames + utility + refer
     catalogue.check_declared(tools, "segments")
-    return tools
+    return [tool for tool in tools if tool.name not in withheld]
 
 
 def _assist_kit(needs: Needs, media: Sequence[Media], resources: Resources, llm: ChatModel,

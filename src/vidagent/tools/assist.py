@@ -29,6 +29,7 @@ turns their results into its observation; the catalogue says which module is a f
 from __future__ import annotations
 
 import difflib
+import inspect
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -45,6 +46,7 @@ from vidagent.prompts import prompt
 from vidagent.tools import capabilities
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
 from vidagent.tools.capabilities import Span
+from vidagent.tools.declaration import declaration_of, declared
 from vidagent.tools.media import ImageMedia, Media, VideoMedia, frame_media
 from vidagent.tools.observed import lines, quote, quote_all, segment_text, with_text
 from vidagent.tools.refining import refine_stretch, refined_artifact
@@ -71,6 +73,14 @@ def module(name: str, description: str, accepts: tuple[SourceKind, ...], query: 
     takes = f" Takes: {', '.join(accepts)}." if accepts else ""
     usage = f"{name}({written}, {'visual[i]' if accepts else 'None'}): {description}{takes}"
     return Tool(name, usage, parameters, function, given=("history",) if reads_history else ())
+
+
+def _declared_module(function: Callable[..., Observation], description: str, query: str) -> Tool:
+    """The module whose function is the ``@declared`` method ``function``: its name and the kinds of source
+    it takes as declared there; given the question and the results so far when its function takes ``history``."""
+    declaration = declaration_of(function)
+    return module(declaration.name, description, declaration.accepts, query, function,  # type: ignore[arg-type]
+                  reads_history="history" in inspect.signature(function).parameters)
 
 
 def knowledge_module(tool: Tool) -> Tool:
@@ -115,40 +125,34 @@ class AssistModules:
         return "open vocabulary" if self.grounder is not None else "80 everyday COCO classes"
 
     def tools(self) -> list[Tool]:
-        any_kind = MOVING + STILL
-        return [
-            module("caption", "answers the query's question about an image (None: describes the image).",
-                       STILL, "optional", self.caption),
-            module("video_narration", "what is seen over time in a video: one line per stretch of seconds.",
-                       MOVING, "none", self.video_narration),
-            module("object_detect", f"detects and counts the objects the query names in an image "
-                       f"({self._detects}; None: every object found).", STILL, "optional", self.object_detect),
-            module("text_detect", "reads the text shown in an image, or on screen over a video.",
-                       any_kind, "none", self.text_detect),
-            module("asr", "the speech of a video, transcribed, with times.", MOVING, "none", self.asr),
-            module("region_ground", "finds the object the query names in an image and crops it (a new source).",
-                       STILL, "required", self.region_ground),
-            module("narration_ground", "finds the clip of a video whose content best matches the query "
-                       "(a new source).", MOVING, "required", self.narration_ground),
-            module("text_ground", "finds where the query's text is written in an image and crops it "
-                       "(a new source); \"text: object\" looks for the text on that object.", STILL, "required",
-                       self.text_ground),
-            module("subtitle_ground", "finds the clip of a video where the speech best matches the query "
-                       "(a new source).", MOVING, "required", self.subtitle_ground),
-            module("knowledge_reason", "answers from general knowledge and the results so far, seeing no "
-                       "source.", (), "required", self.knowledge_reason, reads_history=True),
-            module("narration_reason", "answers a question from a video's narration.", MOVING, "required",
-                       self.narration_reason),
-            module("subtitle_reason", "answers a question from a video's speech.", MOVING, "required",
-                       self.subtitle_reason),
-            module("temporal_reason", "cuts the clip a time phrase names: \"beginning\", \"middle\", \"end\", "
-                       "or \"before: 3\" / \"after: 2-4\" (seconds); a new source.", MOVING, "required",
-                       self.temporal_reason),
-            module("get_frame", "takes the frame at a time (seconds, or \"middle\") of a video as an image "
-                       "(a new source).", MOVING, "required", self.get_frame),
-        ]
+        """The modules, each made from its ``@declared`` method (its name and the sources it takes)."""
+        return [_declared_module(function, description, query) for function, description, query in (
+            (self.caption, "answers the query's question about an image (None: describes the image).", "optional"),
+            (self.video_narration, "what is seen over time in a video: one line per stretch of seconds.", "none"),
+            (self.object_detect, f"detects and counts the objects the query names in an image ({self._detects}; "
+                                 "None: every object found).", "optional"),
+            (self.text_detect, "reads the text shown in an image, or on screen over a video.", "none"),
+            (self.asr, "the speech of a video, transcribed, with times.", "none"),
+            (self.region_ground, "finds the object the query names in an image and crops it (a new source).",
+             "required"),
+            (self.narration_ground, "finds the clip of a video whose content best matches the query (a new source).",
+             "required"),
+            (self.text_ground, "finds where the query's text is written in an image and crops it (a new source); "
+                               "\"text: object\" looks for the text on that object.", "required"),
+            (self.subtitle_ground, "finds the clip of a video where the speech best matches the query "
+                                   "(a new source).", "required"),
+            (self.knowledge_reason, "answers from general knowledge and the results so far, seeing no source.",
+             "required"),
+            (self.narration_reason, "answers a question from a video's narration.", "required"),
+            (self.subtitle_reason, "answers a question from a video's speech.", "required"),
+            (self.temporal_reason, "cuts the clip a time phrase names: \"beginning\", \"middle\", \"end\", "
+                                   "or \"before: 3\" / \"after: 2-4\" (seconds); a new source.", "required"),
+            (self.get_frame, "takes the frame at a time (seconds, or \"middle\") of a video as an image "
+                             "(a new source).", "required"),
+        )]
 
     # -- perceivers ----------------------------------------------------------------------------
+    @declared("source", "pixels model", needs="pixels", of="describe ask_frames", accepts=STILL, does="looks_first")
     def caption(self, query: str, media: Media | None) -> Observation:
         image = _still(media)
         if not _given(query):
@@ -159,6 +163,7 @@ class AssistModules:
         return Observation(f"Description: {lines(looked.description)}\nAnswer: {quote(looked.answer)}",
                            evidence=_evidence(image, looked.answer, "model"))
 
+    @declared("source", "descriptions", refines=True, of="read_span", accepts=MOVING, does="looks_first")
     def video_narration(self, query: str, media: Media | None) -> Observation:
         return self._narration(_moving(media), self.shapes.module_lines)
 
@@ -174,6 +179,7 @@ class AssistModules:
                                                          video.source.id) for i in kept),
                            artifacts=refined_artifact(reading.refined))
 
+    @declared("source", "pixels", needs="pixels", accepts=STILL)
     def object_detect(self, query: str, media: Media | None) -> Observation:
         image = _still(media)
         if self.grounder is not None and _given(query):
@@ -194,6 +200,7 @@ class AssistModules:
             text = f"None of '{query}' was detected (the detector knows 80 COCO classes). " + text
         return Observation(text, evidence=_evidence(image, listing, "objects"))
 
+    @declared("source", "pixels text", needs="pixels", refines=True, accepts=MOVING + STILL)
     def text_detect(self, query: str, media: Media | None) -> Observation:
         if media is not None and media.source.is_moving:
             return self._text_on_screen(_moving(media))
@@ -219,6 +226,7 @@ class AssistModules:
                            evidence=(Evidence(start, end, "on-screen text", video.source.id, kind="text"),),
                            artifacts=refined)
 
+    @declared("source", "speech", needs="speech", of="hear", accepts=MOVING)
     def asr(self, query: str, media: Media | None) -> Observation:
         return self._speech(_moving(media), self.shapes.module_lines)
 
@@ -236,6 +244,7 @@ class AssistModules:
                                                 for i in kept))
 
     # -- locators ------------------------------------------------------------------------------
+    @declared("source", "pixels", needs="pixels", accepts=STILL)
     def region_ground(self, query: str, media: Media | None) -> Observation:
         image = _still(media)
         if self.grounder is not None:
@@ -262,6 +271,7 @@ class AssistModules:
                            f"at [{x1}, {y1}, {x2}, {y2}].", evidence=_evidence(image, names[best]),
                            media=(crop,))
 
+    @declared("source", "pixels text", needs="pixels", accepts=STILL)
     def text_ground(self, query: str, media: Media | None) -> Observation:
         """AssistGPT's ``text[:object_name]``: the OCR text most like ``text``; when several match and an
         object is named, the one on (most inside) that object's box."""
@@ -300,6 +310,7 @@ class AssistModules:
         inside = [max(_inside(text, box) for box in objects) for text in text_boxes]
         return int(np.argmax(inside)) if max(inside) > 0 else None
 
+    @declared("source", "descriptions", refines=True, of="localise", accepts=MOVING)
     def narration_ground(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
         found = capabilities.localise(video.memory, self.embedder, query, _span(video), limit=1,
@@ -323,6 +334,7 @@ class AssistModules:
                            evidence=(Evidence(start, end, segment_text(matched), video.source.id),), media=(clip,),
                            artifacts=refined_artifact(refined))
 
+    @declared("source", "speech", needs="speech", of="match_speech", accepts=MOVING)
     def subtitle_ground(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
         match = capabilities.match_speech(video.memory, self.embedder, query, _span(video))
@@ -335,6 +347,7 @@ class AssistModules:
                            f"{start_s:.1f}-{end_s:.1f} s: {quote(text)}\nCut the clip {start:.1f}-{end:.1f} s.",
                            evidence=(Evidence(start, end, text.strip(), video.source.id, kind="speech"),), media=(clip,))
 
+    @declared("source", "", accepts=MOVING)
     def temporal_reason(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
         start, end = _temporal_window(query, video.window, self.shapes.absolute_parts, self.shapes.relative_parts)
@@ -343,6 +356,7 @@ class AssistModules:
         return Observation(f"'{query}' is {low:.1f}-{high:.1f} s.",
                            evidence=(Evidence(low, high, query, video.source.id),), media=(clip,))
 
+    @declared("source", "pixels", needs="pixels", accepts=MOVING)
     def get_frame(self, query: str, media: Media | None) -> Observation:
         video = _moving(media)
         start, end = video.window
@@ -360,10 +374,12 @@ class AssistModules:
                            evidence=(Evidence(time_s, time_s, "frame", video.source.id),), media=(frame,))
 
     # -- reasoners -----------------------------------------------------------------------------
+    @declared("source", "model")
     def knowledge_reason(self, query: str, media: Media | None, history: str = "") -> Observation:
         results = history[-self.shapes.history_chars:] if history.strip() else "(no results yet)"
         return Observation(self._ask("assist_knowledge", query=query, history=results))
 
+    @declared("source", "descriptions model", refines=True, of="read_span", accepts=MOVING)
     def narration_reason(self, query: str, media: Media | None) -> Observation:
         narration = self._narration(_moving(media), max_chars=self.shapes.reason_chars)
         if narration.is_error:
@@ -373,6 +389,7 @@ class AssistModules:
                            query=query)
         return Observation(f"Answer: {quote(answer)}", evidence=narration.evidence, artifacts=narration.artifacts)
 
+    @declared("source", "speech model", needs="speech", of="hear", accepts=MOVING)
     def subtitle_reason(self, query: str, media: Media | None) -> Observation:
         speech = self._speech(_moving(media), max_chars=self.shapes.reason_chars)
         if not speech.evidence:

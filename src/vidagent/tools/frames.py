@@ -20,6 +20,7 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import FrameDescriber, VisualQA
 from vidagent.tools import capabilities
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.declaration import declared, made
 from vidagent.tools.capabilities import Span
 from vidagent.tools.caption_window import caption_lines, segment_evidence
 from vidagent.tools.observed import quote
@@ -40,17 +41,17 @@ class FrameTools:
     def tools(self) -> list[Tool]:
         window = (Parameter("start_s", float, "window start, seconds"), Parameter("end_s", float, "window end, seconds"))
         return [
-            Tool("frame_description",
+            made(self.frame_description,
                  f"Describes what is seen in the frames between start_s and end_s (seconds; {self.shapes.frame_tool_fps:g} "
                  f"frames a second, {self.shapes.frame_tool_max_frames} at most, one line each). Give start_s = end_s for a single frame.",
-                 window, self.frame_description),
-            Tool("frame_question_answering",
+                 window),
+            made(self.frame_question_answering,
                  "Answers a question about what is seen in the frames between start_s and end_s (seconds), "
                  "looking at the frames themselves. Its answers can be wrong.",
-                 (Parameter("question", str, "a question about these frames"),) + window,
-                 self.frame_question_answering),
+                 (Parameter("question", str, "a question about these frames"),) + window),
         ]
 
+    @declared("segments", "pixels", of="describe", does="describes_frames")
     def frame_description(self, start_s: float, end_s: float) -> Observation:
         if not self.memory.has_pixels:
             read = self._captions(start_s, end_s)
@@ -67,6 +68,7 @@ class FrameTools:
         return Observation(text, evidence=(Evidence(frames[0].time_s, frames[-1].time_s, text, self.memory.video_id),),
                            artifacts={"frame_times": [round(f.time_s, 3) for f in frames]})
 
+    @declared("segments", "pixels model", of="look_and_ask", does="asks_frames")
     def frame_question_answering(self, question: str, start_s: float, end_s: float) -> Observation:
         seen: list[SampledFrame] = []
         if self.memory.has_pixels:

@@ -30,6 +30,7 @@ from vidagent.llm.base import ChatModel
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.prompts import load_prompt
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.declaration import declared, made
 from vidagent.tools.edits import Edit, VideoEdits, object_track
 from vidagent.tools.media import video_file
 from vidagent.tools.object_masks import MANIFEST, OVERLAY, FrameMask, mask_sources, object_masks
@@ -38,7 +39,6 @@ from vidagent.tools.referring import parse_expression
 from vidagent.video.editing import Progress
 
 PROMPTS = "vidagent.tools"
-REFER_TOOL = "refer_object"
 _log = logging.getLogger(__name__)
 
 
@@ -138,10 +138,10 @@ class ReferTools:
     ensure_objects: Callable[[], str | None] | None = None
 
     def tools(self) -> list[Tool]:
-        return [Tool(REFER_TOOL, tool_description(),
-                     (Parameter("expression", str, "words naming one object, e.g. the black dog on the left"),),
-                     self.refer_object)]
+        return [made(self.refer_object, tool_description(),
+                     (Parameter("expression", str, "words naming one object, e.g. the black dog on the left"),))]
 
+    @declared("segments", "pixels objects model files", offered=False)
     def refer_object(self, expression: str) -> Observation:
         found = self.segment(expression)
         return Observation(found.text(), evidence=found.evidence(), artifacts=found.artifacts())

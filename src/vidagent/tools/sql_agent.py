@@ -24,7 +24,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import Callable, Sequence
+from typing import Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import AppearanceModel, TextEmbedder, TextSearchableAppearance
 from vidagent.prompts import load_prompt, prompt
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.declaration import Declaration, declaration_of, declare, declared, made
 from vidagent.tools.observed import quote
 
 PROMPTS = "vidagent.tools"
@@ -192,12 +193,18 @@ class SQLTools:
     appearance: AppearanceModel | None = None  # the session's appearance model: CLIP text search when it can
     shapes: ToolShapes = field(default_factory=ToolShapes)  # result rows and candidate objects shown
 
+    @declared("segments", "objects model", needs="pixels", sets="videoagent")
     def object_memory_querying(self, question: str) -> Observation:
         missing = self.ensure_objects()
         if missing:
             return Observation(f"No object memory: {missing}.", is_error=True)
         return SQLSubAgent(OBJECT_KIND, self.llm, self.queries, self.ensure_objects, self.shapes).answer(
             question, self._candidate_objects(question))
+
+    # DoraemonGPT's sub-task tools, one per kind (SQL over the memory, objects included)
+    subtasks: ClassVar[dict[str, Declaration]] = {
+        kind: declare(kind, "segments", "descriptions speech text objects model", sets="doraemongpt")
+        for kind in SUBTASK_KINDS}
 
     def ensure_objects(self) -> str | None:
         """Build the object memory if it is not built yet; None when it is there, else why it cannot be."""
@@ -213,16 +220,16 @@ class SQLTools:
 
     def subtask(self, kind: str) -> Tool:
         agent = SQLSubAgent(kind, self.llm, self.queries, self.ensure_objects, self.shapes)
-        return Tool(kind, tool_descriptions()[kind], (Parameter("question", str, "the sub-question"),),
-                    lambda question: agent.answer(question))
+        return Tool(self.subtasks[kind].name, tool_descriptions()[kind],
+                    (Parameter("question", str, "the sub-question"),), lambda question: agent.answer(question))
 
     def tools(self, kinds: tuple[str, ...] = (OBJECT_KIND,)) -> list[Tool]:
         out = []
         for kind in kinds:
             if kind == OBJECT_KIND:
-                out.append(Tool("object_memory_querying", tool_descriptions()["object_memory_querying"],
-                                (Parameter("question", str, "an object-related question"),),
-                                self.object_memory_querying))
+                described = tool_descriptions()[declaration_of(self.object_memory_querying).name]
+                out.append(made(self.object_memory_querying, described,
+                                (Parameter("question", str, "an object-related question"),)))
             else:
                 out.append(self.subtask(kind))
         return out

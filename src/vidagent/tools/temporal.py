@@ -15,6 +15,7 @@ from vidagent.memory.video_memory import VideoMemory
 from vidagent.perception.base import TextEmbedder, VisualQA
 from vidagent.tools import capabilities
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.declaration import declared, made
 from vidagent.tools.capabilities import Span
 from vidagent.tools.caption_window import segment_evidence
 from vidagent.tools.observed import lines, quote, segment_text
@@ -35,27 +36,25 @@ class TemporalTools:
 
     def tools(self) -> list[Tool]:
         return [
-            Tool(
-                "caption_retrieval",
+            made(
+                self.caption_retrieval,
                 f"the descriptions of segments start_segment to end_segment ({self.shapes.caption_lines} at most).",
                 (Parameter("start_segment", int, "first segment id"), Parameter("end_segment", int, "last segment id")),
-                self.caption_retrieval,
             ),
-            Tool(
-                "segment_localization",
+            made(
+                self.segment_localization,
                 f"the {self.shapes.localized_segments} segments whose descriptions best match the description.",
                 (Parameter("description", str, "what to look for"),),
-                self.segment_localization,
             ),
-            Tool(
-                "visual_question_answering",
+            made(
+                self.visual_question_answering,
                 "looks at segments segment_id-1 to segment_id+1; returns what it saw and its answer.",
                 (Parameter("question", str, "the question to ask"), Parameter("segment_id", int, "segment id")),
-                self.visual_question_answering,
             ),
         ]
 
     # -- tools: formatters over the capabilities (vidagent.tools.capabilities) -----------------
+    @declared("segments", "descriptions speech text", refines=True, of="read_span", sets="videoagent", does="overview")
     def caption_retrieval(self, start_segment: int, end_segment: int) -> Observation:
         count = self.memory.segment_count
         if count == 0:
@@ -77,6 +76,7 @@ class TemporalTools:
         return Observation("\n".join(lines), evidence=segment_evidence(segments, self.memory.video_id),
                            artifacts=refined_artifact(reading.refined))
 
+    @declared("segments", "descriptions speech text", of="localise", sets="videoagent")
     def segment_localization(self, description: str) -> Observation:
         count = self.memory.segment_count
         if count == 0:
@@ -87,6 +87,7 @@ class TemporalTools:
         lines += [f"{_segment_line(r.segment, words=self.shapes.snippet_words)} [similarity {r.score:.2f}]" for r in ranked]
         return Observation("\n".join(lines), evidence=segment_evidence([r.segment for r in ranked], self.memory.video_id))
 
+    @declared("segments", "pixels model", refines=True, of="look_and_ask", sets="videoagent", does="looks")
     def visual_question_answering(self, question: str, segment_id: int) -> Observation:
         count = self.memory.segment_count
         if count == 0:

@@ -19,6 +19,7 @@ from typing import Callable
 from vidagent.memory.video_memory import VideoMemory
 from vidagent.prompts import load_prompt
 from vidagent.tools.base import Evidence, Observation, Parameter, Tool
+from vidagent.tools.declaration import declaration_of, declared, made
 from vidagent.tools.edits import Edit, VideoEdits, object_track
 from vidagent.tools.media import ImageMedia, VideoMedia, image_media, video_file, video_media
 from vidagent.video.image import Image
@@ -27,7 +28,6 @@ from vidagent.video.source import Source
 from vidagent.video.video import Video
 
 PROMPTS = "vidagent.tools"
-UTILITY_TOOLS = ("export_clip", "highlight_object", "remove_object", "export_frames")
 FRAMES_PER_SECOND = 1.0  # export_frames' rate ...
 MAX_FRAMES = 600  # ... lowered so that one call writes at most this many images
 FRAME_SOURCES = 8  # export_frames: at most this many of the images become new sources
@@ -53,11 +53,11 @@ class UtilityTools:
         window = (Parameter("start_s", float, "start, seconds"), Parameter("end_s", float, "end, seconds"))
         object_id = (Parameter("object_id", int, "an object_id of the object memory"),)
         described = tool_descriptions()
-        return [Tool("export_clip", described["export_clip"], window, self.export_clip),
-                Tool("highlight_object", described["highlight_object"], object_id, self.highlight_object),
-                Tool("remove_object", described["remove_object"], object_id, self.remove_object),
-                Tool("export_frames", described["export_frames"], window, self.export_frames)]
+        return [made(function, described[declaration_of(function).name], parameters) for function, parameters in (
+            (self.export_clip, window), (self.highlight_object, object_id), (self.remove_object, object_id),
+            (self.export_frames, window))]
 
+    @declared("segments", "pixels files", offered=False)
     def export_clip(self, start_s: float, end_s: float) -> Observation:
         edits = self._edits()
         if isinstance(edits, Observation):
@@ -68,6 +68,7 @@ class UtilityTools:
         return self._made(edit, f"Clip {start:.1f}-{end:.1f} s ({end - start:.1f} s, {edit.count} frames"
                                 f"{', with sound' if edits.video.info.has_audio else ''})", (clip,))
 
+    @declared("segments", "pixels objects files", offered=False)
     def highlight_object(self, object_id: int) -> Observation:
         edits = self._edits()
         if isinstance(edits, Observation):
@@ -78,6 +79,7 @@ class UtilityTools:
         return self._made(edit, f"Object {object_id} ({found.category}) drawn with its box, label and path on "
                                 f"{start:.1f}-{end:.1f} s of the video", (self._new_video(edit),))
 
+    @declared("segments", "pixels objects files", offered=False)
     def remove_object(self, object_id: int) -> Observation:
         edits = self._edits()
         if isinstance(edits, Observation):
@@ -87,6 +89,7 @@ class UtilityTools:
         return self._made(edit, f"Object {object_id} ({found.category}) painted out of the video where it is seen "
                                 f"({found.track.first_s:.1f}-{found.track.last_s:.1f} s)", (self._new_video(edit),))
 
+    @declared("segments", "pixels files", offered=False)
     def export_frames(self, start_s: float, end_s: float) -> Observation:
         edits = self._edits()
         if isinstance(edits, Observation):
