@@ -138,7 +138,7 @@ def default_calibration() -> Calibration:
 
 
 def fit_logistic(rows: Sequence[Mapping[str, float]], outcomes: Sequence[bool], names: Sequence[str],
-                 l2: float = 1e-2, steps: int = 200) -> tuple[float, dict[str, float]]:
+                 l2: float = 1.0, steps: int = 200) -> tuple[float, dict[str, float]]:
     """Intercept and weights of a logistic regression of ``outcomes`` on the features ``names`` of ``rows``
     (Newton's method with a small L2 penalty on the weights, not the intercept, so separable data stays finite)."""
     x = np.array([[1.0] + [float(row[name]) for name in names] for row in rows])
