@@ -105,6 +105,12 @@ def test_settings_lists_every_setting_its_variable_and_whether_it_changes_answer
     from vidagent.config import Settings
 
     assert {v for item in listed for v in item["variables"]} == set(Settings.environment())
+    # then every planner's options: their defaults and ranges, each set with --planner-option (issue 54)
+    option = by_name["planners.react.unusable_replies"]
+    assert option["value"] == 2 and option["range"] == [1, 10] and option["planner_option"] == "unusable_replies"
+    assert by_name["planners.traveler.opening"]["value"] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    row = next(line for line in table.stdout.splitlines() if " planners.peil.step_chars " in line)
+    assert row.startswith("= ") and row.endswith("--planner-option step_chars=VALUE (20 to 10000)")
 
 
 @pytest.fixture(scope="module")

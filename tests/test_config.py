@@ -141,13 +141,11 @@ def test_a_runs_identity_is_derived_from_the_declarations_and_keeps_the_digest_o
                                "VIDAGENT_DETECTOR_WORKERS": "3", "VIDAGENT_VISION_CACHE": "0",
                                "VIDAGENT_LIBRARY": "/elsewhere.sqlite", "VIDAGENT_VQA_API_KEY": "k"})
     assert settings_digest(quiet) == settings_digest(Settings())
-    # the planners' settings moved from module constants (issue 38): named once changed, each its own run
-    moved = {"unusable_replies": "VIDAGENT_UNUSABLE_REPLIES", "failed_steps": "VIDAGENT_FAILED_STEPS",
-             "peil_step_chars": "VIDAGENT_PEIL_STEP_CHARS", "traveler_answer_chars": "VIDAGENT_TRAVELER_ANSWER_CHARS",
-             "traveler_cut_chars": "VIDAGENT_TRAVELER_CUT_CHARS",
-             "traveler_summary_tokens": "VIDAGENT_TRAVELER_SUMMARY_TOKENS", "check_spans": "VIDAGENT_CHECK_SPANS",
-             "check_span_chars": "VIDAGENT_CHECK_SPAN_CHARS", "guard_material_chars": "VIDAGENT_GUARD_MATERIAL_CHARS",
-             "absolute_parts": "VIDAGENT_ABSOLUTE_PARTS", "relative_parts": "VIDAGENT_RELATIVE_PARTS"}
+    # the settings moved from module constants (issue 38): named once changed, each its own run (the planners' own
+    # steps are their options since issue 54: tests/agent/test_planner_settings.py)
+    moved = {"check_spans": "VIDAGENT_CHECK_SPANS", "check_span_chars": "VIDAGENT_CHECK_SPAN_CHARS",
+             "guard_material_chars": "VIDAGENT_GUARD_MATERIAL_CHARS", "absolute_parts": "VIDAGENT_ABSOLUTE_PARTS",
+             "relative_parts": "VIDAGENT_RELATIVE_PARTS"}
     digests = {settings_digest(Settings())}
     for name, variable in moved.items():
         assert name not in Settings().answer_settings()["tools"]
@@ -161,12 +159,8 @@ def test_a_runs_identity_is_derived_from_the_declarations_and_keeps_the_digest_o
         digests.add(settings_digest(settings))
         with pytest.raises(VidagentError, match="between 0 and 1"):
             Settings.from_env({variable: "2"})
-    opening = Settings.from_env({"VIDAGENT_TRAVELER_OPENING": "0, 0.5, 1"})
-    assert opening.tools.traveler_opening == (0.0, 0.5, 1.0)
-    assert opening.answer_settings()["tools"]["traveler_opening"] == [0.0, 0.5, 1.0]
-    digests.add(settings_digest(opening))
-    assert len(digests) == len(moved) + 2 + 2  # the two thresholds too
-    assert ToolShapes().check_spans == 8 and ToolShapes().traveler_opening == (0.0, 0.25, 0.5, 0.75, 1.0)
+    assert len(digests) == len(moved) + 1 + 2  # the two thresholds too
+    assert ToolShapes().check_spans == 8
 
 
 def test_a_resumed_run_made_with_other_planner_settings_is_refused_naming_them(tmp_path):

@@ -259,20 +259,35 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _cmd_settings(args: argparse.Namespace) -> int:
-    """Every setting, the environment variables that set it, its value here, and whether it changes answers."""
+    """Every setting, the environment variables that set it, its value here, and whether it changes answers; then
+    every planner's options (``planners.<planner>.<option>``), their defaults and ranges."""
+    from vidagent.agent.planner import planner_options
+
     described = _settings(args).described()
+    options = planner_options()
     if args.json:
         print(json.dumps([{"name": d.name, "variables": list(d.variables), "value": d.value, "answers": d.answers,
-                           "set": [v for v in d.variables if os.environ.get(v)]} for d in described],
+                           "set": [v for v in d.variables if os.environ.get(v)]} for d in described]
+                         + [{"name": f"planners.{o.planner}.{o.name}", "variables": [], "value": o.default,
+                             "answers": True, "set": [], "planner_option": o.name,
+                             "range": list(o.bounds) if o.bounds else None} for o in options],
                          ensure_ascii=False, default=str))
         return 0
     rows = [("=" if d.answers else " ", d.name, json.dumps(d.value, default=str),
              ", ".join(f"{v}*" if os.environ.get(v) else v for v in d.variables) or "-") for d in described]
+    rows += [("=", f"planners.{o.planner}.{o.name}", json.dumps(o.default, default=str),
+              f"--planner-option {o.name}=VALUE" + (f" ({_number(o.bounds[0])} to {_number(o.bounds[1])})"
+                                                     if o.bounds else "")) for o in options]
     name_width, value_width = max(len(r[1]) for r in rows), min(40, max(len(r[2]) for r in rows))
-    print("= changes answers (in an eval run's identity); * set in this environment")
+    print("= changes answers (in an eval run's identity); * set in this environment; planners.*: a planner's "
+          "options, their defaults")
     for mark, name, value, variables in rows:
         print(f"{mark} {name:<{name_width}}  {value:<{value_width}}  {variables}")
     return 0
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def build_parser() -> argparse.ArgumentParser:

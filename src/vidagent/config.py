@@ -102,16 +102,6 @@ def _positive(kind: Callable[[str], float]) -> Parse:
     return parse
 
 
-def _fractions(raw: str) -> Any:
-    """Comma-separated fractions of a video's length (0 to 1)."""
-    values = tuple(float(part) for part in raw.split(",") if part.strip())
-    if not values:
-        return UNSET
-    if not all(0.0 <= value <= 1.0 for value in values):
-        raise VidagentError(f"fractions must be between 0 and 1, not {raw!r}")
-    return values
-
-
 def _choice(choices: tuple[str, ...]) -> Parse:
     def parse(raw: str) -> Any:
         value = raw.strip().lower()
@@ -226,8 +216,9 @@ def _share(default: float, env: str) -> Any:
 
 @dataclass(frozen=True)
 class ToolShapes:
-    """How much each tool, and each planner's own steps, read, keep and show the model: settings, not
-    constants, because answers depend on them (they are part of an evaluation run's identity)."""
+    """How much each tool, the check and the guards read, keep and show the model: settings, not constants,
+    because answers depend on them (they are part of an evaluation run's identity). A planner's own steps are its
+    options instead (the fields of its dataclass: ``--planner-option``, listed by ``vidagent settings``)."""
 
     # caption_retrieval: descriptions shown at once (a wider range is skimmed evenly)
     caption_lines: int = _count(15, "VIDAGENT_CAPTION_LINES")
@@ -253,21 +244,6 @@ class ToolShapes:
     vision_frames: int = _count(8, "VIDAGENT_VISION_FRAMES")  # frames sent at once to a vision chat model
     # a tool's output in the conversation is cut to this many characters
     observation_chars: int = _count(2400, "VIDAGENT_OBSERVATION_CHARS")
-    # The planners' own steps (module constants until issue 38).
-    # ReAct chains (react, mcts, peil): unusable replies in a row (a reply and its one retry) before a chain's
-    # answer is forced (issue 42); with errors counted (peil), unusable replies or failed tool calls in a row.
-    unusable_replies: int = _count(2, "VIDAGENT_UNUSABLE_REPLIES", new=True)
-    failed_steps: int = _count(3, "VIDAGENT_FAILED_STEPS", new=True)
-    # PEIL: an observation's length in a stored example or a self-check
-    peil_step_chars: int = _count(300, "VIDAGENT_PEIL_STEP_CHARS", new=True)
-    # TraveLER: the frames its memory bank starts with (fractions of the video's length), the cap on one stored
-    # text (about 150 tokens, the paper's best LMM reply length), a stored text's length once an unusable summary
-    # is replaced by cutting, and the Summarizer's tokens per bank entry
-    traveler_opening: tuple[float, ...] = setting((0.0, 0.25, 0.5, 0.75, 1.0), "VIDAGENT_TRAVELER_OPENING",
-                                                  _fractions, before=(0.0, 0.25, 0.5, 0.75, 1.0))
-    traveler_answer_chars: int = _count(600, "VIDAGENT_TRAVELER_ANSWER_CHARS", new=True)
-    traveler_cut_chars: int = _count(160, "VIDAGENT_TRAVELER_CUT_CHARS", new=True)
-    traveler_summary_tokens: int = _count(40, "VIDAGENT_TRAVELER_SUMMARY_TOKENS", new=True)
     # The check (agent.evidence_check): evidence items re-read at most (VideoAgent reads about 8 captions a
     # question; the check reads no more than that again), and the characters of each
     check_spans: int = _count(8, "VIDAGENT_CHECK_SPANS", new=True)

@@ -103,7 +103,8 @@ class MCTSPlanner:
     drops it), ``seed`` (default: from the task), ``choose_by`` (how an answer's option is read: ``auto``, the
     default, scores the options after each answer with a model that can, reads the named option with an
     endpoint; ``text`` always reads it; ``likelihood``, ``permuted``, ``continuation`` score that way; see
-    ``option_scoring``). The paper's setting: ``tools=doraemongpt overview_segments=0`` (and ``choose_by=text``
+    ``option_scoring``), ``unusable_replies`` (unusable replies in a row, across chains, at which the search
+    ends). The paper's setting: ``tools=doraemongpt overview_segments=0`` (and ``choose_by=text``
     with the embedded model)."""
 
     n: int = option(2, 1, 64)
@@ -121,6 +122,7 @@ class MCTSPlanner:
     tools: tuple[str, ...] | None = TOOL_SETS["doraemongpt"] + TOOL_SETS["videoagent"]
     described_vqa: bool = True
     choose_by: str = "auto"
+    unusable_replies: int = option(2, 1, 10)
     name: ClassVar[str] = "mcts"
 
     def __post_init__(self) -> None:
@@ -193,7 +195,7 @@ class _Search:
         self.evidence: list[Any] = []
         self.iterations: list[dict[str, Any]] = []
         self.unusable = 0  # unusable replies in a row, across chains
-        self.unusable_limit = work.toolbox.shapes.unusable_replies  # ... at which the search ends
+        self.unusable_limit = planner.unusable_replies  # ... at which the search ends
         self.rng = random.Random(planner.seed if planner.seed is not None else self.task.seed)
         self.seed_base = self.rng.randrange(1 << 30)
         overview = self.steps.overview(root_step.id, planner.overview_segments)

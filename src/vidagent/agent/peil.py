@@ -27,7 +27,7 @@ from vidagent.agent.inspector import Executor, Inspector
 from vidagent.agent.learning.learner import Learner, Verdict
 from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.planning import Needs, Run, option
-from vidagent.agent.react_steps import CallKey, ReActSteps, StepOutcome, answer_format
+from vidagent.agent.react_steps import CallKey, ChainLimits, ReActSteps, StepOutcome, answer_format
 from vidagent.agent.steps import EvaluationStep, FinalAnswerStep, InspectionStep, MemoryStep, Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox, select_tools
@@ -68,7 +68,9 @@ class PEILPlanner:
     so a multiple-choice answer has a confidence, the options' mean probability over the attempts, and reads
     the named option with an endpoint, as the paper; ``text``, ``likelihood``, ``permuted``,
     ``continuation``), ``look_first`` (narrate each video, caption each
-    image, as automatic first steps)."""
+    image, as automatic first steps), ``unusable_replies`` (unusable replies in a row before an attempt's
+    answer is forced), ``failed_steps`` (unusable replies or failed module calls in a row before it is),
+    ``step_chars`` (an observation's length in a stored example or a self-check)."""
 
     max_steps: int = option(8, 1, 50)
     attempts: int = option(3, 1, 10)
@@ -83,6 +85,9 @@ class PEILPlanner:
     modules: tuple[str, ...] | None = None
     choose_by: str = "auto"
     look_first: bool = True
+    unusable_replies: int = option(2, 1, 10)
+    failed_steps: int = option(3, 1, 20)
+    step_chars: int = option(300, 20, 10_000)
     name: ClassVar[str] = "peil"
     needs: ClassVar[Needs] = Needs(modules=True, max_sources=None, images=True, knowledge=True)
 
@@ -159,8 +164,9 @@ class PEILPlanner:
             return parent
 
         chain = steps.chain(task, opening, parent, max_steps=self.max_steps, seen=seen, temperature=temperature,
-                            seed=seed, after_step=inspect, errors_count=True, choose_by=self.choose_by)
-        text = trace.chain_text(chain.final.id, step_chars=toolbox.shapes.peil_step_chars)
+                            seed=seed, after_step=inspect, errors_count=True, choose_by=self.choose_by,
+                            limits=ChainLimits(self.unusable_replies, self.failed_steps))
+        text = trace.chain_text(chain.final.id, step_chars=self.step_chars)
         return Attempt(number, chain.final, task.answer_text(chain.final.answer, chain.choice_index),
                        chain.choice_index, text, chain.evidence + opened, unusable=chain.unusable,
                        option_probabilities=chain.option_probabilities)

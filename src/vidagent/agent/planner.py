@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import inspect
 import math
+import types
 import typing
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
@@ -20,7 +21,7 @@ from vidagent.agent.planning import Needs, Planner
 from vidagent.errors import PlannerError
 
 __all__ = ["Needs", "Planner", "build_planner", "default_choice", "default_planner", "knowledge_planners", "parse_options", "planner_config",
-           "planner_for", "planner_names", "register_planner"]
+           "planner_for", "planner_options", "PlannerOption", "planner_names", "register_planner"]
 
 BUILTIN_PLANNERS = {
     "blind": "vidagent.agent.baselines:BlindPlanner",
@@ -159,6 +160,29 @@ def planner_config(planner: Planner) -> dict[str, Any]:
     return {key: list(value) if isinstance(value, tuple) else value for key, value in sorted(values.items())}
 
 
+@dataclasses.dataclass(frozen=True)
+class PlannerOption:
+    """One option of a registered planner, as ``vidagent settings`` lists it: its default, as a plain JSON value,
+    and the range ``build_planner`` accepts (None: any value of its type)."""
+
+    planner: str
+    name: str
+    default: Any
+    bounds: tuple[float, float] | None
+
+
+def planner_options() -> list[PlannerOption]:
+    """Every option of every registered planner (the fields of its dataclass), in the planners' order: all of a
+    planner's settings, each set with ``--planner-option`` and named in an evaluation run's identity."""
+    found = []
+    for name in planner_names():
+        planner = build_planner(name)
+        bounds = {f.name: f.metadata.get("range") for f in dataclasses.fields(planner)} \
+            if dataclasses.is_dataclass(planner) else {}
+        found += [PlannerOption(name, key, value, bounds.get(key)) for key, value in planner_config(planner).items()]
+    return found
+
+
 def _load(path: str, name: str) -> Callable[..., Planner]:
     module_name, _, attribute = path.partition(":")
     return getattr(importlib.import_module(module_name), attribute)  # type: ignore[no-any-return]
@@ -178,7 +202,12 @@ def _typed_options(factory: Any, options: dict[str, Any], name: str) -> dict[str
 
 
 def _check_range(value: Any, bounds: tuple[float, float] | None, key: str, name: str) -> None:
-    """A number must be finite and, where the option declares a range (``planning.option``), inside it."""
+    """A number (each number of a tuple) must be finite and, where the option declares a range
+    (``planning.option``), inside it."""
+    if isinstance(value, tuple):
+        for item in value:
+            _check_range(item, bounds, key, name)
+        return
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return
     low, high = bounds if bounds is not None else (-math.inf, math.inf)
@@ -189,14 +218,18 @@ def _check_range(value: Any, bounds: tuple[float, float] | None, key: str, name:
 
 def _convert(value: Any, hint: Any, key: str, name: str) -> Any:
     """An option value (text from a command line, or a Python value) as the field's type."""
-    kinds = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
-    optional = type(None) in typing.get_args(hint)
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)  # ``X | None``: X is the kind
+    kinds = [a for a in typing.get_args(hint) if a is not type(None)] if union else [hint]
+    optional = union and type(None) in typing.get_args(hint)
     kind = kinds[0]
     if optional and (value is None or (isinstance(value, str) and value.strip().lower() in ("none", ""))):
         return None
-    if typing.get_origin(kind) is tuple:  # a list of names: "when,why,caption_retrieval"
+    if typing.get_origin(kind) is tuple:  # a list of names ("when,why,caption_retrieval") or numbers ("0,0.5,1")
         parts = value.split(",") if isinstance(value, str) else list(value)
-        return tuple(str(part).strip() for part in parts if str(part).strip())
+        item = typing.get_args(kind)[0] if typing.get_args(kind) else str
+        if item is str:
+            return tuple(str(part).strip() for part in parts if str(part).strip())
+        return tuple(_convert(part, item, key, name) for part in parts if str(part).strip())
     wrong = PlannerError(f"planner {name!r}: option {key} must be {getattr(kind, '__name__', kind)}, got {value!r}")
     if kind is bool:
         if isinstance(value, bool):

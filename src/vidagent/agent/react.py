@@ -14,7 +14,7 @@ from typing import ClassVar
 from vidagent.agent.answer import Answer, Candidate
 from vidagent.agent.option_scoring import check_choose_by
 from vidagent.agent.planning import Needs, Run, option
-from vidagent.agent.react_steps import CallKey, ReActSteps, offered_tools
+from vidagent.agent.react_steps import CallKey, ChainLimits, ReActSteps, offered_tools
 from vidagent.agent.steps import Trace
 from vidagent.agent.task import Task
 from vidagent.agent.toolbox import Toolbox
@@ -38,12 +38,16 @@ class ReActPlanner:
     ``described_vqa`` (keep visual_question_answering when it cannot see the frames and only reads
     their descriptions; off: measured on dev with the offline stack, keeping it took ~1,000 more prompt
     tokens a question and 21 points of accuracy: it re-reads descriptions the planner already has and
-    makes up what it cannot see)."""
+    makes up what it cannot see), ``unusable_replies`` (unusable replies in a row, a reply and its one retry,
+    before the answer is forced; issue 42) and ``failed_steps`` (the same for unusable replies counted with
+    the steps after them)."""
 
     max_steps: int = option(8, 1, 50)
     overview_segments: int = option(15, 0, 200)
     choose_by: str = "auto"
     described_vqa: bool = False
+    unusable_replies: int = option(2, 1, 10)
+    failed_steps: int = option(3, 1, 20)
     name: ClassVar[str] = "react"
     tools: tuple[str, ...] | None = VIDEOAGENT_TOOLS
 
@@ -71,7 +75,8 @@ class ReActPlanner:
             evidence.extend(consulted.evidence)
             seen.add(consulted.call)  # type: ignore[arg-type]
             parent = consulted.step_id
-        chain = steps.chain(task, opening, parent, max_steps=self.max_steps, seen=seen, choose_by=self.choose_by)
+        chain = steps.chain(task, opening, parent, max_steps=self.max_steps, seen=seen, choose_by=self.choose_by,
+                            limits=ChainLimits(self.unusable_replies, self.failed_steps))
         if chain.no_answer:  # "Final Answer: None": it abstains, the option its scores favoured kept as a guess
             guesses = [] if chain.guess is None else [Candidate(
                 task.answer_text("", chain.guess), chain.guess, step_id=chain.final.id,

@@ -70,6 +70,16 @@ class StepOutcome:
 
 
 @dataclass(frozen=True)
+class ChainLimits:
+    """When a chain stops trying (issue 42), from its planner's options: ``unusable_replies`` unusable replies in a
+    row (a reply and its one retry), or ``failed_steps`` unusable replies and, where errors count, failed tool
+    calls in a row."""
+
+    unusable_replies: int
+    failed_steps: int
+
+
+@dataclass(frozen=True)
 class Chain:
     """A finished chain: its final answer step, the option it names, and the evidence of its tool calls."""
 
@@ -201,10 +211,11 @@ class ReActSteps:
     def chain(self, task: Task, opening: Sequence[Message], parent_id: int, *, max_steps: int,
               seen: set[CallKey] | None = None, temperature: float | None = None, seed: int | None = None,
               after_step: Callable[[StepOutcome], int] | None = None, errors_count: bool = False,
-              choose_by: str = "text") -> Chain:
+              choose_by: str = "text", limits: ChainLimits) -> Chain:
         """Steps until a final answer (a repeated call ends in one), ``max_steps`` model steps,
-        ``unusable_replies`` unusable replies in a row, or (``errors_count``) ``failed_steps`` unusable replies
-        and tool errors in a row (the toolbox's shapes); then the answer is forced if needed and mapped to an
+        ``limits.unusable_replies`` unusable replies in a row, or ``limits.failed_steps`` unusable replies (and,
+        with ``errors_count``, tool errors) in a row (the planner's options); then the answer is forced if needed
+        and mapped to an
         option. ``after_step`` may record more steps after each one and returns the id the next step hangs
         from. The conversation is ``opening`` and the path to each step. ``choose_by="likelihood"`` picks
         the option by the model's probabilities after the whole chain (falling back to reading the answer
@@ -213,7 +224,6 @@ class ReActSteps:
         evidence: list[Evidence] = []
         final: FinalAnswerStep | None = None
         parent, unusable, failed = parent_id, 0, 0
-        shapes = self.toolbox.shapes
         for _ in range(max_steps):
             if self.last_call_left():  # a budget's last call is kept for the answer
                 break
@@ -232,10 +242,10 @@ class ReActSteps:
                     seen.add(outcome.call)
                 evidence.extend(outcome.evidence)
                 unusable, failed = 0, failed + 1 if errors_count and outcome.is_error else 0
-            if unusable >= shapes.unusable_replies or failed >= shapes.failed_steps:
+            if unusable >= limits.unusable_replies or failed >= limits.failed_steps:
                 break
         messages = self.conversation(opening, final.parent_id if final is not None else parent)  # type: ignore[arg-type]
-        gave_up = final is None and unusable >= shapes.unusable_replies
+        gave_up = final is None and unusable >= limits.unusable_replies
         if final is None:
             final = self.force_final(messages, parent, task, thought="(unusable replies)" if gave_up else
                                      "(step limit reached)")

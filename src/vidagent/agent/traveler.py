@@ -73,7 +73,10 @@ class TravelerPlanner:
     answer reached by scores has the leading option's probability as its confidence), ``confidence`` (with
     ``scores``: the averaged probability that ends the rounds by itself), ``stable`` (with ``scores``:
     the evaluations in a row at which the lead must hold to end the rounds; 0: only ``confidence`` or the
-    limit ends them)."""
+    limit ends them), ``opening`` (the frames the memory bank starts with, as fractions of the video's length,
+    comma-separated), ``answer_chars`` (the cap on one stored text: about 150 tokens, the paper's best LMM reply
+    length), ``cut_chars`` (a stored text's length once an unusable summary is replaced by cutting),
+    ``summary_tokens`` (the Summarizer's tokens per bank entry)."""
 
     max_iterations: int = option(5, 1, 20)
     window_frames: int = option(5, 1, 32)
@@ -82,6 +85,10 @@ class TravelerPlanner:
     evaluate_by: str = "auto"
     confidence: float = option(0.8, 0.0, 1.0)
     stable: int = option(1, 0, 20)
+    opening: tuple[float, ...] = option((0.0, 0.25, 0.5, 0.75, 1.0), 0.0, 1.0)
+    answer_chars: int = option(600, 20, 10_000)
+    cut_chars: int = option(160, 10, 10_000)
+    summary_tokens: int = option(40, 5, 1000)
     # the jobs it cannot work without (tools.declaration's ``does``): describing a window of frames, and asking about it
     jobs: ClassVar[tuple[str, ...]] = ("describes_frames", "asks_frames")
     tools: tuple[str, ...] | None = tuple(catalogue.doing(job) for job in jobs)
@@ -131,7 +138,6 @@ class _Traversal:
         self.trace = work.trace
         self.last: Step = work.root
         self.fps = toolbox.shapes.frame_tool_fps  # the frame tools' rate: a window's span follows it
-        self.shapes = toolbox.shapes  # the bank's opening frames, its texts' lengths, the Summarizer's tokens
         self.duration = toolbox.video.duration_s if toolbox.video else 0.0
         self.bank: dict[str, dict[str, Any]] = {}
         self.windows: list[float] = []  # centres of the windows viewed
@@ -166,7 +172,7 @@ class _Traversal:
 
     # -- the memory bank ---------------------------------------------------------------------
     def _initialise(self) -> None:
-        for fraction in self.shapes.traveler_opening:
+        for fraction in self.planner.opening:
             second = max(0.0, min(self.duration - END_MARGIN_S, fraction * self.duration))
             observation = self._call(self.describe, {"start_s": second, "end_s": second},
                                      thought=f"(memory bank: the frame at {fraction:.0%} of the video)")
@@ -179,9 +185,9 @@ class _Traversal:
     def _store(self, second: float, *, description: str | None = None, qa: tuple[str, str] | None = None) -> None:
         entry = self.bank.setdefault(_key(second), {})
         if description is not None:
-            entry["seen"] = description[:self.shapes.traveler_answer_chars]
+            entry["seen"] = description[:self.planner.answer_chars]
         if qa is not None:
-            entry.setdefault("qa", {})[qa[0]] = qa[1][:self.shapes.traveler_answer_chars]
+            entry.setdefault("qa", {})[qa[0]] = qa[1][:self.planner.answer_chars]
 
     def _memory(self) -> str:
         """The bank as the prompts see it: JSON, its entries in the order they were collected."""
@@ -198,14 +204,14 @@ class _Traversal:
         keys = list(self.bank)
         example = "\n".join(f"{key}: one short sentence about what was found at {key} s" for key in keys[:2])
         completion = self._chat("traveler_summarize", memory=before, question=self.task.question, example=example,
-                                max_tokens=self.shapes.traveler_summary_tokens * len(keys))
+                                max_tokens=self.planner.summary_tokens * len(keys))
         sentences = _summary_lines(completion.text)
         condensed = {key: {"seen": sentences[key]} for key in keys if key in sentences}
         if len(condensed) == len(keys) and len(json.dumps(condensed, ensure_ascii=False)) < len(before):
             self.bank = condensed
             text = f"memory bank summarised: {len(before)} -> {len(self._memory())} characters"
         else:  # an unusable summary (an entry missing, or no shorter): keep every key, cut the texts instead
-            cut = self.shapes.traveler_cut_chars
+            cut = self.planner.cut_chars
             for entry in self.bank.values():
                 if isinstance(entry.get("seen"), str):
                     entry["seen"] = entry["seen"][:cut]
