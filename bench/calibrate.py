@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import zlib
+from dataclasses import replace
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="NAME=RUN_DIR: a development set and its eval run folder")
     parser.add_argument("--planner", default="caption_only", help="the planner the runs are of (the map's key)")
+    parser.add_argument("--models", default="qwen2.5-coder-1.5b-instruct,qwen2.5-1.5b",
+                        help="comma-separated names of the chat model the runs used, as they appear in its name "
+                             "(the maps apply only to it)")
     parser.add_argument("--write", action="store_true", help=f"write the maps fitted on every row to {TOML.name}")
     parser.add_argument("--out", type=Path, help="also write the report (Markdown) here")
     args = parser.parse_args()
@@ -148,7 +152,8 @@ def main() -> int:
         args.out.write_text("\n".join(lines) + "\n")
     if args.write:
         sets = ", ".join(f"{name} {sum(r['set'] == name for r in rows)}" for name in dict.fromkeys(r["set"] for r in rows))
-        maps = fit(rows, f"{args.planner} on {sets}")
+        models = tuple(name.strip() for name in args.models.split(",") if name.strip())
+        maps = {kind: replace(m, models=models) for kind, m in fit(rows, f"{args.planner} on {sets}").items()}
         header = ("# Written by bench/calibrate.py: a planner's measure mapped to the probability that its answer is "
                   "right\n# (agent/calibration.py). Refit with: .venv/bin/python bench/calibrate.py NAME=RUN_DIR ... "
                   "--write\n")
@@ -170,7 +175,7 @@ def _toml(data: dict[str, Any]) -> str:
         for kind, entry in kinds.items():
             out += ["", f"[{planner}.{kind}]", f"intercept = {entry['intercept']}",
                     "weights = { " + ", ".join(f"{k} = {v}" for k, v in entry["weights"].items()) + " }",
-                    f"fitted_on = {json.dumps(entry['fitted_on'])}"]
+                    f"fitted_on = {json.dumps(entry['fitted_on'])}", f"models = {json.dumps(entry['models'])}"]
     return "\n".join(out) + "\n"
 
 

@@ -54,6 +54,15 @@ def test_a_map_is_applied_only_to_the_planner_and_measure_it_was_fitted_for():
     assert Calibration.from_mapping(calibration.to_mapping()) == calibration
 
 
+def test_a_map_holds_only_for_the_model_it_was_fitted_with():
+    fitted = LogisticMap(0.0, {"rating_logit": 1.0}, "dev", models=("qwen2.5-coder-1.5b-instruct",))
+    calibration = Calibration({"caption_only": {"open": fitted}})
+    measure = measure_of({"rating": 0.5, "memory_captioned": True}, None, "What is it?", False)
+    assert calibration.probability("caption_only", measure, "local:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf") == 0.5
+    assert calibration.probability("caption_only", measure, "openai:gpt-4o-mini") is None
+    assert Calibration.from_mapping(calibration.to_mapping()) == calibration
+
+
 def test_the_fit_recovers_the_relation_that_made_the_outcomes():
     generator = random.Random(7)
     rows, outcomes = [], []
@@ -75,7 +84,8 @@ def test_the_shipped_maps_load_and_cover_the_default_planner():
     assert set(shipped.maps.get("caption_only", {})) >= {"permuted", "continuation"}
     for kinds in shipped.maps.values():
         for fitted in kinds.values():
-            assert fitted.fitted_on  # every map says what it was fitted on
+            assert fitted.fitted_on and fitted.models  # every map says what it was fitted on, and with which model
+            assert fitted.fits("local:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")  # the embedded default model
 
 
 def test_the_confidence_is_the_calibrated_probability_under_the_run_caps():

@@ -16,7 +16,8 @@ about 0.3. Each way of measuring therefore has its own small logistic map, fitte
 and, for each, whether the memory read was described by a captioner (a vision model, released captions) or only by
 the offline models, whose answers are right far less often at the same measure.
 
-A planner and measure the map was not fitted for keeps its measured confidence (``Answer.confidence``, said in
+A map holds for the chat model it was fitted with (the shipped ones: the embedded Qwen2.5-Coder-1.5B, embedded or
+served); another model, or a planner and measure no map was fitted for, keeps its measured confidence (``Answer.confidence``, said in
 ``answer.artifacts["confidence"]``); the caps of ``agent.confidence`` bound either.
 """
 
@@ -91,11 +92,16 @@ def measure_of(artifacts: Mapping[str, Any], choice_index: int | None, question:
 
 @dataclass(frozen=True)
 class LogisticMap:
-    """P(right) = sigmoid(intercept + sum of weight x feature), fitted on ``fitted_on``."""
+    """P(right) = sigmoid(intercept + sum of weight x feature), fitted on ``fitted_on`` with the chat model whose
+    name holds one of ``models`` (a map of one model's measures says nothing of another's; empty: any model)."""
 
     intercept: float
     weights: Mapping[str, float]
     fitted_on: str = ""
+    models: tuple[str, ...] = ()
+
+    def fits(self, model: str) -> bool:
+        return not self.models or any(name.lower() in model.lower() for name in self.models)
 
     def probability(self, features: Mapping[str, float]) -> float:
         z = self.intercept + sum(weight * features[name] for name, weight in self.weights.items())
@@ -108,25 +114,27 @@ class Calibration:
 
     maps: Mapping[str, Mapping[str, LogisticMap]]
 
-    def probability(self, planner: str, measure: Measure | None) -> float | None:
-        """The probability that an answer of ``planner`` with ``measure`` is right; None where no map fits."""
+    def probability(self, planner: str, measure: Measure | None, model: str = "") -> float | None:
+        """The probability that an answer of ``planner`` with ``measure``, by the chat model named ``model``, is
+        right; None where no map fits (another planner, measure or model)."""
         if measure is None:
             return None
         found = self.maps.get(planner, {}).get(measure.kind)
-        if found is None or any(name not in measure.features for name in found.weights):
+        if found is None or not found.fits(model) or any(name not in measure.features for name in found.weights):
             return None
         return round(found.probability(measure.features), 4)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Calibration:
         maps = {planner: {kind: LogisticMap(float(entry["intercept"]), {k: float(v) for k, v in entry["weights"].items()},
-                                            str(entry.get("fitted_on", "")))
+                                            str(entry.get("fitted_on", "")), tuple(entry.get("models", ())))
                           for kind, entry in kinds.items()}
                 for planner, kinds in data.items() if isinstance(kinds, Mapping)}
         return cls(maps)
 
     def to_mapping(self) -> dict[str, Any]:
-        return {planner: {kind: {"intercept": m.intercept, "weights": dict(m.weights), "fitted_on": m.fitted_on}
+        return {planner: {kind: {"intercept": m.intercept, "weights": dict(m.weights), "fitted_on": m.fitted_on,
+                                 "models": list(m.models)}
                           for kind, m in kinds.items()} for planner, kinds in self.maps.items()}
 
 

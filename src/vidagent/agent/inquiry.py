@@ -225,7 +225,7 @@ def calibrate(inquiry: Inquiry, resources: AskResources) -> None:
     if inquiry.memories:
         answer.artifacts["memory_captioned"] = all(memory.captioned for memory in inquiry.memories.values())
     measure = measure_of(answer.artifacts, answer.choice_index, answer.question, bool(answer.task.choices))
-    answer.calibrated = default_calibration().probability(answer.planner, measure)
+    answer.calibrated = default_calibration().probability(answer.planner, measure, inquiry.llm.name)
     answer.artifacts["confidence"] = {"measured": answer.measured_confidence, "calibrated": answer.calibrated,
                                       "measure": measure.kind if measure else None}
 
