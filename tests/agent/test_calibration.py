@@ -9,7 +9,7 @@ import pytest
 
 from vidagent.agent.answer import Answer
 from vidagent.agent.calibration import (Calibration, LogisticMap, default_calibration, fit_logistic, logit,
-                                        measure_of)
+                                        measure_of, option_grounding)
 from vidagent.agent.confidence import UNSUPPORTED_CAP
 from vidagent.agent.answer import Check
 from vidagent.agent.steps import Trace
@@ -18,8 +18,9 @@ from vidagent.agent.task import Question, Source
 
 def test_options_scored_in_every_order_give_their_mean_lead_and_agreement():
     measure = measure_of({"option_probabilities": [[0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.5, 0.4, 0.1]],
-                          "memory_captioned": True}, 0, "What is it?", True)
-    assert measure.kind == "permuted"
+                          "memory_captioned": True}, 0, "What is it?", ("a red ball", "a dog", "a stick"),
+                         ["a red ball rolls on the grass"])
+    assert measure.kind == "permuted" and measure.features["grounding"] == pytest.approx(1.0)
     assert measure.features["top_logit"] == pytest.approx(logit(1.3 / 3))
     assert measure.features["lead"] == pytest.approx(1.3 / 3 - 1.4 / 3)
     assert measure.features["agreement"] == pytest.approx(2 / 3) and measure.features["uncaptioned"] == 0.0
@@ -27,27 +28,36 @@ def test_options_scored_in_every_order_give_their_mean_lead_and_agreement():
 
 def test_options_scored_by_their_text_give_the_lead_in_mean_log_probability():
     measure = measure_of({"option_probabilities": [0.5, 0.3, 0.2], "mean_logprobs": [-0.5, -1.25, -2.0],
-                          "memory_captioned": False}, 0, "What is it?", True)
+                          "memory_captioned": False}, 0, "What is it?", ("a ball", "a dog", "a stick"), [])
     assert measure.kind == "continuation"
     assert measure.features == {"top_logit": pytest.approx(logit(0.5)), "logprob_lead": pytest.approx(0.75),
-                                "uncaptioned": 1.0}
+                                "uncaptioned": 1.0, "grounding": 0.0}
 
 
 def test_an_open_answer_is_measured_by_its_rating_and_what_it_asks_and_nothing_else_is_guessed():
     rated = {"rating": 0.8, "memory_captioned": True}
-    assert measure_of(rated, None, "How many dogs are there?", False).features == {
+    assert measure_of(rated, None, "How many dogs are there?", (), []).features == {
         "rating_logit": pytest.approx(logit(0.8)), "asks_when": 0.0, "asks_count": 1.0, "uncaptioned": 0.0}
-    assert measure_of(rated, None, "When does the dog jump?", False).features["asks_when"] == 1.0
-    assert measure_of({"rating": 0.8}, None, "What is it?", False) is None  # the memory's kind unknown
-    assert measure_of({"memory_captioned": True}, None, "What is it?", False) is None
+    assert measure_of(rated, None, "When does the dog jump?", (), []).features["asks_when"] == 1.0
+    assert measure_of({"rating": 0.8}, None, "What is it?", (), []) is None  # the memory's kind unknown
+    assert measure_of({"memory_captioned": True}, None, "What is it?", (), []) is None
     scored = {"option_probabilities": [0.5, 0.5], "memory_captioned": True}
-    assert measure_of(scored, None, "What is it?", True) is None  # no option chosen
-    assert measure_of(scored, 3, "What is it?", True) is None  # an option past the scored ones
+    assert measure_of(scored, None, "What is it?", ("a", "b"), []) is None  # no option chosen
+    assert measure_of(scored, 3, "What is it?", ("a", "b"), []) is None  # an option past the scored ones
+
+
+def test_grounding_is_how_much_more_the_lines_read_name_the_chosen_option_than_any_other():
+    choices = ("She throws a frisbee.", "She throws a ball.", "She pets the dog.")
+    question = "What does the woman do with the dog?"
+    assert option_grounding(question, choices, ["person 0.0-9.5 s", "dog 0.0-9.5 s"], 0) == 0.0  # nothing named
+    thrown = ["the woman is throwing a red ball across the yard"]
+    assert option_grounding(question, choices, thrown, 1) > 0 > option_grounding(question, choices, thrown, 0)
+    assert option_grounding(question, choices, [], 2) == 0.0
 
 
 def test_a_map_is_applied_only_to_the_planner_and_measure_it_was_fitted_for():
     calibration = Calibration({"caption_only": {"open": LogisticMap(-1.0, {"rating_logit": 2.0})}})
-    measure = measure_of({"rating": 0.5, "memory_captioned": True}, None, "What is it?", False)
+    measure = measure_of({"rating": 0.5, "memory_captioned": True}, None, "What is it?", (), [])
     assert calibration.probability("caption_only", measure) == pytest.approx(1 / (1 + math.e), abs=1e-4)
     assert calibration.probability("react", measure) is None
     assert calibration.probability("caption_only", None) is None
@@ -57,7 +67,7 @@ def test_a_map_is_applied_only_to_the_planner_and_measure_it_was_fitted_for():
 def test_a_map_holds_only_for_the_model_it_was_fitted_with():
     fitted = LogisticMap(0.0, {"rating_logit": 1.0}, "dev", models=("qwen2.5-coder-1.5b-instruct",))
     calibration = Calibration({"caption_only": {"open": fitted}})
-    measure = measure_of({"rating": 0.5, "memory_captioned": True}, None, "What is it?", False)
+    measure = measure_of({"rating": 0.5, "memory_captioned": True}, None, "What is it?", (), [])
     assert calibration.probability("caption_only", measure, "local:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf") == 0.5
     assert calibration.probability("caption_only", measure, "openai:gpt-4o-mini") is None
     assert Calibration.from_mapping(calibration.to_mapping()) == calibration

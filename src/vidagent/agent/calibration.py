@@ -6,9 +6,10 @@ about 0.3. Each way of measuring therefore has its own small logistic map, fitte
 (``bench/calibrate.py`` writes ``calibration.toml`` beside this module, with the questions it was fitted on):
 
     options, by number   the options' numbers scored in every cyclic order (``permuted``): the chosen option's
-                         mean probability (as a logit)
+                         mean probability (as a logit), and how much more the lines read name it than any other
+                         option (``option_grounding``)
     options, by text     each option's text scored as the reply (``continuation``): the chosen option's lead in
-                         mean log-probability over the next
+                         mean log-probability over the next, and its grounding as above
     open answer          the model's P(yes) that the answer is right (``agent.answer_rating``), as a logit, and
                          whether the question asks for a time or a count (a 2-second memory places an event only
                          to its segment, and counts come from detections)
@@ -33,10 +34,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from vidagent.agent.task import open_answer
+from vidagent.experience.complexity import keywords
 
 EPSILON = 1e-4  # probabilities are kept this far from 0 and 1 before a logit
 CALIBRATION_FILE = "calibration.toml"
-FEATURES = {"permuted": ("top_logit", "uncaptioned"), "continuation": ("logprob_lead", "uncaptioned"),
+GROUNDING_PREFIX = 5  # words compared by their first five letters (throws / throwing, cleans / cleaning)
+FEATURES = {"permuted": ("top_logit", "grounding", "uncaptioned"), "continuation": ("logprob_lead", "grounding", "uncaptioned"),
             "open": ("rating_logit", "asks_when", "asks_count", "uncaptioned")}
 """The features each kind of measure is mapped from (those ``measure_of`` gives)."""
 
@@ -54,17 +57,32 @@ class Measure:
     features: Mapping[str, float]
 
 
-def measure_of(artifacts: Mapping[str, Any], choice_index: int | None, question: str,
-               has_choices: bool) -> Measure | None:
+def option_grounding(question: str, choices: Sequence[str], evidence: Sequence[str], choice_index: int) -> float:
+    """How much more of the chosen option the evidence read names than of any other option: the share of its words
+    (those not in the question, compared by their first ``GROUNDING_PREFIX`` letters) found in the evidence, minus
+    the highest share of another option. Near 0 or below where the lines read say nothing of the answer (the model
+    chose from its prior: a woman playing with a dog "throws a frisbee" when the memory holds a person and a dog)."""
+    def stems(text: str) -> set[str]:
+        return {word[:GROUNDING_PREFIX] for word in keywords(text) if len(word) >= 3}
+
+    read = set().union(*(stems(text) for text in evidence)) - stems(question) if evidence else set()
+    shares = [len(stems(choice) & read) / max(1, len(stems(choice))) for choice in choices]
+    others = [share for i, share in enumerate(shares) if i != choice_index]
+    return shares[choice_index] - (max(others) if others else 0.0)
+
+
+def measure_of(artifacts: Mapping[str, Any], choice_index: int | None, question: str, choices: Sequence[str],
+               evidence: Sequence[str]) -> Measure | None:
     """The measure an answer's artifacts hold (its planner's option probabilities, or its rating), with what the
-    memory it read was (``memory_captioned``: described by a captioner, or only by the offline models); None where
-    they hold none this module knows. Reads the JSON an answer's ``to_dict`` writes, so a stored run is measured as
-    a live answer is."""
+    memory it read was (``memory_captioned``: described by a captioner, or only by the offline models) and, for
+    options, how much the evidence it read (``evidence``: the lines' texts) names the chosen one
+    (``option_grounding``); None where they hold none this module knows. Reads the JSON an answer's ``to_dict``
+    writes, so a stored run is measured as a live answer is."""
     captioned = artifacts.get("memory_captioned")
     if captioned is None:
         return None
     memory = {"uncaptioned": 0.0 if captioned else 1.0}
-    if not has_choices:
+    if not choices:
         rating = artifacts.get("rating")
         if rating is None:
             return None
@@ -81,6 +99,7 @@ def measure_of(artifacts: Mapping[str, Any], choice_index: int | None, question:
     mean = [sum(order[i] for order in orders) / len(orders) for i in range(count)]
     top = mean[choice_index]
     runner_up = max((p for i, p in enumerate(mean) if i != choice_index), default=0.0)
+    memory["grounding"] = option_grounding(question, choices, evidence, choice_index) if len(choices) == count else 0.0
     means = artifacts.get("mean_logprobs")
     if means and len(means) == count:
         rest = [float(m) for i, m in enumerate(means) if i != choice_index]

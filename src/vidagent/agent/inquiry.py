@@ -224,7 +224,8 @@ def calibrate(inquiry: Inquiry, resources: AskResources) -> None:
     answer = inquiry.answer
     if inquiry.memories:
         answer.artifacts["memory_captioned"] = all(memory.captioned for memory in inquiry.memories.values())
-    measure = measure_of(answer.artifacts, answer.choice_index, answer.question, bool(answer.task.choices))
+    measure = measure_of(answer.artifacts, answer.choice_index, answer.question, answer.task.choices or (),
+                         [item.text for item in answer.evidence])
     answer.calibrated = default_calibration().probability(answer.planner, measure, inquiry.llm.name)
     answer.artifacts["confidence"] = {"measured": answer.measured_confidence, "calibrated": answer.calibrated,
                                       "measure": measure.kind if measure else None}
