@@ -18,8 +18,8 @@ and, for each, whether the memory read was described by a captioner (a vision mo
 the offline models, whose answers are right far less often at the same measure.
 
 A map holds for the chat model it was fitted with (the shipped ones: the embedded Qwen2.5-Coder-1.5B, embedded or
-served); another model, or a planner and measure no map was fitted for, keeps its measured confidence (``Answer.confidence``, said in
-``answer.artifacts["confidence"]``); the caps of ``agent.confidence`` bound either.
+served); another model, or a planner and measure no map was fitted for, keeps its measured confidence
+(``Answer.confidence``, said in ``answer.artifacts["confidence"]``); the caps of ``agent.confidence`` bound either.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from vidagent.experience.complexity import keywords
 EPSILON = 1e-4  # probabilities are kept this far from 0 and 1 before a logit
 CALIBRATION_FILE = "calibration.toml"
 GROUNDING_PREFIX = 5  # words compared by their first five letters (throws / throwing, cleans / cleaning)
-FEATURES = {"permuted": ("top_logit", "grounding", "uncaptioned"), "continuation": ("logprob_lead", "grounding", "uncaptioned"),
+FEATURES = {"permuted": ("top_logit", "grounding", "uncaptioned"),
+            "continuation": ("logprob_lead", "grounding", "uncaptioned"),
             "open": ("rating_logit", "asks_when", "asks_count", "uncaptioned")}
 """The features each kind of measure is mapped from (those ``measure_of`` gives)."""
 
