@@ -14,9 +14,8 @@ import logging
 import time
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.evidence_check import evidence_lines, spans_to_read
+from vidagent.agent.evidence_check import evidence_lines, record_evaluation, spans_to_read
 from vidagent.agent.option_scoring import TOP_LOGPROBS, yes_probability
-from vidagent.agent.steps import EvaluationStep, model_cost
 from vidagent.config import ToolShapes
 from vidagent.errors import LLMError
 from vidagent.llm.base import ChatModel, Message
@@ -54,10 +53,7 @@ def rate_answer(answer: Answer, llm: ChatModel, shapes: ToolShapes | None = None
     rating = yes_probability(completion.first_token_logprobs)
     if rating is None:
         return None
-    last = answer.trace.last
-    answer.trace.add(EvaluationStep(parent_id=last.id if last else None, score=round(rating, 4),
-                                    text=f"Rated: P(yes) {rating:.2f} that the answer is right on the "
-                                         f"{len(shown)} line(s) it cites.",
-                                    model_output=completion.text, **model_cost(completion, started)))
+    record_evaluation(answer, f"Rated: P(yes) {rating:.2f} that the answer is right on the {len(shown)} line(s) it "
+                      "cites.", round(rating, 4), completion.text, started, completion)
     answer.artifacts["rating"] = round(rating, 4)
     return rating

@@ -56,7 +56,7 @@ def check_answer(answer: Answer, llm: MeteredChat, shapes: ToolShapes | None = N
     read = spans_to_read(answer, shapes.check_spans)
     if not read:
         check = Check((), (), None, "no evidence")
-        _record(answer, "The answer cites nothing read from a memory to check it against.", None, "", 0.0)
+        record_evaluation(answer, "The answer cites nothing read from a memory to check it against.", None, "", 0.0)
         return _with(answer, check, "the answer cites no evidence from the video")
     try:
         check = _judge(answer, read, llm, shapes.check_span_chars)
@@ -115,7 +115,7 @@ def _judge(answer: Answer, read: list[int], llm: MeteredChat, chars: int) -> Che
         if probabilities is not None:
             shown_p = ", ".join(f"{i}: {p:.2f}" for i, p in enumerate(probabilities))
             chosen = answer.choice_index
-            _record(answer, f"On the cited evidence alone, the options' probabilities are {shown_p}"
+            record_evaluation(answer, f"On the cited evidence alone, the options' probabilities are {shown_p}"
                     + (f" (the answer's option {chosen}: {probabilities[chosen]:.2f})." if chosen is not None else "."),
                     probabilities[chosen] if chosen is not None else None, completion.text, started, completion)
     support = prompt(PROMPTS, "check_support")
@@ -134,7 +134,7 @@ def _judge(answer: Answer, read: list[int], llm: MeteredChat, chars: int) -> Che
     else:
         supported = bool(supporting)
     verdict = "supported" if supported else "unsupported"
-    _record(answer, f"Check: {said}; {verdict}.", 1.0 if supported else 0.0, completion.text, started, completion)
+    record_evaluation(answer, f"Check: {said}; {verdict}.", 1.0 if supported else 0.0, completion.text, started, completion)
     return Check(tuple(read), supporting, probabilities, verdict)
 
 
@@ -144,8 +144,9 @@ def _unsupported_reason(check: Check, choice_index: int | None) -> str:
     return "none of the evidence it cites shows that the answer is right"
 
 
-def _record(answer: Answer, text: str, score: float | None, output: str, started: float,
-            completion: Any = None) -> None:
+def record_evaluation(answer: Answer, text: str, score: float | None, output: str, started: float,
+                      completion: Any = None) -> None:
+    """An evaluation step after the answer's last step, with the model call's cost where there was one."""
     last = answer.trace.last
     cost = model_cost(completion, started) if completion is not None else {}
     answer.trace.add(EvaluationStep(parent_id=last.id if last else None, text=text, score=score,
