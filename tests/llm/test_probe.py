@@ -25,11 +25,12 @@ def backend(server: FaultServer, cache: CapabilityCache) -> OpenAICompatibleBack
 
 def test_a_text_only_endpoint_is_probed_once_and_its_images_are_never_sent(tmp_path):
     cache = CapabilityCache(tmp_path / "endpoints.json")
-    with FaultServer("hello", [Fault("ok"), REFUSED_IMAGE]) as server:
+    with FaultServer("hello", [Fault("ok"), Fault("ok"), REFUSED_IMAGE]) as server:
         found = backend(server, cache).capabilities
         assert found == EndpointCapabilities(images=False, tool_calls=True, logprobs=False)
         probes = len(server.requests)
-        assert probes == 3 and "image_url" in json.dumps(server.requests[1])  # text, an image, tools
+        # text twice (no log-probabilities came: asked once more), an image, tools
+        assert probes == 4 and "image_url" in json.dumps(server.requests[2])
         again = LLM(backend(server, cache))  # a later run: remembered, nothing asked
         assert not again.supports_images and not again.returns_logprobs and len(server.requests) == probes
         picture = np.zeros((8, 8, 3), dtype=np.uint8)

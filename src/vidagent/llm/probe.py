@@ -56,11 +56,14 @@ def probe(endpoint: ChatEndpoint, model: str) -> EndpointCapabilities:
     """Ask the endpoint what ``model`` accepts. Raises ``LLMError`` where the server cannot be reached or fails
     a plain request (then nothing can be known)."""
     text = [{"role": "user", "content": "Say yes."}]
-    status, reply = endpoint.try_once({"model": model, "messages": text, "max_tokens": 1, "logprobs": True,
-                                       "top_logprobs": 2})
+    status, reply = endpoint.try_once(_logprobs_request(model, text))
     if status == 0 or status >= 500 and not _refused(reply):
         raise endpoint.error(f"{endpoint.where} could not be probed: {_said(status, reply)}")
     logprobs = status == 200 and _has_logprobs(reply)
+    if status == 200 and not logprobs:  # a reply token that is part of a character carries none: ask once more
+        again = [{"role": "user", "content": "Write the word ok."}]
+        status, reply = endpoint.try_once(_logprobs_request(model, again, tokens=3))
+        logprobs = status == 200 and _has_logprobs(reply)
     if status != 200:  # it refused the log-probabilities: a plain request must pass
         status, reply = endpoint.try_once({"model": model, "messages": text, "max_tokens": 1})
         if status != 200:
@@ -176,6 +179,14 @@ def remembered(endpoint: ChatEndpoint, model: str, cache: CapabilityCache) -> En
     return found
 
 
+def _logprobs_request(model: str, messages: list[dict[str, Any]], tokens: int = 1) -> dict[str, Any]:
+    """A short greedy request for the reply tokens' log-probabilities (greedy: a sampled first token can be a
+    fragment of a character, which llama.cpp's server returns with no log-probability, and a probe that
+    answered by chance would be remembered)."""
+    return {"model": model, "messages": messages, "max_tokens": tokens, "temperature": 0.0, "logprobs": True,
+            "top_logprobs": 2}
+
+
 def _accepted(endpoint: ChatEndpoint, body: dict[str, Any], what: str) -> bool:
     status, reply = endpoint.try_once(body)
     if status == 200 and isinstance(reply, dict) and reply.get("choices"):
@@ -187,9 +198,9 @@ def _accepted(endpoint: ChatEndpoint, body: dict[str, Any], what: str) -> bool:
 
 def _has_logprobs(reply: Any) -> bool:
     try:
-        first = reply["choices"][0]["logprobs"]["content"][0]
-        return bool(first.get("top_logprobs"))
-    except (KeyError, IndexError, TypeError, AttributeError):
+        tokens = reply["choices"][0]["logprobs"]["content"]
+        return any(isinstance(token, dict) and bool(token.get("top_logprobs")) for token in tokens)
+    except (KeyError, IndexError, TypeError):
         return False
 
 
