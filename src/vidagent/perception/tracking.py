@@ -50,12 +50,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import supervision as sv
-from trackers import ByteTrackTracker
-from trackers.utils.iou import BIoU
+
+if TYPE_CHECKING:  # imported where a tracker is made: trackers and supervision take 0.3 s to import, and a
+    import supervision as sv  # question answered from a glance tracks nothing
+    from trackers import ByteTrackTracker
 
 DEFAULT_SAMPLE_FPS = 2.0
 DEFAULT_LOST_TRACK_S = 1.5
@@ -110,6 +111,9 @@ class ByteTracker:
         return math.ceil(self.sample_fps * self.lost_track_s - 1e-9) if self.lost_track_s else 0
 
     def _new_tracker(self) -> ByteTrackTracker:
+        from trackers import ByteTrackTracker
+        from trackers.utils.iou import BIoU
+
         return ByteTrackTracker(
             lost_track_buffer=round(self.lost_track_s * _LIBRARY_FPS),
             frame_rate=self.sample_fps,
@@ -149,6 +153,8 @@ class ByteTracker:
         """Track ids of the detections at ``index`` (one class) from that class's tracker."""
         boxes = np.asarray(detections.xyxy, np.float64).reshape(-1, 4)[index]
         scores = np.asarray(detections.confidence, np.float64)[index]
+        import supervision as sv
+
         result = tracker.update(sv.Detections(xyxy=boxes, confidence=scores, data={_ROW: np.arange(len(index))}),
                                 timestamp=time_s)
         ids = np.full(len(index), -1, np.int64)
