@@ -227,8 +227,8 @@ def calibrate(inquiry: Inquiry, resources: AskResources) -> None:
     measure = measure_of(answer.artifacts, answer.choice_index, answer.question, answer.task.choices or (),
                          [item.text for item in answer.evidence])
     answer.calibrated = default_calibration().probability(answer.planner, measure, inquiry.llm.name)
-    answer.artifacts["confidence"] = {"measured": answer.measured_confidence, "calibrated": answer.calibrated,
-                                      "measure": measure.kind if measure else None}
+    # the measured value itself is the answer's ``measured_confidence``: said once, beside ``confidence``
+    answer.artifacts["confidence"] = {"calibrated": answer.calibrated, "measure": measure.kind if measure else None}
 
 
 def judge_confidence(inquiry: Inquiry, resources: AskResources) -> None:
