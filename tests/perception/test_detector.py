@@ -100,6 +100,24 @@ def test_postprocess_maps_back_filters_and_suppresses():
     assert len(empty) == 0 and class_names(empty) == [] and empty.xyxy.shape == (0, 4)
 
 
+def test_a_frisbee_the_model_also_scores_as_a_ball_is_a_ball_however_low_the_ball_row():
+    box = Letterbox(scale=1.0, dx=0, dy=0)
+    frisbee, ball = COCO_LABELS.index("frisbee"), COCO_LABELS.index("sports ball")
+    rows = np.array([
+        [10, 10, 30, 30, 0.33, frisbee],  # the brown ball of 01_dog.mp4: "frisbee" 0.33 ...
+        [11, 10, 30, 31, 0.09, ball],  # ... and "sports ball" 0.09 on the same box
+        [60, 60, 90, 90, 0.5, frisbee],  # a frisbee with no ball row on it stays a frisbee
+        [60, 10, 90, 40, 0.4, frisbee],  # ... and so does one whose ball row is too faint to count
+        [61, 10, 90, 40, 0.03, ball],
+    ], np.float32)
+    d = postprocess(rows, box, 100, 100, score_threshold=0.3, iou_threshold=0.5, max_detections=10)
+    assert class_names(d) == ["frisbee", "frisbee", "sports ball"]
+    assert d.confidence.tolist() == pytest.approx([0.5, 0.4, 0.33])  # the box keeps its own score
+    both = np.array([[10, 10, 30, 30, 0.5, frisbee], [10, 10, 30, 30, 0.45, ball]], np.float32)
+    d = postprocess(both, box, 100, 100, score_threshold=0.3, iou_threshold=0.5, max_detections=10)
+    assert class_names(d) == ["sports ball"] and d.confidence.tolist() == pytest.approx([0.5])  # one ball, not two
+
+
 def test_postprocess_keeps_the_best_up_to_its_limit():
     box = Letterbox(scale=1.0, dx=0, dy=0)
     rows = np.array([[10 * i, 0, 10 * i + 8, 8, 0.5 + 0.01 * i, 0] for i in range(5)], np.float32)

@@ -37,5 +37,5 @@ def test_described_frames_vqa_answers_from_detector_descriptions():
     assert [line.split(" s: ")[0] for line in lines] == [f"{f.time_s:.1f}" for f in frames]
     assert all(DESCRIPTION_PREFIX not in line for line in lines) and "dog" in result.description
     assert result.answer  # the LLM's words, read from the tools/ prompt
-    assert vqa.name == "described-frames(detector-describer(centernet-mobilenetv3-coco))"
+    assert vqa.name == "described-frames(detector-describer(centernet-mobilenetv3-coco+ball-not-frisbee))"
     assert VisionChatVQA.name == "vision-chat"
