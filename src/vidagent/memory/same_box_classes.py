@@ -24,13 +24,12 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from vidagent.perception.detections import SAME_BOX_IOU, TAKEN_FOR
+
 TRUER: Mapping[str, str] = {**{animal: "person" for animal in ("dog", "cat", "horse", "sheep", "cow", "bear",
                                                                "teddy bear")},
-                            "frisbee": "sports ball"}
+                            **TAKEN_FOR}
 """For each class the detector mistakes, the class it is taken for when both name one box."""
-
-SAME_BOX_IOU = 0.7
-"""Overlap at which two boxes of one frame are taken to be the same thing."""
 
 
 def same_box_classes(boxes: np.ndarray, times: Sequence[float], categories: Sequence[str]) -> dict[int, int]:

@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 
 CLASS_NAME = "class_name"  # supervision.config.CLASS_NAME_DATA_FIELD: the key its own from_* adapters fill
 
+SAME_BOX_IOU = 0.7
+"""Overlap at which two boxes of one frame are taken to be the same thing (under two classes)."""
+TAKEN_FOR = {"frisbee": "sports ball"}
+"""A COCO class a detector gives a thing of another class, and that class: where both name one box, the second is
+right (measured in ``perception.detector``; the offline detector applies it to the rows under its threshold too,
+the objects stage to the boxes of any detector, ``memory.same_box_classes``)."""
+
 
 def make_detections(xyxy: Any, confidence: Any, class_id: Any, class_names: Sequence[str],
                     data: dict[str, Any] | None = None) -> sv.Detections:

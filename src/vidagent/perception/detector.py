@@ -19,10 +19,10 @@ and runs supervision's per-class NMS (``postprocess``).
 A ball taken for a frisbee: the model puts a peak on a box under each class it finds there, and every "frisbee" it
 gave at 2 frames a second on the shared clips that are not reserved (17 boxes at 0.31-0.62, in three clips, none of
 which holds a frisbee: 15 on the juggled soccer ball, one on the brown ball the woman throws in ``01_dog.mp4``, one
-on a hat in ``applausing.mp4``) had a "sports ball" row on the same box (IoU at least 0.9, 0.09-0.58). So a frisbee box the model
-also scores as a sports ball (``TAKEN_FOR``: a row of that class on it at ``RUNNER_UP_MIN_SCORE`` or more, however
-low under the threshold) is a sports ball, at its own score. Unmeasured: a real frisbee the model also scores as a
-ball would be called a ball (no clip here holds a frisbee).
+on a hat in ``applausing.mp4``) had a "sports ball" row on the same box (IoU at least 0.9, 0.09-0.58). So a
+frisbee box the model also scores as a sports ball (``detections.TAKEN_FOR``: a row of that class on it at
+``RUNNER_UP_MIN_SCORE`` or more, however low under the threshold) is a sports ball, at its own score. Unmeasured:
+a real frisbee the model also scores as a ball would be called a ball (no clip here holds a frisbee).
 
 Model facts (read from ``centernet.json`` and the upstream training code): input
 ``tower_0/images`` float32 ``[1, 512, 512, 3]``, RGB in 0..255 (the /255 scaling is folded into
@@ -40,7 +40,7 @@ import numpy as np
 import supervision as sv
 
 from vidagent.perception.coco import COCO_LABELS
-from vidagent.perception.detections import best_first_nms, make_detections, no_detections
+from vidagent.perception.detections import SAME_BOX_IOU, TAKEN_FOR, best_first_nms, make_detections, no_detections
 from vidagent.perception.letterbox import Letterbox, letterbox
 from vidagent.perception.node_assets import MODEL_DIR_NAME, MODEL_JSON, MODEL_SHA256
 from vidagent.perception.node_worker import NodeModel, WorkerTimings, rgb_image
@@ -54,11 +54,7 @@ INPUT, OUTPUT = "tower_0/images", "tower_0/detections"
 #: already-detected box (cat/sheep on a dog) or clutter (phones, remotes, bowls that are not there).
 DEFAULT_SCORE_THRESHOLD = 0.3
 DEFAULT_IOU_THRESHOLD = 0.5
-TAKEN_FOR = {"frisbee": "sports ball"}
-"""A class the model gives a thing of another class, and that class (module doc: a box it also scores as that
-class is that class)."""
 RUNNER_UP_MIN_SCORE = 0.05  # a row under this is the model's noise (its top 100 rows reach down to ~0.01)
-SAME_BOX_IOU = 0.7
 LABEL_IDS = {label: index for index, label in enumerate(COCO_LABELS)}
 
 
