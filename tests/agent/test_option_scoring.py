@@ -182,17 +182,18 @@ def continued(*logprobs: float) -> Completion:
 def test_continuation_scores_each_option_text_by_its_mean_token_log_probability():
     task = Task("What is drawn?", choices=tuple(CHOICES))
     # "a guitar" is short and likely; "a car" longer in tokens but likelier per token; "a house" unlikely
-    llm = ScriptedLLM([continued(-0.5, -1.5), continued(-0.4, -0.6, -0.5), continued(-3.0, -2.0)],
+    # asked in the options' sorted order: "a car", "a guitar", "a house"
+    llm = ScriptedLLM([continued(-0.4, -0.6, -0.5), continued(-0.5, -1.5), continued(-3.0, -2.0)],
                       scores_continuations=True)
     trace = Trace()
     root = trace.add(TaskStep(question=task.question))
     scores = choose(llm, [Message("user", "descriptions")], task, trace, root.id, "continuation")
     assert scores is not None and scores.index == 1 and scores.mean_logprobs == (-1.0, -0.5, -2.5)
-    assert [s["continuation"] for s in llm.sampling] == CHOICES
+    assert [s["continuation"] for s in llm.sampling] == sorted(CHOICES)
     assert all(request[-1].content == "Answer the question in one sentence." for request in llm.requests)
     assert sum(scores.probabilities) == pytest.approx(1.0)
     steps = [step for step in trace if isinstance(step, FinalAnswerStep)]
-    assert [step.how for step in steps] == ["continuation"] * 3 and "-0.500 over 3 tokens" in steps[1].thought
+    assert [step.how for step in steps] == ["continuation"] * 3 and "option 1: mean log-probability -0.500 over 3 tokens" in steps[0].thought
 
 
 def test_continuation_on_a_model_that_cannot_score_falls_back_to_the_generated_answer(scripted, settings):
@@ -204,7 +205,7 @@ def test_continuation_on_a_model_that_cannot_score_falls_back_to_the_generated_a
 
 
 def test_caption_only_by_continuation_never_shows_the_options(scripted, settings):
-    llm = ScriptedLLM([continued(-2.0), continued(-0.1), continued(-1.0)], scores_continuations=True)
+    llm = ScriptedLLM([continued(-0.1), continued(-2.0), continued(-1.0)], scores_continuations=True)  # sorted order
     with Session(settings, perception=scripted_perception(), llm=llm) as session:
         answer = session.ask(scripted.toy, "What is drawn?", CHOICES, planner="caption_only",
                              planner_options={"choose_by": "continuation"})
@@ -268,7 +269,7 @@ def test_auto_scores_sentences_by_their_text_and_short_options_by_their_numbers(
                                                   "C is repairing a bicycle in the garage today.",
                                                   "C is painting a large wall in the living room."))
     phrases = Task("What is drawn?", choices=tuple(CHOICES))
-    scoring = ScriptedLLM([continued(-1.0), continued(-0.2), continued(-2.0)], scores_continuations=True)
+    scoring = ScriptedLLM([continued(-1.0), continued(-2.0), continued(-0.2)], scores_continuations=True)  # sorted
     trace = Trace()
     root = trace.add(TaskStep(question="q"))
     scores = choose(scoring, [Message("user", "descriptions")], sentences, trace, root.id, "auto")

@@ -446,3 +446,28 @@ def test_a_given_reply_is_scored_in_the_models_own_tokens(qwen: LocalGGUFBackend
     capital = [Message("user", "What is the capital of France? Answer with the city's name only.")]
     paris, banana = (qwen.complete(capital, continuation=reply).token_logprobs for reply in ("Paris", "Banana"))
     assert sum(paris) / len(paris) > sum(banana) / len(banana) + 3
+
+
+@pytest.mark.models
+def test_options_that_begin_alike_are_scored_reading_their_shared_start_once(qwen: LocalGGUFBackend) -> None:
+    """Scored one after another after the same messages, an option forces only the tokens it does not share with
+    the option before (the shared start is written as the reply's beginning and read from the KV cache); each
+    token's log-probability is the one it has when the option is scored alone."""
+    question = [Message("user", "A person (C) wipes a counter, rinses a sponge and wipes again. What is C doing?")]
+    options = sorted(["C is cleaning the kitchen counter.", "C is cleaning the bathroom sink.", "C is cooking."])
+    tokenizer = qwen.reply_tokenizer()
+    assert tokenizer is not None
+    # the prompt read once first: a token read in the prompt's batch and one read after it cached differ by up to
+    # ~0.1 in log-probability (batch and single-token arithmetic), so both sides read the options after it cached
+    qwen.complete(question, continuation="Nothing.")
+    alone = []
+    for option in options:
+        qwen.complete(question, continuation="Nothing.")  # a reply that shares no start with any option between
+        alone.append(qwen.complete(question, continuation=option))
+    together = [qwen.complete(question, continuation=option) for option in options]
+    for option, single, shared in zip(options, alone, together):
+        assert shared.text == option and len(shared.token_logprobs) == len(tokenizer.encode(option)) + 1
+        assert shared.token_logprobs == pytest.approx(single.token_logprobs, abs=0.01)
+    forced = [completion.completion_tokens for completion in together]
+    assert forced[1] < len(alone[1].token_logprobs) - 2  # "C is cleaning the" was read, not forced again
+    assert forced[2] < len(alone[2].token_logprobs)

@@ -183,22 +183,52 @@ def test_a_configured_captioner_captions_each_objects_best_crop(tmp_path):
 
 
 def test_a_pan_does_not_move_still_things_and_a_walker_is_measured_against_it():
-    from vidagent.memory.camera_motion import CameraPath
-    from vidagent.video.motion import PairMotion
+    from vidagent.memory.camera_motion import CameraPath, CameraStep
 
-    def panning(dt: float) -> PairMotion:  # the picture's content moves left a quarter of the frame a second
-        return PairMotion(dt=dt, shift_x=-0.25, shift_y=0.0, zoom=0.0, tracked=True, histogram=0.0, layout=1.0,
-                          residual=2.0, moving=0.0, where="", abrupt=False)
-
+    # the picture's content moves left a quarter of the frame a second
+    panning = CameraStep(dt=STEP_S, shift_x=-0.25, shift_y=0.0, zoom=0.0, followed=True)
     times = tuple(i * STEP_S for i in range(8))
-    camera = CameraPath(times, tuple(panning(STEP_S) for _ in times[1:]), width=400, height=300)
+    camera = CameraPath(times, tuple(panning for _ in times[1:]), width=400, height=300)
     post = _track(0, "person", [(300 - 50 * i, 100, 330 - 50 * i, 200) for i in range(8)])  # carried left by the pan
     walker = _track(1, "person", [(100, 100, 130, 200) for _ in range(8)])  # followed by the camera: still in the picture
     verbs = {(a.object_id, a.verb) for a in object_actions([post, walker], {}, duration_s=3.8, camera=camera)}
     assert verbs == {(1, "walks")}
     assert {(a.object_id, a.verb) for a in object_actions([post, walker], {}, duration_s=3.8)} == {(0, "walks")}
-    lost = CameraPath(times, tuple(replace(panning(STEP_S), tracked=False) for _ in times[1:]), 400, 300)
+    lost = CameraPath(times, tuple(replace(panning, followed=False) for _ in times[1:]), 400, 300)
     assert lost(0.0, 0.5, (1.0, 2.0, 3.0, 4.0)) == (1.0, 2.0, 3.0, 4.0)  # not followed: as a still camera
+    assert camera(0.0, 1.0, (200.0, 100.0, 230.0, 200.0)) == pytest.approx((100.0, 100.0, 130.0, 200.0))
+
+
+def test_the_camera_stage_measures_a_pan_in_the_objects_decoding_pass_and_the_actions_read_it(tmp_path):
+    """A picture slid left 40 pixels between sample times: the camera stage, sampled at the objects' times, stores one
+    followed interval per pair of sample times with the content moving left, and the stored path carries a box
+    left by as much."""
+    import numpy as np
+
+
+    from vidagent.memory.camera_motion import stored_camera_path
+    from vidagent.memory.stages.camera import CameraStage
+    from vidagent.video.video import SampledFrame
+
+    rng = np.random.default_rng(0)
+    scene = (rng.random((30, 150)) * 255).astype(np.uint8)
+    scene = np.repeat(np.repeat(scene, 8, axis=0), 8, axis=1)  # blocks of 8 px: corners to follow
+    times = [0.0, 0.5, 1.0, 1.5]
+    frames = [SampledFrame(t, np.stack([scene[:, int(t * 80): int(t * 80) + 320]] * 3, axis=-1)) for t in times]
+    stage = CameraStage(lambda video: times, {"fps": 2.0})
+    clip = _shapes_clip()
+    video = library_from_rows(tmp_path / "library.sqlite", [clip], ["objects"])[clip.name]
+    rows = stage.finish(video, None, dict(zip(times, stage.process(frames))))["camera_path"]  # type: ignore[arg-type]
+    assert [row[:2] for row in rows] == [(0.0, 0.5), (0.5, 1.0), (1.0, 1.5)]
+    assert all(row[5] == 1 and row[2] < 0 for row in rows)  # followed; the content moves left
+    with Library(tmp_path / "library.sqlite") as library:
+        built = library.rows("SELECT COUNT(*) FROM camera_path WHERE video_id=?", (video.content_hash,))[0][0]
+        assert built > 0  # the object memory built its camera path at the objects' sample times
+        library.write_stage(video.content_hash, "camera", stage.config(), {"camera_path": rows}, 0.1)
+        path = stored_camera_path(library, video.content_hash, 320, 240)
+    assert path is not None and path.times == (0.0, 0.5, 1.0, 1.5)
+    x1, _, x2, _ = path(0.0, 1.5, (200.0, 50.0, 240.0, 90.0))
+    assert x1 == pytest.approx(200.0 - 120.0, abs=6.0) and x2 - x1 == pytest.approx(40.0, abs=2.0)
 
 
 def test_a_line_names_the_surest_actions_of_many():

@@ -129,18 +129,21 @@ def score_option_texts(llm: ChatModel, messages: Sequence[Message], task: Task, 
         return None
     asked = prompt(PROMPTS, "option_text").text.strip()
     conversation = [*messages, Message("user", asked)]
-    means: list[float] = []
-    for index, choice in enumerate(task.choices):
+    means = [-math.inf] * len(task.choices)
+    # in the options' sorted order, each next to the one sharing its start most: a model that keeps the tokens
+    # shared with the option before reads them once (``LocalGGUFBackend``)
+    for scored, index in enumerate(sorted(range(len(task.choices)), key=lambda i: task.choices[i])):  # type: ignore[index]
+        choice = task.choices[index]
         started = time.perf_counter()
         try:
             completion = llm.chat(conversation, max_tokens=0, temperature=0.0, continuation=choice)
         except BudgetSpentError:
-            if not means:
+            if not scored:
                 raise
             return None  # a budget spent mid-way leaves options unscored: no fair choice among them
         logprobs = completion.token_logprobs
         mean = sum(logprobs) / len(logprobs) if logprobs else -math.inf
-        means.append(mean)
+        means[index] = mean
         note = f"(option {index}: mean log-probability {mean:.3f} over {len(logprobs)} tokens)"
         cost = model_cost(completion, started)
         trace.add(EvaluationStep(parent_id=parent_id, text=note, score=mean, model_output=choice, **cost) if judging

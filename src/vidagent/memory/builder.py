@@ -33,8 +33,10 @@ TEMPORAL_STAGES = ("frames", "speech", "segments")  # what the temporal tools ne
 ALL_STAGES = ("frames", "speech", "segments", "objects")
 # Every stage, in build order: "motion" is built as a requirement of "segments" when
 # Settings.perception has "motion" (it adds to the segment descriptions), never on its own; "actions"
-# and "descriptions" are built whenever "objects" is (the object memory is the three: OBJECT_STAGES).
-STAGE_ORDER = ("frames", "speech", "motion", "segments", "objects", "actions", "descriptions")
+# and "descriptions" are built whenever "objects" is (the object memory is the three: OBJECT_STAGES), and
+# "camera" (the camera's motion at the objects' sample times, in the objects' decoding pass) as a
+# requirement of "actions".
+STAGE_ORDER = ("frames", "speech", "motion", "segments", "objects", "camera", "actions", "descriptions")
 OBJECT_STAGES = ("objects", "actions", "descriptions")
 # stages built with a stage whenever it is asked for
 FOLLOWERS: dict[str, tuple[str, ...]] = {"objects": ("actions", "descriptions")}
@@ -75,8 +77,13 @@ class MemoryBuilder:
             from vidagent.memory.stages.actions import ActionsStage
 
             frames = self.stage("frames").config() if "pose" in settings.perception else None
-            return ActionsStage(self.stage("objects").config(), frames, self.perception.video_classifier,
-                                settings.segment_seconds)
+            return ActionsStage(self.stage("objects").config(), self.stage("camera").config(), frames,
+                                self.perception.video_classifier, settings.segment_seconds)
+        if name == "camera":
+            from vidagent.memory.stages.camera import CameraStage
+
+            objects = self.stage("objects")
+            return CameraStage(objects.frame_times, objects.sampling_config())  # type: ignore[union-attr]
         if name == "descriptions":
             from vidagent.memory.stages.descriptions import DescriptionsStage
 

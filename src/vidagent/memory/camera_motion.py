@@ -1,12 +1,11 @@
 """Where the camera alone carries a box between two sampled frames, so the actions of the objects are
 measured against the picture's own motion (a pan is not a walk).
 
-``follow_camera(video, times)`` decodes small greyscale thumbnails at the objects' sample times (one
-pass) and fits the camera's shift and zoom between consecutive ones (``vidagent.video.motion.compare``:
-corners followed and a similarity transform fitted with RANSAC, so things moving in the scene are
-outliers). The returned ``CameraPath`` moves a box by the shifts and zooms of the intervals from one
-time to the other; where one of them could not be followed (too plain, a cut, a swing too fast) the
-box stays where it was, as for a still camera.
+The ``camera`` stage (``vidagent.memory.stages.camera``) fits the camera's shift and zoom between consecutive
+object sample times in the objects stage's own decoding pass and stores them (``camera_path``);
+``stored_camera_path`` reads them back as a ``CameraPath``, which moves a box by the shifts and zooms of the
+intervals from one time to the other. Where one of them could not be followed (too plain, a cut, a swing too fast)
+the box stays where it was, as for a still camera.
 """
 
 from __future__ import annotations
@@ -14,11 +13,21 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Sequence
 
 from vidagent.memory.actions import Box
-from vidagent.video.motion import THUMBNAIL_SIDE, PairMotion, compare, motion_thumbnail
-from vidagent.video.video import Video
+from vidagent.memory.store import Library
+
+
+@dataclass(frozen=True)
+class CameraStep:
+    """The camera's motion over one interval: ``shift_x``/``shift_y`` how fast the picture's content moves (frame
+    widths a second), ``zoom`` its log scale change a second; ``followed``: the motion could be measured."""
+
+    dt: float
+    shift_x: float
+    shift_y: float
+    zoom: float
+    followed: bool
 
 
 @dataclass(frozen=True)
@@ -26,7 +35,7 @@ class CameraPath:
     """The camera's motion between consecutive sample times, over a ``width`` x ``height`` picture."""
 
     times: tuple[float, ...]
-    motions: tuple[PairMotion, ...]  # between times[i] and times[i + 1]
+    steps: tuple[CameraStep, ...]  # between times[i] and times[i + 1]
     width: int
     height: int
 
@@ -38,27 +47,37 @@ class CameraPath:
                 or abs(self.times[last] - t1) > 1e-3 or last <= first:
             return box
         moved = box
-        for motion in self.motions[first:last]:
-            if not motion.tracked or motion.abrupt:
+        for step in self.steps[first:last]:
+            if not step.followed:
                 return box
-            moved = _carry(moved, motion, self.width, self.height)
+            moved = _carry(moved, step, self.width, self.height)
         return moved
 
 
-def _carry(box: Box, motion: PairMotion, width: int, height: int) -> Box:
+def stored_camera_path(library: Library, video_id: str, width: int, height: int) -> CameraPath | None:
+    """The camera path the ``camera`` stage stored for a video (None: fewer than two sample times). Intervals
+    follow one another; one missing (never, within one video) leaves a gap where boxes are not carried."""
+    rows = library.rows("SELECT start_s, end_s, shift_x, shift_y, zoom, followed FROM camera_path "
+                        "WHERE video_id=? ORDER BY start_s", (video_id,))
+    if not rows:
+        return None
+    times: list[float] = [float(rows[0][0])]
+    steps: list[CameraStep] = []
+    for start_s, end_s, shift_x, shift_y, zoom, followed in rows:
+        if abs(float(start_s) - times[-1]) > 1e-6:  # a gap: a step that is never followed bridges it
+            steps.append(CameraStep(float(start_s) - times[-1], 0.0, 0.0, 0.0, False))
+            times.append(float(start_s))
+        steps.append(CameraStep(float(end_s) - float(start_s), float(shift_x), float(shift_y), float(zoom),
+                                bool(followed)))
+        times.append(float(end_s))
+    return CameraPath(tuple(times), tuple(steps), width, height)
+
+
+def _carry(box: Box, step: CameraStep, width: int, height: int) -> Box:
     """``box`` after the camera's shift and zoom over one interval (shifts are in frame widths a second)."""
-    scale = math.exp(motion.zoom * motion.dt)
-    shift_x, shift_y = motion.shift_x * width * motion.dt, motion.shift_y * width * motion.dt
+    scale = math.exp(step.zoom * step.dt)
+    shift_x, shift_y = step.shift_x * width * step.dt, step.shift_y * width * step.dt
     cx, cy = width / 2, height / 2
     x1, y1, x2, y2 = box
     return (cx + (x1 - cx) * scale + shift_x, cy + (y1 - cy) * scale + shift_y,
             cx + (x2 - cx) * scale + shift_x, cy + (y2 - cy) * scale + shift_y)
-
-
-def follow_camera(video: Video, times: Sequence[float]) -> CameraPath:
-    """The camera's path over the sampled ``times`` of ``video`` (module doc)."""
-    wanted = sorted({round(float(t), 3) for t in times})
-    thumbnails = [(frame.time_s, motion_thumbnail(frame.image))
-                  for frame in video.frames_at(wanted, max_side=2 * THUMBNAIL_SIDE)]
-    motions = tuple(compare(a, b, b_t - a_t) for (a_t, a), (b_t, b) in zip(thumbnails, thumbnails[1:]))
-    return CameraPath(tuple(t for t, _ in thumbnails), motions, video.info.width, video.info.height)

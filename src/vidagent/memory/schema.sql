@@ -225,6 +225,20 @@ CREATE TABLE IF NOT EXISTS motion (
     PRIMARY KEY (video_id, segment_id)
 );
 
+-- Stage "camera" (built with the object memory, in the objects stage's decoding pass): the camera's own
+-- motion between consecutive object sample times (vidagent.video.motion), which the actions stage measures
+-- speeds against (vidagent.memory.camera_motion).
+CREATE TABLE IF NOT EXISTS camera_path (
+    video_id     TEXT NOT NULL REFERENCES videos(video_id) ON DELETE CASCADE,
+    start_s      REAL NOT NULL,
+    end_s        REAL NOT NULL,
+    shift_x      REAL NOT NULL,         -- how fast the picture's content moves, frame widths a second (right +)
+    shift_y      REAL NOT NULL,         -- the same downwards, in frame widths a second
+    zoom         REAL NOT NULL,         -- log scale change a second (the content grows: +)
+    followed     INTEGER NOT NULL,      -- 1: measured on followed corners, no cut; 0: boxes are not carried
+    PRIMARY KEY (video_id, start_s)
+);
+
 -- Stage "segments" of a memory imported from a released caption set (`vidagent import`; schema 3):
 -- where its captions came from. Such a memory has no file: videos.path names the caption file,
 -- its segments are the captions (one per caption, with their own start and end), and it has no

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator, Self
 
 from vidagent.errors import MemoryStoreError, QueryRefusedError
-from vidagent.memory.store import ALL_TABLES
+from vidagent.memory.store import ALL_TABLES, BUILD_ONLY_TABLES
 from vidagent.memory.stored_video import is_memory_id
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -250,7 +250,7 @@ class ReadOnlyQueries(ReadOnlyDatabase):
         connection = sqlite3.connect(":memory:", uri=True, isolation_level=None, check_same_thread=False)
         try:
             with self._library_attached(connection):
-                wanted = ALL_TABLES + ("videos", "stages")
+                wanted = tuple(t for t in ALL_TABLES if t not in BUILD_ONLY_TABLES) + ("videos", "stages")
                 schema = connection.execute(
                     "SELECT type, tbl_name, sql FROM library.sqlite_master WHERE type IN ('table', 'index') "
                     "AND sql IS NOT NULL ORDER BY type = 'index'").fetchall()

@@ -40,10 +40,13 @@ STAGE_TABLES: dict[str, tuple[str, ...]] = {
     "segments": ("segments", "clips", "caption_sources"),  # caption_sources: memories imported from captions
     "objects": ("detections", "tracks", "objects", "object_segments"),
     "motion": ("motion",),
+    "camera": ("camera_path",),
     "actions": ("actions",),
     "descriptions": ("object_descriptions",),
 }
 ALL_TABLES: tuple[str, ...] = tuple(t for tables in STAGE_TABLES.values() for t in tables)
+# Tables kept for the build's own later stages, no fact a question asks about (SQL over a memory does not read them).
+BUILD_ONLY_TABLES: tuple[str, ...] = ("camera_path",)
 # A partial memory's stages (vidagent.memory.glance) keep their coverage under this key of their config;
 # BUILT_STAGE is the SQL condition on a `stages` row that leaves them out (they are not built).
 GLANCE_KEY = "glance"

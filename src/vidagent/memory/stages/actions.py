@@ -1,7 +1,7 @@
 """Stage ``actions``: what each object of the object memory does, as verbs with time spans.
 
 A table stage after ``objects``: it reads every object's sightings from ``detections`` (and follows the
-camera between their sample times, ``vidagent.memory.camera_motion``, so a pan is not a walk) and, when pose
+camera as the ``camera`` stage measured it between the sample times, ``vidagent.memory.camera_motion``, so a pan is not a walk) and, when pose
 perception is on (``Settings.perception`` has "pose"), the pose words the ``frames`` stage stored for
 the people in its frames, matched to the person objects by time and box overlap. The verbs come from
 the trajectories and poses (``object_actions`` here, no model: ``vidagent.memory.trajectory_actions`` and
@@ -20,21 +20,21 @@ import numpy as np
 import supervision as sv
 
 from vidagent.memory.actions import Action, Box, ObjectSightings, Sighting, in_order
-from vidagent.memory.camera_motion import follow_camera
+from vidagent.memory.camera_motion import stored_camera_path
 from vidagent.memory.classified_actions import classified_actions
 from vidagent.memory.pose_actions import pose_actions, pose_keys
 from vidagent.memory.trajectory_actions import moving_together, still_camera, trajectory_actions
 from vidagent.memory.stages.base import Rows
 from vidagent.memory.store import Library
 from vidagent.perception.base import VideoClassifier
-from vidagent.video.motion import THUMBNAIL_SIDE
 from vidagent.video.video import Video
 
 log = logging.getLogger(__name__)
 
 # Raise when the derivation's verbs or thresholds change, so stored actions are rebuilt.
 # 2: speeds measured against the camera's own motion
-ACTIONS_VERSION = 2
+# 3: the camera followed from one object sample time to the next (the camera stage), not between sightings
+ACTIONS_VERSION = 3
 # A pose read in a frame belongs to the person object seen within this many seconds of it (objects are
 # sampled at 2 frames a second, frames in the middle of each segment) whose box overlaps it this much.
 POSE_MATCH_S = 0.6
@@ -44,18 +44,20 @@ POSE_MATCH_IOU = 0.3
 class ActionsStage:
     name = "actions"
 
-    def __init__(self, objects_config: Mapping[str, Any], frames_config: Mapping[str, Any] | None,
-                 classifier: VideoClassifier | None = None, segment_seconds: float = 2.0) -> None:
+    def __init__(self, objects_config: Mapping[str, Any], camera_config: Mapping[str, Any],
+                 frames_config: Mapping[str, Any] | None, classifier: VideoClassifier | None = None,
+                 segment_seconds: float = 2.0) -> None:
         self.objects_config = dict(objects_config)
+        self.camera_config = dict(camera_config)
         self.frames_config = dict(frames_config) if frames_config is not None else None  # None: no poses
         self.classifier = classifier
         self.segment_seconds = segment_seconds
-        self.requires: tuple[str, ...] = ("objects", "frames") if frames_config is not None else ("objects",)
+        self.requires: tuple[str, ...] = ("objects", "camera") + (("frames",) if frames_config is not None else ())
 
     def config(self) -> dict[str, Any]:
         return {
             "version": ACTIONS_VERSION,
-            "camera_thumbnail": THUMBNAIL_SIDE,
+            "camera": self.camera_config,
             "objects": self.objects_config,
             **({"frames": self.frames_config} if self.frames_config is not None else {}),
             **({"classifier": self.classifier.name} if self.classifier is not None else {}),
@@ -67,8 +69,7 @@ class ActionsStage:
         tracks = object_tracks(library, video_id)
         poses = person_poses(library, video_id, tracks, video.info.width, video.info.height) \
             if self.frames_config is not None else {}
-        times = sorted({s.time_s for track in tracks for s in track.sightings})
-        camera = follow_camera(video, times) if len(times) > 1 else None
+        camera = stored_camera_path(library, video_id, video.info.width, video.info.height)
         found = object_actions(tracks, poses, video.duration_s, camera)
         if self.classifier is not None:
             found += classified_actions(video, tracks, self.classifier, self.segment_seconds)

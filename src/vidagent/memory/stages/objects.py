@@ -76,8 +76,7 @@ class ObjectsStage:
             "detector": self.perception.detector.name,
             "appearance": self.perception.appearance.name,
             "tracker": self.perception.tracker_name,
-            "fps": self.settings.object_fps,
-            "max_frames": MAX_OBJECT_FRAMES,
+            **self.sampling_config(),
             "min_single_sighting_score": MIN_SINGLE_SIGHTING_SCORE,
             "embedder": self.perception.embedder.name,
             "segment_seconds": self.settings.segment_seconds,
@@ -87,6 +86,10 @@ class ObjectsStage:
             **({"classifier": self.perception.classifier.name} if self.perception.classifier else {}),
             **({"segmenter": self.perception.segmenter.name} if self.perception.segmenter else {}),
         }
+
+    def sampling_config(self) -> dict[str, Any]:
+        """What ``frame_times`` depends on."""
+        return {"fps": self.settings.object_fps, "max_frames": MAX_OBJECT_FRAMES}
 
     def sampling_fps(self, video: Video) -> float:
         return min(self.settings.object_fps, MAX_OBJECT_FRAMES / max(video.duration_s, 1e-6))
