@@ -1,6 +1,8 @@
 """Probe: does llama.cpp's prompt-lookup speculation (ngram-simple) speed up forced-option scoring and keep the
 same per-token log-probabilities? Scores the same options with the current request (LocalLLM._score's shape)
-on an engine without and with speculation, side by side. Usage: python bench/score_speculative_probe.py MODEL.gguf"""
+on an engine without and with speculation, side by side. Usage: python bench/score_speculative_probe.py MODEL.gguf
+[--match N] (the n-gram length a draft must match: llama.cpp's default 12 drafts almost nothing here; 2-3 draft the
+options listed in the prompt, whose accepted tokens then come back with wrong log-probabilities)"""
 from __future__ import annotations
 
 import sys
@@ -21,7 +23,7 @@ PROMPT = ("A video shows a person (C) in a kitchen wiping surfaces, rinsing a sp
           "What is C mainly doing?\n" + "\n".join(f"{i}. {o}" for i, o in enumerate(OPTIONS)))
 
 
-def engine(path: str, speculate: bool):
+def engine(path: str, speculate: bool, match: int = 12):
     p = xllamacpp.CommonParams()
     p.model.path = path
     p.n_ctx = 4096
@@ -34,6 +36,7 @@ def engine(path: str, speculate: bool):
         p.speculative.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
         p.speculative.draft.n_max = 32
         p.speculative.draft.n_min = 0
+        p.speculative.ngram_simple.size_n = match
     return xllamacpp.Server(p)
 
 
@@ -49,10 +52,11 @@ def score(server, tok, option):
 
 def main() -> None:
     path = sys.argv[1]
+    match = int(sys.argv[sys.argv.index("--match") + 1]) if "--match" in sys.argv else 12
     tok = load_reply_tokenizer(Path(path))
     results = {}
     for speculate in (False, True):
-        server = engine(path, speculate)
+        server = engine(path, speculate, match)
         score(server, tok, OPTIONS[0])  # warm the prompt's KV cache
         rows = [score(server, tok, o) for o in OPTIONS]
         results[speculate] = rows

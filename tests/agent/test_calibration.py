@@ -26,12 +26,12 @@ def test_options_scored_in_every_order_give_their_mean_lead_and_agreement():
     assert measure.features["agreement"] == pytest.approx(2 / 3) and measure.features["uncaptioned"] == 0.0
 
 
-def test_options_scored_by_their_text_give_the_lead_in_mean_log_probability():
+def test_options_scored_by_their_text_give_the_lead_in_mean_log_probability_and_the_chosen_ones_length():
     measure = measure_of({"option_probabilities": [0.5, 0.3, 0.2], "mean_logprobs": [-0.5, -1.25, -2.0],
-                          "memory_captioned": False}, 0, "What is it?", ("a ball", "a dog", "a stick"), [])
+                          "memory_captioned": False}, 0, "What is it?", ("a ball", "a dog", "a red stick"), [])
     assert measure.kind == "continuation"
     assert measure.features == {"top_logit": pytest.approx(logit(0.5)), "logprob_lead": pytest.approx(0.75),
-                                "uncaptioned": 1.0, "grounding": 0.0}
+                                "length_ratio": pytest.approx(2 / (7 / 3)), "uncaptioned": 1.0, "grounding": 0.0}
 
 
 def test_an_open_answer_is_measured_by_its_rating_and_what_it_asks_and_nothing_else_is_guessed():

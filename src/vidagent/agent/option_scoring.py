@@ -12,7 +12,9 @@ the options, so each costs only the options it reads and one token.
 ``continuation`` scores each option's *text* instead: the option is held as the model's reply and
 its tokens' log-probabilities are read (``ChatModel.scores_continuations``), averaged over its tokens
 so that a long option is not penalised for its length; the options are never shown, so there is no
-position to prefer, and everything before the reply is read once (the options' calls share it).
+position to prefer, and everything before the reply is read once (the options' calls share it). They are scored in
+sorted order, so that options that begin alike follow one another: the embedded model reads the start an option
+shares with the one before from its KV cache instead of forcing it again (``vidagent.llm.local.ScoredReply``).
 
 A backend that returns no log-probabilities, or whose likeliest tokens name no option, gives
 ``None``: the caller falls back to reading the generated answer.
