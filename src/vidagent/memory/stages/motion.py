@@ -5,32 +5,28 @@ later (``companion_s``: 0.1 s, or 1.5 frame intervals for slow videos, at most 0
 intervals compared alternate short (camera shake, fast swings) and long (slow pans, scene cuts).
 ``process`` keeps a small greyscale thumbnail of each frame; ``finish`` compares consecutive
 thumbnails (``vidagent.video.motion``) and writes one ``motion`` row per segment. Intervals
-belong to the segment their middle falls in. It compares frames with each other, so it never
-reuses a near-duplicate frame's result.
+belong to the segment their middle falls in.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from vidagent.memory.stages.base import Rows
+from vidagent.memory.stages.thumbnails import ThumbnailFrames
 from vidagent.memory.store import Library
-from vidagent.video.change import ChangeLimits
-from vidagent.video.motion import THUMBNAIL_SIDE, analyse, decode_thumbnail, describe, encode_thumbnail, motion_thumbnail
-from vidagent.video.video import SampledFrame, Video
+from vidagent.video.motion import THUMBNAIL_SIDE, analyse, decode_thumbnail, describe
+from vidagent.video.video import Video
 
 # Raise when the analysis changes its words, so stored motion (and the segments that quote it) is rebuilt.
 MOTION_VERSION = 1
 SAMPLES_PER_SEGMENT = 4
 
 
-class MotionStage:
+class MotionStage(ThumbnailFrames):
     name = "motion"
     requires: tuple[str, ...] = ()
-    max_side = 2 * THUMBNAIL_SIDE  # decoding size when it runs alone; thumbnails are made in process
-    batch_size = 16
-    reuse: ChangeLimits | None = None
 
     def __init__(self, segment_seconds: float, samples_per_segment: int = SAMPLES_PER_SEGMENT) -> None:
         self.segment_seconds = segment_seconds
@@ -54,9 +50,6 @@ class MotionStage:
                 times.add(round(anchor, 3))
                 times.add(round(anchor + min(companion, step / 2), 3))
         return sorted(times)
-
-    def process(self, frames: Sequence[SampledFrame]) -> list[Any]:
-        return [encode_thumbnail(motion_thumbnail(frame.image)) for frame in frames]
 
     def finish(self, video: Video, library: Library, results: Mapping[float, Any]) -> Rows:
         thumbnails = [(time_s, decode_thumbnail(results[time_s])) for time_s in self.frame_times(video)]
