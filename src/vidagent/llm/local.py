@@ -252,7 +252,8 @@ class ScoredReply:
     what comes before it, so the tokens an option shares with the one scored before it after the same messages
     have the log-probabilities read then: the next option is written that far as the start of the reply (read from
     the KV cache, which still holds it) and only its own tokens are forced, one decode step each. Scored in sorted
-    order, five EgoSchema options force 18 % fewer tokens, with the same log-probabilities to the last digit.
+    order, the options of 100 EgoSchema dev questions forced 17 % fewer tokens (10 % less model time), with the same
+    log-probabilities to the last digit.
     """
 
     messages: list[dict[str, str]] = field(default_factory=list)
