@@ -471,3 +471,39 @@ def test_options_that_begin_alike_are_scored_reading_their_shared_start_once(qwe
     forced = [completion.completion_tokens for completion in together]
     assert forced[1] < len(alone[1].token_logprobs) - 2  # "C is cleaning the" was read, not forced again
     assert forced[2] < len(alone[2].token_logprobs)
+
+
+class _WordTokenizer:
+    """Words and the spaces before them as tokens (``ReplyTokenizer``'s two methods), for ``ScoredReply``'s logic;
+    the real tokenizer's case is the models-tier test above."""
+
+    def __init__(self) -> None:
+        self.vocabulary: dict[str, int] = {}
+
+    def encode(self, text: str) -> list[int]:
+        import re
+
+        return [self.vocabulary.setdefault(piece, len(self.vocabulary)) for piece in re.findall(r" ?\S+", text)]
+
+    def decode(self, ids) -> str:
+        pieces = {index: piece for piece, index in self.vocabulary.items()}
+        return "".join(pieces[i] for i in ids)
+
+
+def test_a_scored_reply_shares_whole_tokens_after_the_same_messages_and_forces_one_at_least() -> None:
+    from vidagent.llm.local import ScoredReply
+
+    tokenizer = _WordTokenizer()
+    messages = [{"role": "user", "content": "What is C doing?"}]
+    first = tokenizer.encode("C is cleaning the kitchen.")
+    scored = ScoredReply(messages, tuple(first), (-0.1, -0.2, -0.3, -0.4, -0.5, -0.6))  # and the end token's
+    shared = scored.shared_with(messages, tokenizer.encode("C is cleaning the sink."), tokenizer)  # type: ignore[arg-type]
+    assert shared is not None and shared.text == "C is cleaning the" and shared.logprobs == (-0.1, -0.2, -0.3, -0.4)
+    assert scored.shared_with(messages, tokenizer.encode("He is cleaning."), tokenizer) is None  # type: ignore[arg-type]
+    other = [{"role": "user", "content": "What is D doing?"}]
+    assert scored.shared_with(other, tokenizer.encode("C is cleaning the sink."), tokenizer) is None  # type: ignore[arg-type]
+    # an option that is the start of the one before keeps its last token to force
+    shorter = scored.shared_with(messages, tokenizer.encode("C is cleaning"), tokenizer)  # type: ignore[arg-type]
+    assert shorter is not None and shorter.text == "C is"
+    assert ScoredReply().shared_with(messages, first, tokenizer) is None  # type: ignore[arg-type]
+    assert scored.shared_with(messages, tokenizer.encode("C is cleaning the sink."), None) is None
