@@ -135,7 +135,9 @@ def test_an_interrupted_objects_stage_resumes_and_equals_an_uninterrupted_build(
         with pytest.raises(_Interrupted):
             builder.build(video, ["objects"], progress=False)
         assert all(library.count_rows(table, video.content_hash) == 0 for table in TABLES)
-        assert library.count_rows("stage_checkpoints", video.content_hash) == 1
+        # the objects stage's first chunk is kept (the camera stage, in the same decoding pass, may keep one too)
+        assert library.rows("SELECT COUNT(*) FROM stage_checkpoints WHERE video_id=? AND stage='objects'",
+                            (video.content_hash,))[0][0] == 1
         rebuilt = _StopsAfter(perception, resumed, chunks=1)  # one chunk is enough for the rest
         builder._stages["objects"] = rebuilt
         builder.build(video, ["objects"], progress=False)

@@ -101,7 +101,7 @@ def test_a_real_memory_round_trips_into_a_fresh_library_table_by_table(built, tm
     with Library(tmp_path / "other" / "library.sqlite") as target:
         result = import_pack(target, renamed)
         assert (result.video_id, result.status) == (video_id, "imported")
-        assert set(result.stages) == set(result.written) == {"frames", "speech", "segments", *OBJECT_STAGES}
+        assert set(result.stages) == set(result.written) == {"frames", "speech", "segments", "camera", *OBJECT_STAGES}
         assert _dump(target, video_id) == original  # every table, every column, blobs bit for bit
         assert target.segments(video_id)[0].embedding.shape == (384,)
         again = import_pack(target, renamed)
@@ -133,7 +133,7 @@ def test_export_by_video_file_and_its_errors_in_one_line(built, tmp_path):
     exported = run_cli("export", str(video_path(TEMPORAL_TOY)), "-o", str(tmp_path / "toy.vidpack"), home=built.home)
     assert exported.returncode == 0, exported.stderr
     assert exported.stdout.startswith(f"{tmp_path / 'toy.vidpack'}: memory of {_toy_id()} "
-                                      "(stages: actions, descriptions, frames, objects, segments, speech)")
+                                      "(stages: actions, camera, descriptions, frames, objects, segments, speech)")
     assert is_pack(tmp_path / "toy.vidpack")
     assert_one_line_error(run_cli("export", str(video_path(TEMPORAL_TEXT)), home=built.home), 5,
                           "this video has no memory in")
@@ -262,7 +262,7 @@ def test_a_pack_worker_never_opens_the_users_library(built, tmp_path):
     assert not settings.library_path.parent.exists()
     with Library(tmp_path / "target.sqlite") as target:
         result = packs.import_pack_bytes(target, outcome.pack, "worker")
-        assert set(result.stages) == {"frames", "speech", "segments", *OBJECT_STAGES}
+        assert set(result.stages) == {"frames", "speech", "segments", "camera", *OBJECT_STAGES}
 
 
 @pytest.mark.slow
@@ -286,7 +286,7 @@ def test_ray_indexing_brings_each_memory_home_as_a_pack(built, tmp_path):
     outcomes = list(index_videos([job], settings, ("objects",), ray=True, workers=1))
     assert [o.status for o in outcomes] == ["built"]
     with Library(settings.library_path) as library:
-        assert set(library.stage_names(video.content_hash)) == {"frames", "speech", "segments", *OBJECT_STAGES}
+        assert set(library.stage_names(video.content_hash)) == {"frames", "speech", "segments", "camera", *OBJECT_STAGES}
         built_at = dict(library.rows("SELECT stage, built_at FROM stages WHERE video_id=?", (video.content_hash,)))
     assert built_at["segments"] == manifest_built_at(manifest, "segments")
 
@@ -303,7 +303,7 @@ def test_pack_bytes_are_a_zip_with_the_mimetype_first(built):
         assert names[:2] == ["mimetype", "manifest.json"]
         assert set(names[2:]) == {f"tables/{t}.jsonl" for t in packed_tables()}
     assert manifest["schema_version"] == SCHEMA_VERSION and manifest["video_id"] == _toy_id()
-    assert {s["stage"] for s in manifest["stages"]} == {"frames", "speech", "segments", *OBJECT_STAGES}
+    assert {s["stage"] for s in manifest["stages"]} == {"frames", "speech", "segments", "camera", *OBJECT_STAGES}
     assert manifest["tables"]["segments"]["rows"] == 3
 
 
