@@ -55,22 +55,16 @@ class CameraPath:
 
 
 def stored_camera_path(library: Library, video_id: str, width: int, height: int) -> CameraPath | None:
-    """The camera path the ``camera`` stage stored for a video (None: fewer than two sample times). Intervals
-    follow one another; one missing (never, within one video) leaves a gap where boxes are not carried."""
+    """The camera path the ``camera`` stage stored for a video (None: fewer than two sample times): its intervals
+    follow one another, one for each pair of consecutive sample times."""
     rows = library.rows("SELECT start_s, end_s, shift_x, shift_y, zoom, followed FROM camera_path "
                         "WHERE video_id=? ORDER BY start_s", (video_id,))
     if not rows:
         return None
-    times: list[float] = [float(rows[0][0])]
-    steps: list[CameraStep] = []
-    for start_s, end_s, shift_x, shift_y, zoom, followed in rows:
-        if abs(float(start_s) - times[-1]) > 1e-6:  # a gap: a step that is never followed bridges it
-            steps.append(CameraStep(float(start_s) - times[-1], 0.0, 0.0, 0.0, False))
-            times.append(float(start_s))
-        steps.append(CameraStep(float(end_s) - float(start_s), float(shift_x), float(shift_y), float(zoom),
-                                bool(followed)))
-        times.append(float(end_s))
-    return CameraPath(tuple(times), tuple(steps), width, height)
+    times = (float(rows[0][0]), *(float(end_s) for _, end_s, *_ in rows))
+    steps = tuple(CameraStep(float(end_s) - float(start_s), float(shift_x), float(shift_y), float(zoom), bool(followed))
+                  for start_s, end_s, shift_x, shift_y, zoom, followed in rows)
+    return CameraPath(times, steps, width, height)
 
 
 def _carry(box: Box, step: CameraStep, width: int, height: int) -> Box:

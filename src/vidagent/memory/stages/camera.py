@@ -41,8 +41,9 @@ class CameraStage(ThumbnailFrames):
         thumbnails = [(time_s, decode_thumbnail(results[time_s])) for time_s in self.frame_times(video)]
         rows: list[tuple[Any, ...]] = []
         for (start_s, first), (end_s, second) in zip(thumbnails, thumbnails[1:]):
-            if first.shape != second.shape:
-                continue  # never within one video
+            if first.shape != second.shape:  # never within one video: an interval not followed, boxes not carried
+                rows.append((start_s, end_s, 0.0, 0.0, 0.0, 0))
+                continue
             motion = compare(first, second, end_s - start_s)
             rows.append((start_s, end_s, motion.shift_x, motion.shift_y, motion.zoom,
                          int(motion.tracked and not motion.abrupt)))
