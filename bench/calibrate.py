@@ -44,7 +44,8 @@ def load(name: str, folder: Path) -> list[dict[str, Any]]:
         # video file here was described by the offline models
         artifacts.setdefault("memory_captioned", not Path(str(row.get("video_path", ""))).is_file())
         measure = measure_of(artifacts, row.get("choice_index"), row.get("question", ""), row.get("choices") or (),
-                             [str(item.get("text", "")) for item in row.get("evidence") or ()])
+                             [str(item.get("text", "")) for item in row.get("evidence") or ()],
+                             str(row.get("prediction") or ""))
         measured = row.get("measured_confidence", row.get("confidence"))
         kept.append(row | {"set": name, "measure": measure, "measured": measured})
     return kept

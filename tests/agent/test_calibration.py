@@ -8,8 +8,8 @@ import random
 import pytest
 
 from vidagent.agent.answer import Answer
-from vidagent.agent.calibration import (Calibration, LogisticMap, default_calibration, fit_logistic, logit,
-                                        measure_of, option_grounding)
+from vidagent.agent.calibration import (Calibration, LogisticMap, answer_grounding, default_calibration,
+                                        fit_logistic, logit, measure_of, option_grounding)
 from vidagent.agent.confidence import UNSUPPORTED_CAP
 from vidagent.agent.answer import Check
 from vidagent.agent.steps import Trace
@@ -37,7 +37,8 @@ def test_options_scored_by_their_text_give_the_lead_in_mean_log_probability_and_
 def test_an_open_answer_is_measured_by_its_rating_and_what_it_asks_and_nothing_else_is_guessed():
     rated = {"rating": 0.8, "memory_captioned": True}
     assert measure_of(rated, None, "How many dogs are there?", (), []).features == {
-        "rating_logit": pytest.approx(logit(0.8)), "asks_when": 0.0, "asks_count": 1.0, "uncaptioned": 0.0}
+        "rating_logit": pytest.approx(logit(0.8)), "grounding": 0.0, "asks_when": 0.0, "asks_count": 1.0,
+        "uncaptioned": 0.0}
     assert measure_of(rated, None, "When does the dog jump?", (), []).features["asks_when"] == 1.0
     assert measure_of({"rating": 0.8}, None, "What is it?", (), []) is None  # the memory's kind unknown
     assert measure_of({"memory_captioned": True}, None, "What is it?", (), []) is None
@@ -53,6 +54,18 @@ def test_grounding_is_how_much_more_the_lines_read_name_the_chosen_option_than_a
     thrown = ["the woman is throwing a red ball across the yard"]
     assert option_grounding(question, choices, thrown, 1) > 0 > option_grounding(question, choices, thrown, 0)
     assert option_grounding(question, choices, [], 2) == 0.0
+
+
+def test_an_open_answer_is_grounded_by_the_share_of_its_own_words_the_lines_read_name():
+    question = "What is the dog riding?"
+    lines = ["1 dog (brown, medium, centre); 1 skateboard (black, small, bottom centre)."]
+    assert answer_grounding(question, "The dog is riding the skateboard.", lines) == 1.0  # "dog", "riding" asked
+    assert answer_grounding(question, "a red bicycle", lines) == 0.0  # from the model's prior
+    assert answer_grounding(question, "a skateboard or a scooter", lines) == pytest.approx(0.5)
+    assert answer_grounding("When does it jump?", "4.0 - 6.0", lines) == 0.0  # a time range names no line's word
+    assert answer_grounding(question, "a skateboard", []) == 0.0
+    rated = {"rating": 0.5, "memory_captioned": False}
+    assert measure_of(rated, None, question, (), lines, "a skateboard").features["grounding"] == 1.0
 
 
 def test_a_map_is_applied_only_to_the_planner_and_measure_it_was_fitted_for():

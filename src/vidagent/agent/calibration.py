@@ -14,9 +14,11 @@ about 0.3. Each way of measuring therefore has its own small logistic map, fitte
                          predictable, "C is cooking.", and the short choices are the wrong ones more often: on 100
                          EgoSchema dev questions the map ranks right above wrong with AUROC 0.705 cross-validated,
                          0.689 without it), and its grounding as above
-    open answer          the model's P(yes) that the answer is right (``agent.answer_rating``), as a logit, and
-                         whether the question asks for a time or a count (a 2-second memory places an event only
-                         to its segment, and counts come from detections)
+    open answer          the model's P(yes) that the answer is right (``agent.answer_rating``), as a logit, the
+                         share of the answer's own words the lines read name (``answer_grounding``: on the 43 own
+                         dev questions it lifts the map's cross-validated AUROC from 0.60 to 0.72), and whether the
+                         question asks for a time or a count (a 2-second memory places an event only to its
+                         segment, and counts come from detections)
 
 and, for each, whether the memory read was described by a captioner (a vision model, released captions) or only by
 the offline models, whose answers are right far less often at the same measure.
@@ -45,7 +47,7 @@ CALIBRATION_FILE = "calibration.toml"
 GROUNDING_PREFIX = 5  # words compared by their first five letters (throws / throwing, cleans / cleaning)
 FEATURES = {"permuted": ("top_logit", "grounding", "uncaptioned"),
             "continuation": ("logprob_lead", "length_ratio", "grounding", "uncaptioned"),
-            "open": ("rating_logit", "asks_when", "asks_count", "uncaptioned")}
+            "open": ("rating_logit", "grounding", "asks_when", "asks_count", "uncaptioned")}
 """The features each kind of measure is mapped from (those ``measure_of`` gives)."""
 
 
@@ -62,18 +64,41 @@ class Measure:
     features: Mapping[str, float]
 
 
+def _stems(text: str) -> set[str]:
+    """The words of ``text`` that carry content (three characters or more, no stopword), by their first
+    ``GROUNDING_PREFIX`` letters (throws / throwing, cleans / cleaning)."""
+    return {word[:GROUNDING_PREFIX] for word in keywords(text) if len(word) >= 3}
+
+
+def _share_read(text: str, read: set[str]) -> float:
+    """The share of ``text``'s stems among ``read`` (0 when it has none)."""
+    stems = _stems(text)
+    return len(stems & read) / len(stems) if stems else 0.0
+
+
+def _read_stems(question: str, evidence: Sequence[str]) -> set[str]:
+    """The stems of the evidence read that the question does not already hold."""
+    return set().union(*(_stems(text) for text in evidence)) - _stems(question) if evidence else set()
+
+
 def option_grounding(question: str, choices: Sequence[str], evidence: Sequence[str], choice_index: int) -> float:
     """How much more of the chosen option the evidence read names than of any other option: the share of its words
     (those not in the question, compared by their first ``GROUNDING_PREFIX`` letters) found in the evidence, minus
     the highest share of another option. Near 0 or below where the lines read say nothing of the answer (the model
     chose from its prior: a woman playing with a dog "throws a frisbee" when the memory holds a person and a dog)."""
-    def stems(text: str) -> set[str]:
-        return {word[:GROUNDING_PREFIX] for word in keywords(text) if len(word) >= 3}
-
-    read = set().union(*(stems(text) for text in evidence)) - stems(question) if evidence else set()
-    shares = [len(stems(choice) & read) / max(1, len(stems(choice))) for choice in choices]
+    read = _read_stems(question, evidence)
+    shares = [_share_read(choice, read) for choice in choices]
     others = [share for i, share in enumerate(shares) if i != choice_index]
     return shares[choice_index] - (max(others) if others else 0.0)
+
+
+def answer_grounding(question: str, answer: str, evidence: Sequence[str]) -> float:
+    """The share of an open answer's words (those not in the question, by their first ``GROUNDING_PREFIX`` letters)
+    that the evidence read names: 1.0 where every word of "a skateboard" or "clideo.com" is in the lines read, 0 where
+    the answer comes from the model's prior ("a frisbee", "not mentioned") or names nothing a line holds (a time
+    range, a count of one digit)."""
+    own = _stems(answer) - _stems(question)
+    return len(own & _read_stems(question, evidence)) / len(own) if own else 0.0
 
 
 def length_ratio(choices: Sequence[str], choice_index: int) -> float:
@@ -85,11 +110,12 @@ def length_ratio(choices: Sequence[str], choice_index: int) -> float:
 
 
 def measure_of(artifacts: Mapping[str, Any], choice_index: int | None, question: str, choices: Sequence[str],
-               evidence: Sequence[str]) -> Measure | None:
+               evidence: Sequence[str], answer: str = "") -> Measure | None:
     """The measure an answer's artifacts hold (its planner's option probabilities, or its rating), with what the
     memory it read was (``memory_captioned``: described by a captioner, or only by the offline models) and, for
     options, how much the evidence it read (``evidence``: the lines' texts) names the chosen one
-    (``option_grounding``); None where they hold none this module knows. Reads the JSON an answer's ``to_dict``
+    (``option_grounding``), for an open answer (``answer``: its text) how much it names the answer
+    (``answer_grounding``); None where they hold none this module knows. Reads the JSON an answer's ``to_dict``
     writes, so a stored run is measured as a live answer is."""
     captioned = artifacts.get("memory_captioned")
     if captioned is None:
@@ -100,8 +126,9 @@ def measure_of(artifacts: Mapping[str, Any], choice_index: int | None, question:
         if rating is None:
             return None
         asks = open_answer(question)
-        return Measure("open", {"rating_logit": logit(float(rating)), "asks_when": float(asks == "when"),
-                                "asks_count": float(asks == "count"), **memory})
+        return Measure("open", {"rating_logit": logit(float(rating)),
+                                "grounding": answer_grounding(question, answer, evidence),
+                                "asks_when": float(asks == "when"), "asks_count": float(asks == "count"), **memory})
     scored = artifacts.get("option_probabilities")
     if not scored or choice_index is None:
         return None

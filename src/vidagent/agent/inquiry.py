@@ -225,7 +225,7 @@ def calibrate(inquiry: Inquiry, resources: AskResources) -> None:
     if inquiry.memories:
         answer.artifacts["memory_captioned"] = all(memory.captioned for memory in inquiry.memories.values())
     measure = measure_of(answer.artifacts, answer.choice_index, answer.question, answer.task.choices or (),
-                         [item.text for item in answer.evidence])
+                         [item.text for item in answer.evidence], answer.text)
     answer.calibrated = default_calibration().probability(answer.planner, measure, inquiry.llm.name)
     # the measured value itself is the answer's ``measured_confidence``: said once, beside ``confidence``
     answer.artifacts["confidence"] = {"calibrated": answer.calibrated, "measure": measure.kind if measure else None}
