@@ -194,8 +194,27 @@ def test_an_hour_long_video_is_sampled_within_bounded_frame_counts(settings, per
         object_times = builder.stage("objects").frame_times(video)
         frame_times = builder.stage("frames").frame_times(video)
     assert len(object_times) == MAX_OBJECT_FRAMES and object_times == sorted(set(object_times))
-    assert object_times[0] == 0 and object_times[-1] < video.duration_s
+    assert object_times[-1] < video.duration_s
     assert len(frame_times) == 1800  # one per 2 s segment
+    assert set(frame_times) <= set(object_times)  # the described frames are among the detected ones
+
+
+@pytest.mark.parametrize(("minutes", "per_segment"), [(10, 4), (20, 3), (25, 2), (40, 1)])
+def test_a_long_video_is_sampled_on_a_grid_through_the_described_frames(settings, perception, tmp_path, minutes,
+                                                                       per_segment):
+    from vidagent.memory.stages.objects import MAX_OBJECT_FRAMES
+
+    from vidagent.video.video import VideoInfo
+
+    video = Video.__new__(Video)  # only its length is read: no file of that length is written
+    video.info = VideoInfo("long.mp4", "0" * 32, minutes * 60.0, 25.0, 640, 360, 0, False, "h264", "mp4")
+    with Library(settings.library_path) as library:
+        builder = MemoryBuilder(library, perception, settings)
+        objects, frames = builder.stage("objects"), builder.stage("frames")
+        object_times = objects.frame_times(video)
+    assert objects.sampling_fps(video) == per_segment / settings.segment_seconds
+    assert len(object_times) <= MAX_OBJECT_FRAMES
+    assert set(frames.frame_times(video)) <= set(object_times)
 
 
 def test_frames_and_objects_built_together_run_the_detector_once_per_frame(settings, perception, built, tmp_path):

@@ -81,10 +81,12 @@ class FramePipeline:
         runs: list[_Run] = []
         for stage in stages:
             config = stage.config()
+            wanted = set(stage.frame_times(self.video))
             done: dict[float, Any] = {}
             for chunk in self.library.checkpoints(video_id, stage.name, config):
-                done.update((float(t), result) for t, result in chunk)
-            runs.append(_Run(stage, config, stage.reuse, set(stage.frame_times(self.video)),
+                # a result at a time the stage no longer samples (its sampling grid changed) is not used
+                done.update((float(t), result) for t, result in chunk if float(t) in wanted)
+            runs.append(_Run(stage, config, stage.reuse, wanted,
                              StageOutcome(done), queue.Queue(maxsize=QUEUE_BATCHES * stage.batch_size)))
         total = sum(len(run.wanted) for run in runs)
         finished = sum(len(run.wanted & set(run.outcome.results)) for run in runs)
