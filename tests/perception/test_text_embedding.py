@@ -86,6 +86,17 @@ def test_batching_does_not_change_vectors(embedder):
 
 
 @pytest.mark.models
+def test_a_repeated_text_gets_the_vector_it_gets_alone_in_its_place(embedder):
+    texts = [DOG, KITCHEN, DOG, BOATS, KITCHEN, DOG]
+    vectors = embedder.embed_passages(texts)
+    assert vectors.shape == (6, 384)
+    alone = embedder.embed_passages([DOG, KITCHEN, BOATS])
+    np.testing.assert_allclose(vectors, alone[[0, 1, 0, 2, 1, 0]], atol=1e-6)
+    queries = embedder.embed_queries([BOATS, BOATS])
+    np.testing.assert_array_equal(queries[0], queries[1])
+
+
+@pytest.mark.models
 def test_long_text_is_not_truncated(embedder):
     head = "The dog barks at the door. " * 70  # > 512 tokens with the prefix
     a = embedder.embed_passages([head + "Then a violin concert begins on a dark stage."])[0]

