@@ -1,0 +1,262 @@
+"""Cheaper ways to read on-screen text, each against OCR as the ``frames`` stage runs it (issue 53).
+
+    .venv/bin/python bench/ocr_cuts.py [--long] [--max-cover 0.6]
+
+(each cut runs OCR again over every frame: about 2 minutes on the clips, 8 more with ``--long``)
+
+On the frames the ``frames`` stage describes (the middle of each 2-s segment, at its size) of the shared non-reserved
+clips, and with ``--long`` of the 20-minute video ``index_library.py`` builds, every frame the text screen passes is
+read as the stage reads it (the reference: a plain detection at 960 px, the equalised one where it kept no line), and
+by each cut:
+
+``region reuse``  the last read frame's lines kept where nothing changed (a 160-px grey difference over 16 levels)
+                  in the screen's line boxes of this frame or in the last reading's boxes: OCR only on frames whose
+                  text regions changed
+``coarse gate``   a detection at 480 px (plain and equalised, thresholds 0.2 / 0.3) in front of the read: the frame
+                  is read only where it finds a box
+``bands``         the plain detection on the full-width bands around the screen's lines (stacked, 32 grey rows
+                  apart), the whole frame where they cover more than ``--max-cover`` of it; the equalised pass on the
+                  whole frame where the bands kept no line
+``group faint``   the equalised pass run on the mean of each 4 frames' textless ones first, on each frame only where
+                  that finds a line
+
+Reported per cut and set: seconds against the reference's, frames whose confident text differs, and the texts lost.
+A cut is worth having only where it loses none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import cv2
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from index_library import make_long_video, shared_clips  # noqa: E402
+
+GAP = 32
+GROUP = 4
+CHANGE_SIDE, CHANGE_LEVEL, CHANGED_SHARE = 160, 16, 0.02
+COARSE_SIDE, COARSE_THRESHOLDS = 480, (0.2, 0.3)
+Screened = tuple[str, np.ndarray, list[tuple[int, int, int, int]]]  # where, the frame, the screen's line boxes
+
+
+class Reader:
+    """The stage's reader and its two passes, taken apart so a cut can run them separately."""
+
+    def __init__(self) -> None:
+        from vidagent.perception.ocr import RapidTextReader
+        from vidagent.perception.text_screen import TextScreen
+
+        self.ocr = RapidTextReader()
+        self.ocr.load()
+        self.screen = TextScreen()
+
+    def scaled(self, rgb: np.ndarray) -> tuple[np.ndarray, float]:
+        from vidagent.perception.ocr import _resize_bgr
+
+        scale = self.ocr.side / max(rgb.shape[:2])
+        return _resize_bgr(rgb, scale), scale
+
+    def plain(self, rgb: np.ndarray) -> list[Any]:
+        bgr, scale = self.scaled(rgb)
+        return self.ocr._detect_and_read(bgr, scale, (rgb.shape[1], rgb.shape[0]))
+
+    def faint(self, rgb: np.ndarray) -> list[Any]:
+        from vidagent.perception.ocr import _equalised
+
+        bgr, scale = self.scaled(rgb)
+        return self.ocr._detect_and_read(_equalised(bgr), scale, (rgb.shape[1], rgb.shape[0]))
+
+    def texts(self, boxes: list[Any]) -> list[str]:
+        from vidagent.perception.describer import confident_text
+        from vidagent.perception.ocr import reading_order_by_lines
+
+        return list(confident_text(reading_order_by_lines(list(boxes)))[1])
+
+
+def coarse_finds_a_box(reader: Reader, rgb: np.ndarray) -> bool:
+    from rapidocr_onnxruntime.ch_ppocr_det.utils import DBPostProcess
+
+    from vidagent.perception.ocr import _equalised
+
+    detector = reader.ocr._engine.text_det
+    post = DBPostProcess(thresh=COARSE_THRESHOLDS[0], box_thresh=COARSE_THRESHOLDS[1], max_candidates=1000,
+                         unclip_ratio=1.6, use_dilation=True, score_mode="fast")
+    height, width = rgb.shape[:2]
+    ratio = COARSE_SIDE / max(height, width)
+    size = (max(32, round(width * ratio / 32) * 32), max(32, round(height * ratio / 32) * 32))
+    bgr = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2BGR)
+    for image in (bgr, _equalised(bgr)):
+        small = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+        batch = ((small.astype(np.float32) / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None]
+        boxes, _ = post(detector.infer(batch.astype(np.float32))[0], (height, width))
+        if len(boxes):
+            return True
+    return False
+
+
+def band_read(reader: Reader, rgb: np.ndarray, lines: list[tuple[int, int, int, int]], max_cover: float) -> list[Any]:
+    from vidagent.perception.base import TextBox
+    from vidagent.perception.overlay_words import known_overlay_word
+
+    bgr, scale = reader.scaled(rgb)
+    rows = np.zeros(bgr.shape[0], bool)
+    for _, y, _, h in lines:
+        margin = max(8, h)
+        rows[max(0, int((y - margin) * scale)):int(np.ceil((y + h + margin) * scale))] = True
+    if rows.mean() > max_cover:
+        return reference(reader, rgb)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], rows.astype(np.int8), [0]])))
+    bands = list(zip(edges[::2], edges[1::2]))
+    parts, offsets, at = [], [], 0
+    for top, bottom in bands:
+        offsets.append((at, top, bottom))
+        parts += [bgr[top:bottom], np.full((GAP, bgr.shape[1], 3), 127, np.uint8)]
+        at += bottom - top + GAP
+    stacked = np.concatenate(parts)
+    if stacked.shape[0] % 32:
+        stacked = np.concatenate([stacked, np.full((-stacked.shape[0] % 32, bgr.shape[1], 3), 127, np.uint8)])
+    with reader.ocr._lock:
+        result, _ = reader.ocr._engine(stacked)
+    height, width = rgb.shape[:2]
+    boxes = []
+    for points, text, score in result or ():
+        text = " ".join(str(text).split())
+        if float(score) < reader.ocr.min_score or not any(ch.isalnum() for ch in text):
+            continue
+        quad = np.asarray(points, np.float64).reshape(-1, 2)
+        centre = quad[:, 1].mean()
+        band = next(((at, top) for at, top, bottom in offsets if at <= centre < at + bottom - top), None)
+        if band is None:
+            continue
+        quad[:, 1] += band[1] - band[0]
+        quad /= scale
+        x1, y1 = np.clip(quad.min(axis=0), 0, [width, height])
+        x2, y2 = np.clip(quad.max(axis=0), 0, [width, height])
+        boxes.append(TextBox(known_overlay_word(text), (float(x1), float(y1), float(x2), float(y2)), float(score)))
+    return boxes or reader.faint(rgb)
+
+
+def grey_small(rgb: np.ndarray) -> tuple[np.ndarray, float]:
+    grey = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY)
+    ratio = CHANGE_SIDE / max(grey.shape)
+    size = (round(grey.shape[1] * ratio), round(grey.shape[0] * ratio))
+    return cv2.resize(grey, size, interpolation=cv2.INTER_AREA).astype(np.float32), ratio
+
+
+def reference(reader: Reader, rgb: np.ndarray) -> list[Any]:
+    return reader.plain(rgb) or reader.faint(rgb)
+
+
+def run_reference(reader: Reader, screened: list[Screened], _: float) -> list[list[Any]]:
+    return [reference(reader, rgb) for _, rgb, _ in screened]
+
+
+def run_region_reuse(reader: Reader, screened: list[Screened], _: float) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    last: tuple[np.ndarray, list[Any]] | None = None
+    for _, rgb, lines in screened:
+        small, ratio = grey_small(rgb)
+        if last is not None and not changed_under(small, last[0], ratio, lines, last[1]):
+            out.append(last[1])
+            continue
+        boxes = reference(reader, rgb)
+        last = (small, boxes)
+        out.append(boxes)
+    return out
+
+
+def run_coarse_gate(reader: Reader, screened: list[Screened], _: float) -> list[list[Any]]:
+    return [reference(reader, rgb) if coarse_finds_a_box(reader, rgb) else [] for _, rgb, _ in screened]
+
+
+def run_bands(reader: Reader, screened: list[Screened], max_cover: float) -> list[list[Any]]:
+    return [band_read(reader, rgb, lines, max_cover) for _, rgb, lines in screened]
+
+
+def run_group_faint(reader: Reader, screened: list[Screened], _: float) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    groups: list[list[tuple[str, np.ndarray]]] = []
+    for where, rgb, _ in screened:  # up to GROUP consecutive frames of one video
+        video = where.rpartition("@")[0]
+        if groups and len(groups[-1]) < GROUP and groups[-1][0][0] == video:
+            groups[-1].append((video, rgb))
+        else:
+            groups.append([(video, rgb)])
+    for group in groups:
+        images = [rgb for _, rgb in group]
+        plain = [reader.plain(rgb) for rgb in images]
+        textless = [rgb for boxes, rgb in zip(plain, images) if not boxes]
+        flagged = bool(textless) and bool(reader.faint(np.mean(np.stack(textless), axis=0).astype(np.uint8)))
+        out += [boxes or (reader.faint(rgb) if flagged else []) for boxes, rgb in zip(plain, images)]
+    return out
+
+
+CUTS: dict[str, Callable[[Reader, list[Screened], float], list[list[Any]]]] = {
+    "reference": run_reference, "region reuse": run_region_reuse, "coarse gate": run_coarse_gate,
+    "bands": run_bands, "group faint": run_group_faint}
+
+
+def changed_under(small: np.ndarray, last: np.ndarray, ratio: float, lines: list[tuple[int, int, int, int]],
+                  last_boxes: list[Any]) -> bool:
+    """Whether the picture changed under this frame's screened lines or the last reading's boxes."""
+    if small.shape != last.shape:
+        return True
+    changed = cv2.dilate((np.abs(small - last) > CHANGE_LEVEL).astype(np.uint8), np.ones((3, 3), np.uint8))
+    regions = [(x, y, x + w, y + h) for x, y, w, h in lines] + [tuple(box.box) for box in last_boxes]
+    for x1, y1, x2, y2 in regions:
+        area = changed[int(y1 * ratio):int(np.ceil(y2 * ratio)) + 1, int(x1 * ratio):int(np.ceil(x2 * ratio)) + 1]
+        if area.size and area.mean() > CHANGED_SHARE:
+            return True
+    return False
+
+
+def described_frames(path: Path) -> list[tuple[float, np.ndarray]]:
+    from vidagent.memory.stages.frames import FRAME_MAX_SIDE
+    from vidagent.video.video import Video
+
+    video = Video(path)
+    times = [round((s.start_s + s.end_s) / 2, 3) for s in video.segments(2.0)]
+    return [(frame.time_s, frame.image) for frame in video.frames_at(times, max_side=FRAME_MAX_SIDE)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--long", action="store_true", help="also the 20-minute video (about 7 minutes more)")
+    parser.add_argument("--max-cover", type=float, default=0.6)
+    args = parser.parse_args()
+    reader = Reader()
+    sets = {"shared clips": shared_clips()} | ({"20-minute video": [make_long_video(20)]} if args.long else {})
+    print("| set | cut | screened frames | seconds | against the reference | frames read differently | texts lost |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for name, paths in sets.items():
+        screened: list[Screened] = []
+        for path in paths:
+            for time_s, rgb in described_frames(path):
+                lines = reader.screen.text_lines(rgb)
+                if lines:
+                    screened.append((f"{path.name}@{time_s:g}", rgb, lines))
+        texts: dict[str, list[list[str]]] = {}
+        seconds: dict[str, float] = {}
+        for cut, run in CUTS.items():
+            started = time.perf_counter()
+            texts[cut] = [reader.texts(boxes) for boxes in run(reader, screened, args.max_cover)]
+            seconds[cut] = time.perf_counter() - started
+        for cut in CUTS:
+            differ = [i for i, (a, b) in enumerate(zip(texts["reference"], texts[cut])) if a != b]
+            lost = sorted({f"{screened[i][0]}: {text}" for i in differ for text in texts["reference"][i]
+                           if not any(text.lower() in found.lower() or found.lower() in text.lower()
+                                      for found in texts[cut][i])})
+            print(f"| {name} | {cut} | {len(screened)} | {seconds[cut]:.1f} | "
+                  f"{seconds[cut] / seconds['reference']:.2f} | {len(differ)} | {'; '.join(lost[:8]) or '-'} |",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
