@@ -52,7 +52,7 @@ def test_the_stage_stores_masks_that_match_the_drawn_shapes(clip: Path, tmp_path
                 scores.append(mask_iou(mask, truth.mask))
     # measured: J 0.971 on the decoded (lossy) frames, the lowest 0.956
     assert np.mean(scores) > 0.9 and min(scores) > 0.8
-    assert stage.config()["segmenter"] == "grabcut?max_side=128&iterations=3"
+    assert stage.config()["segmenter"] == "grabcut?max_side=128&iterations=1"
 
 
 def test_without_a_segmenter_no_mask_is_stored_and_the_config_names_none(clip: Path, tmp_path: Path) -> None:

@@ -96,13 +96,13 @@ def test_people_go_to_the_person_model_and_what_it_misses_to_grabcut() -> None:
     boxes = [(100, 20, 180, 100), (230, 60, 310, 150), (60, 150, 160, 210), (20, 20, 40, 60)]
     person = _PersonModel(miss={1})
     segmenter = OfflineSegmenter(GrabCutSegmenter(), person)
-    assert segmenter.name == "disc-person&min_side=48+grabcut?max_side=128&iterations=3"
+    assert segmenter.name == "disc-person&min_side=48+grabcut?max_side=128&iterations=1"
     masks = segmenter.segment(image, boxes, ["person", "person", "frisbee", "person"])
     assert len(person.calls) == 2  # the two people big enough, not the frisbee or the 40-pixel person
     grabcut = GrabCutSegmenter().segment(image, boxes, ["x"] * 4)
     assert not np.array_equal(masks[0], grabcut[0])  # the person model's disc
     assert all(np.array_equal(masks[i], grabcut[i]) for i in (1, 2, 3))
-    assert OfflineSegmenter(GrabCutSegmenter()).name == "grabcut?max_side=128&iterations=3"
+    assert OfflineSegmenter(GrabCutSegmenter()).name == "grabcut?max_side=128&iterations=1"
     with pytest.raises(ValueError):
         segmenter.segment(image, boxes, ["person"])
 
@@ -175,8 +175,8 @@ def test_the_setting_names_the_segmenter(tmp_path) -> None:
     from vidagent.perception.segmenter import build_segmenter
 
     assert build_segmenter("none", tmp_path) is None
-    assert build_segmenter(" GrabCut ", tmp_path).name == "grabcut?max_side=128&iterations=3"
-    assert build_segmenter(None, tmp_path).name == "grabcut?max_side=128&iterations=3"  # no person model there
+    assert build_segmenter(" GrabCut ", tmp_path).name == "grabcut?max_side=128&iterations=1"
+    assert build_segmenter(None, tmp_path).name == "grabcut?max_side=128&iterations=1"  # no person model there
     sam = build_segmenter("hf:facebook/sam-vit-base?batch_size=8", tmp_path)  # nothing is loaded yet
     assert isinstance(sam, HFSegmenter) and sam.batch_size == 8
 
