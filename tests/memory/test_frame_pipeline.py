@@ -94,3 +94,15 @@ def test_the_change_following_setting_reaches_the_objects_stage_config(tmp_path)
     assert "sparse" not in objects_config()["reuse_near_duplicates"]  # off by default: the config is as it was
     assert "sparse" in objects_config(detector_follows_change=True)["reuse_near_duplicates"]
     assert "reuse_near_duplicates" not in objects_config(reuse_near_duplicates=False, detector_follows_change=True)
+
+
+def test_a_checkpointed_result_at_a_time_the_stage_no_longer_samples_is_not_used(tmp_path):
+    video = Video(_clip(tmp_path / "fade.mp4"))
+    stage = _Stage(None)
+    with Library(tmp_path / "library.sqlite") as library:
+        library.add_video(video.info)
+        # a build on another sampling grid stopped after these (0.25 s is not on the stage's grid now)
+        library.save_checkpoint(video.content_hash, stage.name, stage.config(), 0.0, [[0.0, "kept"], [0.25, "old"]])
+        outcome = FramePipeline(library, video, progress=False).run([stage])["scripted"]  # type: ignore[list-item]
+    assert 0.25 not in outcome.results and outcome.results[0.0] == "kept"
+    assert stage.ran == [i / 2 for i in range(1, 10)]  # the checkpointed frame on the grid is not run again
