@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -92,18 +93,15 @@ def coarse_finds_a_box(reader: Reader, rgb: np.ndarray) -> bool:
     size = (max(32, round(width * ratio / 32) * 32), max(32, round(height * ratio / 32) * 32))
     bgr = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2BGR)
     for image in (bgr, _equalised(bgr)):
-        small = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+        small = cv2.resize(image, size, interpolation=cv2.INTER_AREA)  # the detector's normalisation, by hand
         batch = ((small.astype(np.float32) / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None]
-        boxes, _ = post(detector.infer(batch.astype(np.float32))[0], (height, width))
+        boxes, _ = post(detector.infer(batch)[0], (height, width))
         if len(boxes):
             return True
     return False
 
 
 def band_read(reader: Reader, rgb: np.ndarray, lines: list[tuple[int, int, int, int]], max_cover: float) -> list[Any]:
-    from vidagent.perception.base import TextBox
-    from vidagent.perception.overlay_words import known_overlay_word
-
     bgr, scale = reader.scaled(rgb)
     rows = np.zeros(bgr.shape[0], bool)
     for _, y, _, h in lines:
@@ -121,32 +119,25 @@ def band_read(reader: Reader, rgb: np.ndarray, lines: list[tuple[int, int, int, 
     stacked = np.concatenate(parts)
     if stacked.shape[0] % 32:
         stacked = np.concatenate([stacked, np.full((-stacked.shape[0] % 32, bgr.shape[1], 3), 127, np.uint8)])
-    with reader.ocr._lock:
-        result, _ = reader.ocr._engine(stacked)
     height, width = rgb.shape[:2]
     boxes = []
-    for points, text, score in result or ():
-        text = " ".join(str(text).split())
-        if float(score) < reader.ocr.min_score or not any(ch.isalnum() for ch in text):
-            continue
-        quad = np.asarray(points, np.float64).reshape(-1, 2)
-        centre = quad[:, 1].mean()
-        band = next(((at, top) for at, top, bottom in offsets if at <= centre < at + bottom - top), None)
+    for box in reader.ocr._detect_and_read(stacked, 1.0, (stacked.shape[1], stacked.shape[0])):
+        x1, y1, x2, y2 = box.box  # in the stacked image: moved back into its band, then into the frame's pixels
+        band = next(((at, top) for at, top, bottom in offsets if at <= (y1 + y2) / 2 < at + bottom - top), None)
         if band is None:
             continue
-        quad[:, 1] += band[1] - band[0]
-        quad /= scale
-        x1, y1 = np.clip(quad.min(axis=0), 0, [width, height])
-        x2, y2 = np.clip(quad.max(axis=0), 0, [width, height])
-        boxes.append(TextBox(known_overlay_word(text), (float(x1), float(y1), float(x2), float(y2)), float(score)))
+        shift = band[1] - band[0]
+        moved = np.clip(np.array([x1, y1 + shift, x2, y2 + shift]) / scale, 0, [width, height, width, height])
+        boxes.append(replace(box, box=tuple(float(v) for v in moved)))
     return boxes or reader.faint(rgb)
 
 
 def grey_small(rgb: np.ndarray) -> tuple[np.ndarray, float]:
+    from vidagent.video.pixels import fit_side
+
     grey = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY)
-    ratio = CHANGE_SIDE / max(grey.shape)
-    size = (round(grey.shape[1] * ratio), round(grey.shape[0] * ratio))
-    return cv2.resize(grey, size, interpolation=cv2.INTER_AREA).astype(np.float32), ratio
+    size = fit_side(grey.shape[1], grey.shape[0], CHANGE_SIDE, minimum=1)
+    return cv2.resize(grey, size, interpolation=cv2.INTER_AREA).astype(np.float32), size[0] / grey.shape[1]
 
 
 def reference(reader: Reader, rgb: np.ndarray) -> list[Any]:

@@ -70,9 +70,8 @@ def _stems(text: str) -> set[str]:
     return {word[:GROUNDING_PREFIX] for word in keywords(text) if len(word) >= 3}
 
 
-def _share_read(text: str, read: set[str]) -> float:
-    """The share of ``text``'s stems among ``read`` (0 when it has none)."""
-    stems = _stems(text)
+def _share_read(stems: set[str], read: set[str]) -> float:
+    """The share of ``stems`` among ``read`` (0 when there are none)."""
     return len(stems & read) / len(stems) if stems else 0.0
 
 
@@ -87,7 +86,7 @@ def option_grounding(question: str, choices: Sequence[str], evidence: Sequence[s
     the highest share of another option. Near 0 or below where the lines read say nothing of the answer (the model
     chose from its prior: a woman playing with a dog "throws a frisbee" when the memory holds a person and a dog)."""
     read = _read_stems(question, evidence)
-    shares = [_share_read(choice, read) for choice in choices]
+    shares = [_share_read(_stems(choice), read) for choice in choices]
     others = [share for i, share in enumerate(shares) if i != choice_index]
     return shares[choice_index] - (max(others) if others else 0.0)
 
@@ -97,8 +96,7 @@ def answer_grounding(question: str, answer: str, evidence: Sequence[str]) -> flo
     that the evidence read names: 1.0 where every word of "a skateboard" or "clideo.com" is in the lines read, 0 where
     the answer comes from the model's prior ("a frisbee", "not mentioned") or names nothing a line holds (a time
     range, a count of one digit)."""
-    own = _stems(answer) - _stems(question)
-    return len(own & _read_stems(question, evidence)) / len(own) if own else 0.0
+    return _share_read(_stems(answer) - _stems(question), _read_stems(question, evidence))
 
 
 def length_ratio(choices: Sequence[str], choice_index: int) -> float:
