@@ -6,8 +6,8 @@
 
 On the frames the ``frames`` stage describes (the middle of each 2-s segment, at its size) of the shared non-reserved
 clips, and with ``--long`` of the 20-minute video ``index_library.py`` builds, every frame the text screen passes is
-read as the stage reads it (the reference: a plain detection at 960 px, the equalised one where it kept no line), and
-by each cut:
+read as the stage read it before the map gate (the reference: a plain detection at 960 px, the equalised one wherever
+it kept no line), and by each cut:
 
 ``region reuse``  the last read frame's lines kept where nothing changed (a 160-px grey difference over 16 levels)
                   in the screen's line boxes of this frame or in the last reading's boxes: OCR only on frames whose
@@ -19,6 +19,11 @@ by each cut:
                   whole frame where the bands kept no line
 ``group faint``   the equalised pass run on the mean of each 4 frames' textless ones first, on each frame only where
                   that finds a line
+``map gate``      the equalised pass only where the plain detection's probability map reached
+                  ``FAINT_PASS_MIN_PEAK`` somewhere (a frame the detector saw nothing text-like in is not read
+                  again): what the stage's reader does since this was measured
+``map region``    as ``map gate``, and the equalised detection runs only on the box around the map's responses
+                  (grown by ``MAP_MARGIN`` px at 960), not the whole frame
 
 Reported per cut and set: seconds against the reference's, frames whose confident text differs, and the texts lost.
 A cut is worth having only where it loses none.
@@ -43,6 +48,7 @@ GAP = 32
 GROUP = 4
 CHANGE_SIDE, CHANGE_LEVEL, CHANGED_SHARE = 160, 16, 0.02
 COARSE_SIDE, COARSE_THRESHOLDS = 480, (0.2, 0.3)
+MAP_MARGIN = 32
 Screened = tuple[str, np.ndarray, list[tuple[int, int, int, int]]]  # where, the frame, the screen's line boxes
 
 
@@ -56,6 +62,18 @@ class Reader:
         self.ocr = RapidTextReader()
         self.ocr.load()
         self.screen = TextScreen()
+        # the text detector's probability map of its last run; the reader, no longer seeing the map itself, runs
+        # both passes as the reference does, and the cuts decide on the map here
+        self.last_map: np.ndarray | None = None
+        detector = self.ocr._engine.text_det
+        session = detector.infer
+
+        def keep_map(batch: np.ndarray) -> Any:
+            out = session(batch)
+            self.last_map = out[0][0, 0]
+            return out
+
+        detector.infer = keep_map
 
     def scaled(self, rgb: np.ndarray) -> tuple[np.ndarray, float]:
         from vidagent.perception.ocr import _resize_bgr
@@ -188,9 +206,45 @@ def run_group_faint(reader: Reader, screened: list[Screened], _: float) -> list[
     return out
 
 
+def map_region(reader: Reader, rgb: np.ndarray, crop: bool) -> list[Any]:
+    """The plain read; where it kept nothing, the equalised one only where the plain map responded (``crop``: only
+    on the box around the responses)."""
+    from vidagent.perception.ocr import FAINT_PASS_MIN_PEAK, _equalised
+
+    plain = reader.plain(rgb)
+    if plain:
+        return plain
+    if reader.last_map is None or not (reader.last_map >= FAINT_PASS_MIN_PEAK).any():
+        return []
+    responded = reader.last_map >= FAINT_PASS_MIN_PEAK
+    if not crop:
+        return reader.faint(rgb)
+    bgr, scale = reader.scaled(rgb)
+    rows, cols = np.flatnonzero(responded.any(axis=1)), np.flatnonzero(responded.any(axis=0))
+    ratio_y, ratio_x = bgr.shape[0] / responded.shape[0], bgr.shape[1] / responded.shape[1]
+    top, bottom = max(0, int(rows[0] * ratio_y) - MAP_MARGIN), min(bgr.shape[0], int((rows[-1] + 1) * ratio_y) + MAP_MARGIN)
+    left, right = max(0, int(cols[0] * ratio_x) - MAP_MARGIN), min(bgr.shape[1], int((cols[-1] + 1) * ratio_x) + MAP_MARGIN)
+    part = np.ascontiguousarray(_equalised(bgr)[top:bottom, left:right])
+    height, width = rgb.shape[:2]
+    boxes = []
+    for box in reader.ocr._detect_and_read(part, 1.0, (part.shape[1], part.shape[0])):
+        x1, y1, x2, y2 = box.box
+        moved = np.clip(np.array([x1 + left, y1 + top, x2 + left, y2 + top]) / scale, 0, [width, height, width, height])
+        boxes.append(replace(box, box=tuple(float(v) for v in moved)))
+    return boxes
+
+
+def run_map_gate(reader: Reader, screened: list[Screened], _: float) -> list[list[Any]]:
+    return [map_region(reader, rgb, crop=False) for _, rgb, _ in screened]
+
+
+def run_map_region(reader: Reader, screened: list[Screened], _: float) -> list[list[Any]]:
+    return [map_region(reader, rgb, crop=True) for _, rgb, _ in screened]
+
+
 CUTS: dict[str, Callable[[Reader, list[Screened], float], list[list[Any]]]] = {
     "reference": run_reference, "region reuse": run_region_reuse, "coarse gate": run_coarse_gate,
-    "bands": run_bands, "group faint": run_group_faint}
+    "bands": run_bands, "group faint": run_group_faint, "map gate": run_map_gate, "map region": run_map_region}
 
 
 def changed_under(small: np.ndarray, last: np.ndarray, ratio: float, lines: list[tuple[int, int, int, int]],
@@ -220,6 +274,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--long", action="store_true", help="also the 20-minute video (about 7 minutes more)")
     parser.add_argument("--max-cover", type=float, default=0.6)
+    parser.add_argument("--cuts", nargs="+", choices=list(CUTS), default=list(CUTS),
+                        help="the cuts to run (the reference always runs)")
     args = parser.parse_args()
     reader = Reader()
     sets = {"shared clips": shared_clips()} | ({"20-minute video": [make_long_video(20)]} if args.long else {})
@@ -234,11 +290,12 @@ def main() -> int:
                     screened.append((f"{path.name}@{time_s:g}", rgb, lines))
         texts: dict[str, list[list[str]]] = {}
         seconds: dict[str, float] = {}
-        for cut, run in CUTS.items():
+        chosen = {cut: run for cut, run in CUTS.items() if cut == "reference" or cut in args.cuts}
+        for cut, run in chosen.items():
             started = time.perf_counter()
             texts[cut] = [reader.texts(boxes) for boxes in run(reader, screened, args.max_cover)]
             seconds[cut] = time.perf_counter() - started
-        for cut in CUTS:
+        for cut in chosen:
             differ = [i for i, (a, b) in enumerate(zip(texts["reference"], texts[cut])) if a != b]
             lost = sorted({f"{screened[i][0]}: {text}" for i in differ for text in texts["reference"][i]
                            if not any(text.lower() in found.lower() or found.lower() in text.lower()

@@ -104,6 +104,17 @@ def test_faint_watermark_is_read_as_the_vendor_name(reader):
 
 
 @pytest.mark.models
+def test_the_equalised_pass_runs_only_where_the_plain_detector_saw_something(reader):
+    detector = reader._engine.text_det.infer
+    before = detector.runs
+    assert reader.read(np.full((360, 640, 3), 128, np.uint8)) == []  # nothing text-like: one detection
+    assert detector.runs == before + 1 and detector.peak < 0.05
+    image = frame_at("github_Video-LLaMA/boat.mp4", 3.0)  # the plain pass sees the logo but cannot read it
+    assert texts(reader.read(image)) == ["shutterstock"]
+    assert detector.runs == before + 3
+
+
+@pytest.mark.models
 def test_textureless_real_frame_has_no_text(reader):
     # a courtyard with a woman and a dog: no text anywhere (checked by eye)
     assert reader.read(frame_at("github_sam2/01_dog.mp4", 2.0)) == []
