@@ -105,7 +105,7 @@ def test_faint_watermark_is_read_as_the_vendor_name(reader):
 
 @pytest.mark.models
 def test_the_equalised_pass_runs_only_where_the_plain_detector_saw_something(reader):
-    detector = reader._engine.text_det.infer
+    detector = reader._engine_at(0).text_det.infer
     before = detector.runs
     assert reader.read(np.full((360, 640, 3), 128, np.uint8)) == []  # nothing text-like: one detection
     assert detector.runs == before + 1 and detector.peak < 0.05
@@ -173,6 +173,19 @@ def test_thread_safe(reader):
 
 
 @pytest.mark.models
+def test_copies_read_at_once_what_one_engine_on_both_cores_reads(tmp_path):
+    images = [frame_at("github_Video-LLaVA/sample_demo_1.mp4", 2.0), frame_at("github_VideoAgent/boats.mp4", 6.0),
+              frame_at("github_LLaMA-Factory/3.mp4", 1.0), frame_at("github_Video-LLaMA/boat.mp4", 3.0),
+              np.full((360, 640, 3), 128, np.uint8)]
+    one = RapidTextReader(cache_dir=tmp_path, copies=1, threads=2)
+    two = RapidTextReader(cache_dir=tmp_path, copies=2, threads=1)
+    expected = [one.read(image) for image in images]
+    assert [texts(boxes) for boxes in expected] == [["clideo.com"], ["108"], texts(expected[2]), ["shutterstock"], []]
+    assert two.read_many(images) == expected
+    assert len(two._engines) == 2  # the reads overlapped: a second engine was made for them
+
+
+@pytest.mark.models
 def test_dictionary_copy_is_cached(tmp_path):
     first = RapidTextReader(cache_dir=tmp_path)
     first.load()
@@ -205,7 +218,7 @@ def test_sessions_do_not_spin(reader):
     # busy-waiting onnxruntime threads halved OCR speed whenever another model kept the cores busy
     from rapidocr_onnxruntime.utils import infer_engine
 
-    engine = reader._engine
+    engine = reader._engine_at(0)
     for session in (engine.text_det.infer.session, engine.text_rec.session.session):
         assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert isinstance(infer_engine.OrtInferSession.__dict__["_init_sess_opts"], staticmethod)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import frame_at
-from vidagent.perception.base import TextBox
+from vidagent.perception.base import TextBox, read_texts
 from vidagent.perception.text_screen import LineTest, ScreenedTextReader, TextScreen
 
 WIDTH, HEIGHT = 640, 360
@@ -91,6 +91,36 @@ def test_the_screened_reader_reads_only_frames_that_may_hold_text():
     assert inner.calls == 1 and (reader.read_calls, reader.skipped) == (1, 1)
     assert reader.name.startswith("counting-reader+text-screen-v1(")
     assert reader.name != ScreenedTextReader(inner, TextScreen((LineTest(gradient=80),))).name  # its thresholds name it
+
+
+class _ManyAtOnceReader(_CountingReader):
+    """A reader that reads several images in one call, each answered with its own mean grey level."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def read(self, image: np.ndarray) -> list[TextBox]:
+        self.calls += 1
+        return [TextBox(f"{float(np.mean(image)):.1f}", (0.0, 0.0, 1.0, 1.0), 0.99)]
+
+    def read_many(self, images: list[np.ndarray]) -> list[list[TextBox]]:
+        self.batches.append(len(images))
+        return [self.read(image) for image in images]
+
+
+def test_the_screened_reader_hands_the_frames_it_passes_to_the_reader_together_and_keeps_their_order():
+    captioned = [_with_text(_natural(seed), "Keep away from children", (40, 320), 1.0) for seed in (5, 6)]
+    frames = [_natural(1), captioned[0], _natural(2), captioned[1]]
+    inner = _ManyAtOnceReader()
+    reader = ScreenedTextReader(inner)
+    readings = reader.read_many(frames)
+    assert inner.batches == [2] and (reader.read_calls, reader.skipped) == (2, 2)
+    assert readings[0] == readings[2] == []
+    assert [box.text for box in readings[1] + readings[3]] == [f"{float(np.mean(f)):.1f}" for f in captioned]
+    # a reader without read_many is read a frame at a time, to the same readings
+    assert ScreenedTextReader(_CountingReader()).read_many(frames)[1][0].text == "read"
+    assert read_texts(reader, frames) == readings
 
 
 @pytest.mark.clips

@@ -133,6 +133,14 @@ class TextReader(Protocol):
     def read(self, image: np.ndarray) -> list[TextBox]: ...
 
 
+def read_texts(reader: TextReader, images: Sequence[np.ndarray]) -> list[list[TextBox]]:
+    """Each image's text lines by ``reader``, several at once where it reads that way (a ``read_many``)."""
+    read_many = getattr(reader, "read_many", None)
+    if callable(read_many):
+        return list(read_many(images))
+    return [reader.read(image) for image in images]
+
+
 class ImageClassifier(Protocol):
     """Names what an image shows from a fixed label set (ImageNet-1k for the offline default)."""
 

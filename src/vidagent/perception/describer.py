@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from vidagent.perception.base import (FrameDescriber, FrameDescription, ImageClassifier, Label, ObjectDetector,
-                                      PoseEstimator, SeenObject, TextBox, TextReader)
+                                      PoseEstimator, SeenObject, TextBox, TextReader, read_texts)
 from vidagent.perception.colour import MIN_COLOUR_PIXELS, colour_name, object_region
 from vidagent.perception.detections import class_names
 from vidagent.perception.frame_words import box_area, distinct_lines, reading_order_by_rows
@@ -126,9 +126,10 @@ class DetectorDescriber:
         objects = [seen_objects(image, detections) for image, detections in zip(images, all_detections)]
         frame_labels = self._classify(images, objects)
         self._add_poses(images, objects)
+        readings = read_texts(self.text_reader, images) if self.text_reader else [[] for _ in images]
         out = []
-        for image, frame_objects, labels in zip(images, objects, frame_labels):
-            boxes, texts = confident_text(self.text_reader.read(image)) if self.text_reader else ((), ())
+        for image, frame_objects, labels, reading in zip(images, objects, frame_labels, readings):
+            boxes, texts = confident_text(reading)
             height, width = image.shape[:2]
             out.append(FrameDescription(objects=tuple(frame_objects), labels=labels, on_screen_text=texts,
                                         text_boxes=boxes, size=(width, height)))
@@ -209,9 +210,10 @@ class CaptionWithText:
         groups = [list(group) for group in groups]
         captioned = self.captioner.describe_groups(groups)  # type: ignore[attr-defined]
         out: list[list[FrameDescription]] = []
-        for group, captions in zip(groups, captioned):
+        readings = read_texts(self.text_reader, [group[len(group) // 2] for group in groups])
+        for group, captions, reading in zip(groups, captioned, readings):
             middle = len(group) // 2
-            boxes, texts = confident_text(self.text_reader.read(group[middle]))
+            boxes, texts = confident_text(reading)
             out.append([replace(caption, on_screen_text=texts, text_boxes=boxes) if index == middle else caption
                         for index, caption in enumerate(captions)])
         return out
@@ -220,7 +222,7 @@ class CaptionWithText:
         images = list(images)
         captions = self.captioner.describe(images)
         out = []
-        for image, caption in zip(images, captions):
-            boxes, texts = confident_text(self.text_reader.read(image))
+        for caption, reading in zip(captions, read_texts(self.text_reader, images)):
+            boxes, texts = confident_text(reading)
             out.append(replace(caption, on_screen_text=texts, text_boxes=boxes))
         return out

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Sequence
 
 import cv2
 import numpy as np
 
-from vidagent.perception.base import TextBox, TextReader
+from vidagent.perception.base import TextBox, TextReader, read_texts
 from vidagent.video.pixels import fit_side
 
 SCREEN_VERSION = 1  # raise when the test changes, so the stages that read through it rebuild
@@ -145,6 +146,18 @@ class ScreenedTextReader:
         with self._lock:
             self.read_calls += 1
         return self.reader.read(image)
+
+    def read_many(self, images: Sequence[np.ndarray]) -> list[list[TextBox]]:
+        """``read`` of each image: the ones the screen passes read together (``read_texts``)."""
+        images = list(images)
+        passed = [index for index, image in enumerate(images) if self.screen.may_hold_text(image)]
+        with self._lock:
+            self.read_calls += len(passed)
+            self.skipped += len(images) - len(passed)
+        out: list[list[TextBox]] = [[] for _ in images]
+        for index, boxes in zip(passed, read_texts(self.reader, [images[index] for index in passed])):
+            out[index] = boxes
+        return out
 
     def close(self) -> None:
         close = getattr(self.reader, "close", None)
