@@ -37,8 +37,8 @@ English (and Chinese/Japanese). Facts checked against rapidocr 1.4.4's source an
   only where the plain map reached ``FAINT_PASS_MIN_PEAK`` somewhere; a frame the detector saw nothing
   text-like in (the map's peak under 0.01 in nearly all of them: a clear bimodal split) is not read again.
   That skips 96 of the 336 equalised passes on the 20-minute video and 22 of 79 on the clips, and loses no
-  text in either (``bench/ocr_cuts.py --long``, ``map gate``): 0.80-0.85 of OCR's time. Running the equalised
-  detection only on the box around the map's responses (0.53-0.60) lost the watermark and two sail numbers:
+  text in either (``bench/ocr_cuts.py --long``, ``map gate``): 0.80-0.91 of OCR's time over two runs. Running the
+  equalised detection only on the box around the map's responses (0.53-0.60) lost the watermark and two sail numbers:
   the faint readings score just over ``min_score`` and change with the detector's context.
 * Normalisation: rapidocr 1.4.4 normalises the detector's input in float64 (its mean and standard deviation
   are float64 arrays), 12 ms a 960-px frame; given float32 arrays it stays in float32, 5 ms, the same input
