@@ -65,7 +65,7 @@ class Reader:
         # the text detector's probability map of its last run; the reader, no longer seeing the map itself, runs
         # both passes as the reference does, and the cuts decide on the map here
         self.last_map: np.ndarray | None = None
-        detector = self.ocr._engine_at(0).text_det
+        detector = self.ocr._engines.at(0).text_det
         session = detector.infer
 
         def keep_map(batch: np.ndarray) -> Any:
@@ -103,7 +103,7 @@ def coarse_finds_a_box(reader: Reader, rgb: np.ndarray) -> bool:
 
     from vidagent.perception.ocr import _equalised
 
-    detector = reader.ocr._engine_at(0).text_det
+    detector = reader.ocr._engines.at(0).text_det
     post = DBPostProcess(thresh=COARSE_THRESHOLDS[0], box_thresh=COARSE_THRESHOLDS[1], max_candidates=1000,
                          unclip_ratio=1.6, use_dilation=True, score_mode="fast")
     height, width = rgb.shape[:2]

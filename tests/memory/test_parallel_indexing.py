@@ -61,7 +61,7 @@ def test_pool_spreads_frames_over_workers_and_finds_what_one_worker_finds():
     try:
         assert pool.name == CenterNetDetector.name
         found = pool.detect(frames)
-        assert len(pool._made) == 2  # both copies ran
+        assert len(pool._copies.made()) == 2  # both copies ran
         for mine, theirs in zip(found, expected):
             assert class_names(mine) == class_names(theirs)
             np.testing.assert_allclose(mine.xyxy, theirs.xyxy, atol=1e-3)

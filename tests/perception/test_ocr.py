@@ -105,7 +105,7 @@ def test_faint_watermark_is_read_as_the_vendor_name(reader):
 
 @pytest.mark.models
 def test_the_equalised_pass_runs_only_where_the_plain_detector_saw_something(reader):
-    detector = reader._engine_at(0).text_det.infer
+    detector = reader._engines.at(0).text_det.infer
     before = detector.runs
     assert reader.read(np.full((360, 640, 3), 128, np.uint8)) == []  # nothing text-like: one detection
     assert detector.runs == before + 1 and detector.peak < 0.05
@@ -182,7 +182,7 @@ def test_copies_read_at_once_what_one_engine_on_both_cores_reads(tmp_path):
     expected = [one.read(image) for image in images]
     assert [texts(boxes) for boxes in expected] == [["clideo.com"], ["108"], texts(expected[2]), ["shutterstock"], []]
     assert two.read_many(images) == expected
-    assert len(two._engines) == 2  # the reads overlapped: a second engine was made for them
+    assert len(two._engines.made()) == 2  # the reads overlapped: a second engine was made for them
 
 
 @pytest.mark.models
@@ -218,7 +218,7 @@ def test_sessions_do_not_spin(reader):
     # busy-waiting onnxruntime threads halved OCR speed whenever another model kept the cores busy
     from rapidocr_onnxruntime.utils import infer_engine
 
-    engine = reader._engine_at(0)
+    engine = reader._engines.at(0)
     for session in (engine.text_det.infer.session, engine.text_rec.session.session):
         assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert isinstance(infer_engine.OrtInferSession.__dict__["_init_sess_opts"], staticmethod)

@@ -10,14 +10,13 @@ changes how fast detection runs, never what it finds.
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from vidagent.perception.base import ObjectDetector
+from vidagent.perception.copies import ModelCopies
 
 if TYPE_CHECKING:
     import supervision as sv
@@ -36,29 +35,14 @@ class DetectorPool:
         if copies < 1:
             raise ValueError(f"a detector pool needs at least one copy, not {copies}")
         self.copies = copies
-        self._make = make
-        self._made: list[ObjectDetector] = []
-        self._free: queue.Queue[int] = queue.Queue()
-        self._lock = threading.Lock()
-        first = make()  # made now: its name identifies the pool's output, and a missing model fails early
-        self._made.append(first)
-        self.name = first.name
-        for slot in range(copies):
-            self._free.put(slot)
+        self._copies = ModelCopies(make, copies)
+        # made now: its name identifies the pool's output, and a missing model fails early
+        self.name = self._copies.at(0).name
         self._threads = ThreadPoolExecutor(max_workers=copies, thread_name_prefix="detector") if copies > 1 else None
 
-    def _copy(self, slot: int) -> ObjectDetector:
-        with self._lock:
-            while len(self._made) <= slot:
-                self._made.append(self._make())
-            return self._made[slot]
-
     def _run(self, images: Sequence[np.ndarray]) -> list[sv.Detections]:
-        slot = self._free.get()
-        try:
-            return self._copy(slot).detect(images)
-        finally:
-            self._free.put(slot)
+        with self._copies.lent() as detector:
+            return detector.detect(images)
 
     def detect(self, images: Sequence[np.ndarray]) -> list[sv.Detections]:
         images = list(images)
@@ -73,9 +57,7 @@ class DetectorPool:
 
     def close(self) -> None:
         """Close every copy that was made (a copy that holds a worker starts it again on use)."""
-        with self._lock:
-            made = list(self._made)
-        for detector in made:
+        for detector in self._copies.made():
             close = getattr(detector, "close", None)
             if callable(close):
                 close()

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import queue
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +67,7 @@ import numpy as np
 
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import TextBox
+from vidagent.perception.copies import ModelCopies
 from vidagent.perception.overlay_words import known_overlay_word
 
 DEFAULT_SIDE = 960
@@ -129,16 +129,12 @@ class RapidTextReader:
         self.min_score = float(min_score)
         self.copies = copies if copies is not None else max(1, min(cores, MAX_COPIES))
         self.threads = threads if threads is not None else max(1, cores // self.copies)
-        self._engines: list[Any] = []
-        # last in, first out: reads one at a time keep to the first engine, and a copy is made only when reads overlap
-        self._free: queue.LifoQueue[int] = queue.LifoQueue()
-        for slot in reversed(range(self.copies)):
-            self._free.put(slot)
-        self._making = threading.Lock()
+        # reads one at a time keep to the first engine; another is made only when reads overlap
+        self._engines: ModelCopies[Any] = ModelCopies(self._new_engine, self.copies)
 
     def load(self) -> None:
         """Load the models now instead of on first use; ``ModelUnavailableError`` if they cannot."""
-        self._engine_at(0)
+        self._engines.at(0)
 
     def read(self, image: np.ndarray) -> list[TextBox]:
         """The confident text lines in ``image`` (RGB ``uint8``, (H, W, 3); greyscale (H, W) is
@@ -151,7 +147,7 @@ class RapidTextReader:
         if abs(scale - 1.0) < 1e-3:
             scale = 1.0
         bgr = _resize_bgr(rgb, scale)
-        with self._engine() as engine:
+        with self._engines.lent() as engine:
             boxes, peak = self._read_pass(engine, bgr, scale, (width, height))
             if not boxes and peak >= FAINT_PASS_MIN_PEAK:
                 # faint text (a semi-transparent watermark) the detector saw reads only after local equalisation
@@ -170,7 +166,7 @@ class RapidTextReader:
 
     def _detect_and_read(self, bgr: np.ndarray, scale: float, size: tuple[int, int]) -> list[TextBox]:
         """The confident lines an engine finds in ``bgr``, boxes mapped back to the frame's ``size``."""
-        with self._engine() as engine:
+        with self._engines.lent() as engine:
             return self._read_pass(engine, bgr, scale, size)[0]
 
     def _read_pass(self, engine: Any, bgr: np.ndarray, scale: float,
@@ -193,22 +189,6 @@ class RapidTextReader:
             boxes.append(TextBox(text=known_overlay_word(text), box=(float(x1), float(y1), float(x2), float(y2)),
                                  score=score))
         return boxes, peak
-
-    @contextmanager
-    def _engine(self) -> Iterator[Any]:
-        """A free engine, this thread's until the block ends."""
-        slot = self._free.get()
-        try:
-            yield self._engine_at(slot)
-        finally:
-            self._free.put(slot)
-
-    def _engine_at(self, slot: int) -> Any:
-        """The engine of ``slot``, the engines up to it made first (the models load once per copy)."""
-        with self._making:
-            while len(self._engines) <= slot:
-                self._engines.append(self._new_engine())
-            return self._engines[slot]
 
     def _new_engine(self) -> Any:
         """A loaded ``RapidOCR`` engine."""

@@ -139,16 +139,10 @@ class ScreenedTextReader:
         self._lock = threading.Lock()
 
     def read(self, image: np.ndarray) -> list[TextBox]:
-        if not self.screen.may_hold_text(image):
-            with self._lock:
-                self.skipped += 1
-            return []
-        with self._lock:
-            self.read_calls += 1
-        return self.reader.read(image)
+        return self.read_many([image])[0]
 
     def read_many(self, images: Sequence[np.ndarray]) -> list[list[TextBox]]:
-        """``read`` of each image: the ones the screen passes read together (``read_texts``)."""
+        """The text lines of each image the screen passes (read together, ``read_texts``), ``[]`` for the others."""
         images = list(images)
         passed = [index for index, image in enumerate(images) if self.screen.may_hold_text(image)]
         with self._lock:
