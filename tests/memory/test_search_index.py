@@ -12,6 +12,7 @@ from vidagent.errors import MemoryStoreError
 from vidagent.memory.builder import ALL_STAGES
 from vidagent.memory.search_index import EXACT_LIMIT, SearchFilters, SearchIndex
 from vidagent.memory.search_lines import SearchLine, merged_spans
+from vidagent.memory.search_moments import SearchHit, moments
 from vidagent.memory.search_ranking import fuse_ranks, query_words, singular
 from vidagent.memory.store import Library
 
@@ -181,3 +182,18 @@ def test_filters_past_the_exact_limit_and_past_sqlites_variable_limit(tmp_path, 
         hits = index.search("", vectors[250], SearchFilters(videos=wanted), limit=3)
         assert hits[0].video_id == f"{2:016x}" and hits[0].start_s == 50.0
         assert {hit.video_id for hit in index.search("", vectors[10], SearchFilters(videos=wanted), limit=20)} <= set(wanted)
+
+
+def test_a_moments_lines_found_by_words_or_category_come_before_those_found_by_meaning_alone():
+    def hit(kind: str, text: str, score: float, matched_by: tuple[str, ...]) -> SearchHit:
+        return SearchHit("v", "boats.mp4", kind, 1.0, 11.0, text, "person" if kind == "object" else None,
+                         ((1.0, 11.0),), score, 0.8, matched_by)
+
+    people = [hit("object", f"person {i}", 0.013 - i / 1000, ("meaning",)) for i in range(3)]
+    sail = hit("text", "108", 0.024, ("meaning", "words"))
+    boats = hit("segment", "2 boats", 0.016, ("meaning",))
+    (moment,) = moments([*people, boats, sail], limit=5)
+    assert [line.text for line in moment.lines] == ["108", "person 0", "person 1", "person 2", "2 boats"]
+    assert moment.strong and moment.score == sail.score
+    (by_kind,) = moments([*people, boats], limit=5)  # none found by words: what says most first
+    assert [line.kind for line in by_kind.lines] == ["object", "object", "object", "segment"]

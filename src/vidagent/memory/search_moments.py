@@ -1,8 +1,9 @@
 """What a library search returns: the lines it found (``SearchHit``) gathered into moments of videos (``Moment``).
 
 A moment is a span of one video with every line the search found in it: lines that overlap or lie within
-``MOMENT_GAP_S`` of each other make one moment, shown with what says most first (objects, on-screen text, speech,
-descriptions, then actions), ranked by its best line. Its spans are when what the query names is there: the spans of
+``MOMENT_GAP_S`` of each other make one moment, ranked by its best line. Its lines are shown with those found by a
+category or by the query's words first (a search for "108" shows the sail number it read before the people beside
+it), each group with what says most first (objects, on-screen text, speech, descriptions, then actions). Its spans are when what the query names is there: the spans of
 its lines found by a category or by words (an object's where it was seen), all of its lines' when none was.
 """
 
@@ -40,6 +41,11 @@ MOMENT_GAP_S = 1.0  # lines of one video closer than this in time make one momen
 _SHOWN_FIRST = ("object", "text", "speech", "segment", "action")
 
 
+def _strong(line: SearchHit) -> bool:
+    """Whether ``line`` was found by an object category or by the query's words, not by meaning alone."""
+    return bool(set(line.matched_by) & {"category", "words"})
+
+
 @dataclass(frozen=True)
 class Moment:
     """A span of one video and the lines the search found in it (best first): what ``vidagent search`` lists."""
@@ -48,13 +54,13 @@ class Moment:
     path: str
     start_s: float
     end_s: float
-    lines: tuple[SearchHit, ...]  # what says most first: objects, text, speech, descriptions, then actions
+    lines: tuple[SearchHit, ...]  # found by category or words first, then what says most first (see the module)
     score: float  # its best line's fused score
 
     @property
     def strong(self) -> bool:
         """Found by an object category or by the query's words, not by meaning alone."""
-        return any(name in ("category", "words") for line in self.lines for name in line.matched_by)
+        return any(_strong(line) for line in self.lines)
 
     @property
     def similarity(self) -> float:
@@ -73,7 +79,7 @@ class Moment:
     def spans(self) -> tuple[tuple[float, float], ...]:
         """When what the query names is there: the spans of its lines found by a category or words (all its lines
         when none was), an object's where it was seen."""
-        strong = [line for line in self.lines if set(line.matched_by) & {"category", "words"}] or list(self.lines)
+        strong = [line for line in self.lines if _strong(line)] or list(self.lines)
         return merged_spans([span for line in strong for span in (line.spans or ((line.start_s, line.end_s),))],
                             gap_s=MOMENT_GAP_S)
 
@@ -100,7 +106,8 @@ def moments(hits: Sequence[SearchHit], limit: int) -> list[Moment]:
                 groups.append([hit])
         for group in groups:
             best = max(group, key=lambda line: line.score)
-            ranked = tuple(sorted(group, key=lambda line: (_SHOWN_FIRST.index(line.kind), -line.score)))
+            ranked = tuple(sorted(group, key=lambda line: (not _strong(line), _SHOWN_FIRST.index(line.kind),
+                                                           -line.score)))
             found.append(Moment(best.video_id, best.path, min(line.start_s for line in group),
                                 max(line.end_s for line in group), ranked, best.score))
     return sorted(found, key=lambda moment: -moment.score)[:limit]
