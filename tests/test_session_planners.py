@@ -200,6 +200,14 @@ def test_one_rule_picks_the_planner_when_none_is_named():
         build_planner("react").needs.check("react", ["image"])
 
 
+def test_a_planner_says_how_many_lines_it_reads_where_it_reads_them_evenly_whatever_the_question():
+    assert planner_for(None, None, ["video"], embedded=True).needs.lines_read == 5  # the default: 5 lines
+    assert build_planner("caption_only", {"lines": 4, "samples": 3, "choose_by": "likelihood"}).needs.lines_read == 12
+    for options in ({}, {"lines": 5, "select": "query"}, {"lines": 5, "line_seconds": 10}):  # every line, or chosen
+        assert build_planner("caption_only", options).needs.lines_read is None, options
+    assert build_planner("react").needs.lines_read is None and build_planner("traveler").needs.lines_read is None
+
+
 def test_the_session_defaults_by_its_chat_model(tmp_path):
     settings = Settings(home=tmp_path, models=tmp_path / "no-models")
     with Session(settings) as session:

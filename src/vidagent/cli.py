@@ -343,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="a video not indexed yet is answered at once from a frame described every SECONDS "
                                f"(default {DEFAULT_EVERY_S:g}), the stretches the planner reads described in full "
                                "first; the answer says what it saw (Coverage). The default for a video of 2 minutes "
-                               "or more ($VIDAGENT_GLANCE_AFTER seconds)")
+                               "or more ($VIDAGENT_GLANCE_AFTER seconds), at no more frames than the default planner "
+                               "reads lines (5)")
     glancing.add_argument("--no-glance", dest="glance", action="store_const", const=0.0,
                           help="index a video not indexed yet whole before answering, however long it is")
     ask.add_argument("--complete", action="store_true",

@@ -169,7 +169,9 @@ class Session:
         one frame described every ``glance`` seconds, refined where the tools read (``vidagent.memory.glance``);
         ``artifacts["coverage"]`` then says, per video, what the answer saw (``index`` completes it later).
         ``None`` (the default) glances every 20 s at a video of at least ``settings.glance_after_s`` seconds
-        (120) and indexes a shorter one whole; ``0`` always indexes whole first.
+        (120), at no more stretches than a planner reading a few lines evenly reads (``Needs.lines_read``: the
+        default's 5 lines of a 20-minute video, one frame every 240 s), and indexes a shorter one whole; ``0``
+        always indexes whole first.
         """
         inquiry = Inquiry(sources, asked_question(question, choices), planner_asked=planner,
                           planner_options=planner_options, on_step=on_step, progress=progress, experience=experience,

@@ -255,3 +255,24 @@ def test_a_long_video_not_indexed_yet_is_glanced_by_default(clip, video, tmp_pat
         assert ("coverage" in answer.artifacts) is glanced
         built = session.library.stage_names(video.content_hash)
         assert ("segments" in built) is not glanced  # a glance writes no full stage; the full way builds them
+
+
+def test_a_planner_reading_a_few_lines_evenly_is_glanced_at_no_more_stretches_than_it_reads(clip, video, tmp_path):
+    """caption_only reading 2 lines of a 60-s video glances at one frame every 30 s (2 frames), not every 20 s
+    (3 frames, one of them never read); a planner that may read any line keeps the default interval."""
+    from vidagent.memory.coverage import DEFAULT_EVERY_S, glance_every
+
+    assert glance_every(None, 1200.0, 120.0, looks=5) == 240.0  # the default's 5 lines of a 20-minute video
+    assert glance_every(None, 60.0, 120.0, looks=5) == 0.0  # a short video is indexed whole, as before
+    assert glance_every(None, 1200.0, 120.0, looks=100) == glance_every(None, 1200.0, 120.0) == DEFAULT_EVERY_S
+    assert glance_every(10.0, 1200.0, 120.0, looks=5) == 10.0  # an interval asked for is kept
+    llm = ScriptedLLM(["Answer: a cup"])
+    settings = fake_settings(tmp_path / "home", glance_after_s=50.0)
+    with Session(settings, llm=llm, perception=scripted_perception(clip)) as session:
+        answer = session.ask(video, "What is on the table?", planner="caption_only", planner_options={"lines": 2})
+        (coverage,) = answer.artifacts["coverage"].values()
+        assert coverage["every_s"] == 30.0 and coverage["text"].startswith("answered from 0:00-1:00 sampled every 30 s")
+        seen = [(s.start_s, s.end_s) for s in session.library.segments(video.content_hash) if s.description]
+        read = [(item.start_s, item.end_s) for item in answer.evidence]
+        assert len(seen) == 2 and read == seen  # a frame of each half (its keyframe), and every frame glanced is read
+        assert seen[0][0] < 30.0 <= seen[1][0]

@@ -64,7 +64,6 @@ class CaptionOnlyPlanner:
     select: str = "even"
     samples: int = option(1, 1, 16)
     name: ClassVar[str] = "caption_only"
-    needs: ClassVar[Needs] = Needs(knowledge=True)
 
     def __post_init__(self) -> None:
         check_choose_by(self.choose_by)
@@ -78,6 +77,13 @@ class CaptionOnlyPlanner:
             raise PlannerError("line_seconds must be 0 (a line per segment) or more")
         if self.lines < 0:
             raise PlannerError("lines must be 0 (every line that fits) or more")
+
+    @property
+    def needs(self) -> Needs:
+        """Knowledge taken; with ``lines`` set and spread evenly (``select`` ``even``, a line a segment), it reads
+        ``lines`` lines a selection whatever the question, ``lines * samples`` in all: all a glance need look at."""
+        evenly = self.lines > 0 and self.select == "even" and self.line_seconds == 0
+        return Needs(knowledge=True, lines_read=self.lines * self.samples if evenly else None)
 
     def run(self, task: Task, toolbox: Toolbox, llm: ChatModel, trace: Trace | None = None) -> Answer:
         run = Run.begin(self.name, task, toolbox, llm, trace)

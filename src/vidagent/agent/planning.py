@@ -44,6 +44,9 @@ class Needs:
     each taking any of the sources.
     ``max_sources``: how many sources a question may name (``None``: any number). ``images``: whether
     images are sources it takes. ``llm``: whether it calls a chat model at all (if not, none is loaded).
+    ``lines_read``: the most lines of a video's temporal memory it reads, spread evenly over the video whatever
+    the question asks (``None``: any of them, chosen by the question or through tools); a glance at a video not
+    indexed yet then looks at no more stretches than that (``coverage.glance_every``).
     """
 
     memory: bool = True
@@ -53,6 +56,7 @@ class Needs:
     images: bool = False
     llm: bool = True
     knowledge: bool = False
+    lines_read: int | None = None
 
     def check(self, planner: str, kinds: Sequence[str], knowledge: int = 0) -> None:
         """Refuse sources the planner cannot take (``kinds``: each source's kind, in order; ``knowledge``:

@@ -81,7 +81,8 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
     ``glance`` (seconds): a video whose temporal memory is missing is answered from a partial memory
     that describes a frame every ``glance`` seconds and refines what the tools read
     (``vidagent.memory.glance``); its object memory is then not built ahead. ``None``: the default, a glance
-    for a video of at least ``settings.glance_after_s`` seconds (``coverage.glance_every``); 0: never."""
+    for a video of at least ``settings.glance_after_s`` seconds, no denser than the lines the planner reads
+    (``coverage.glance_every``, ``Needs.lines_read``); 0: never."""
     settings = resources.settings
     if not needs.memory:
         yield _without_memory(handles, resources)
@@ -91,7 +92,8 @@ def open_workspace(needs: Needs, question: str, handles: Sequence[Handle], resou
     if with_tools and (len(videos) != 1 or len(handles) != 1):
         raise PlannerError("tools over a video take exactly one video as the question's source")
     builder = resources.builder()
-    every = {id(h): glance_every(glance, h.duration_s, settings.glance_after_s) for h in videos}
+    every = {id(h): glance_every(glance, h.duration_s, settings.glance_after_s, looks=needs.lines_read)
+             for h in videos}
     selection = None
     if with_tools and (needs.tools is None or any(name in OBJECT_TOOLS for name in needs.tools)) \
             and not every[id(videos[0])]:

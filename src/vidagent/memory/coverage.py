@@ -15,13 +15,17 @@ Window = tuple[float, float]
 DEFAULT_EVERY_S = 20.0
 
 
-def glance_every(requested: float | None, duration_s: float, after_s: float) -> float:
+def glance_every(requested: float | None, duration_s: float, after_s: float, *, looks: int | None = None) -> float:
     """The seconds between a glance's frames for a video of ``duration_s`` (0: no glance, index it whole).
     ``requested``: the caller's choice (0 asks the full way); None is the default, a glance every
-    ``DEFAULT_EVERY_S`` seconds for a video of at least ``after_s`` seconds (``after_s`` 0: never by default)."""
+    ``DEFAULT_EVERY_S`` seconds for a video of at least ``after_s`` seconds (``after_s`` 0: never by default),
+    or, where the question's reader reads at most ``looks`` lines spread evenly over the video, every
+    ``duration_s / looks`` seconds if that is longer: one frame for each stretch it reads, none it would not read."""
     if requested is not None:
         return max(0.0, float(requested))
-    return DEFAULT_EVERY_S if after_s > 0 and duration_s >= after_s else 0.0
+    if after_s <= 0 or duration_s < after_s:
+        return 0.0
+    return max(DEFAULT_EVERY_S, duration_s / looks) if looks else DEFAULT_EVERY_S
 
 
 @dataclass(frozen=True)

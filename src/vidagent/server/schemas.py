@@ -47,8 +47,9 @@ class AskBody(_Body):
                                                    "frame described every this many seconds, what the planner reads "
                                                    "described in full first; the answer's coverage says what it saw "
                                                    "and the index job that completes the memory in the background. "
-                                                   "Default: every 20 s for a video of 2 minutes or more; 0: index "
-                                                   "the video whole first")
+                                                   "Default: every 20 s for a video of 2 minutes or more (no "
+                                                   "denser than the lines a planner reading a few evenly reads: the "
+                                                   "default's 5); 0: index the video whole first")
 
     def spec(self) -> AskSpec:
         return AskSpec(tuple(self.videos), self.question, tuple(self.choices) if self.choices is not None else None,
