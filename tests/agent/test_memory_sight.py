@@ -8,11 +8,13 @@ from types import SimpleNamespace
 import pytest
 
 from vidagent.agent.memory_sight import GIVE_IT_A_VISION_MODEL, unseen_reason
+from vidagent.memory.coverage import Coverage
 
 
-def memory(*, captioned: bool = False, text: bool = False, speech: bool = False) -> SimpleNamespace:
+def memory(*, captioned: bool = False, text: bool = False, speech: bool = False,
+           coverage: Coverage | None = None) -> SimpleNamespace:
     return SimpleNamespace(captioned=captioned, on_screen_text=[(1.0, 0, "SALE")] if text else [],
-                           speech=[(0.0, 2.0, "hello")] if speech else [])
+                           speech=[(0.0, 2.0, "hello")] if speech else [], coverage=coverage)
 
 
 @pytest.mark.parametrize("question, kind", [
@@ -45,3 +47,14 @@ def test_a_question_about_text_needs_text_or_speech_read_or_a_captioner():
     assert unseen_reason(question, [memory(captioned=True)]) == ""  # captions may quote the text
     assert unseen_reason("What does the man say?", [memory(speech=True)]) == ""
     assert unseen_reason(question, []) == ""  # nothing read: no memory to judge
+
+
+def test_a_glanced_memory_that_read_no_text_says_it_has_only_glanced_and_how_to_read_the_rest():
+    question = "What word is printed on the box?"
+    glanced = unseen_reason(question, [memory(coverage=Coverage(1200.0, 240.0))])
+    assert glanced.startswith("the offline memory read no on-screen text or speech in the frames it has glanced at "
+                              "so far (one frame every 240 s, no speech yet)")
+    assert "vidagent index" in glanced and glanced.endswith(GIVE_IT_A_VISION_MODEL)
+    whole = Coverage(60.0, 20.0, ((0.0, 60.0),), True)  # refined everywhere, speech read: as good as a full memory
+    assert unseen_reason(question, [memory(coverage=whole)]).startswith(
+        "the offline memory read no on-screen text or speech in this video")

@@ -7,7 +7,8 @@ vision model, or a released caption set) described the frames. A question is mat
 that could answer it, from its words:
 
 * what text or speech says (``text_guard.about_text``): needs on-screen text or speech; a memory that read none
-  cannot answer it;
+  cannot answer it (a glanced memory, ``memory.glance``, has read only the frames it glanced at: the reason says so
+  and that indexing the video whole reads the rest);
 * a scene or place, a material, an action or what happens: needs captions; the detector's descriptions name
   objects only, and the actions stage without a video classifier gives movement and pose verbs only.
 
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import re
 from typing import Iterable, Protocol
+
+from vidagent.memory.coverage import Coverage
 
 from vidagent.agent.text_guard import about_text
 
@@ -51,6 +54,9 @@ class SeenMemory(Protocol):
     @property
     def on_screen_text(self) -> list[tuple[float, int, str]]: ...
 
+    @property
+    def coverage(self) -> Coverage | None: ...
+
 
 def unseen_reason(question: str, memories: Iterable[SeenMemory]) -> str:
     """Why no memory the question reads can answer it ("" when one can, or the question asks for evidence of a
@@ -61,6 +67,13 @@ def unseen_reason(question: str, memories: Iterable[SeenMemory]) -> str:
     if about_text(question):  # a captioner's descriptions may quote the text (NExT-QA's CogAgent captions do)
         if any(memory.on_screen_text or memory.speech or memory.captioned for memory in memories):
             return ""
+        partial = [memory.coverage for memory in memories if memory.coverage and not memory.coverage.complete]
+        if partial:
+            looked = "; ".join(f"one frame every {c.every_s:g} s" + ("" if c.speech else ", no speech yet")
+                               for c in partial)
+            return (f"the offline memory read no on-screen text or speech in the frames it has glanced at so far "
+                    f"({looked}), so it cannot say what is written or said; index the video whole (vidagent index) "
+                    f"to read every frame and the speech, or if the text is there, " + GIVE_IT_A_VISION_MODEL)
         return ("the offline memory read no on-screen text or speech in this video, so it cannot say what is "
                 "written or said; if the text is there, " + GIVE_IT_A_VISION_MODEL)
     if any(memory.captioned for memory in memories):
