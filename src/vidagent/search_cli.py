@@ -69,7 +69,7 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     for rank, moment in enumerate(found, 1):
         print(moment_heading(rank, moment) + (f"  [{thumbnails[rank - 1]}]" if rank - 1 in thumbnails else ""))
-        for line in moment.lines[:LINES_SHOWN]:
+        for line in moment.distinct_lines(LINES_SHOWN):
             print(f"      {line.kind:<7} {line.text[:110]}")
     return 0
 

@@ -4,6 +4,7 @@ ranking, filters, keeping up with the library, and refusals."""
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -197,3 +198,6 @@ def test_a_moments_lines_found_by_words_or_category_come_before_those_found_by_m
     assert moment.strong and moment.score == sail.score
     (by_kind,) = moments([*people, boats], limit=5)  # none found by words: what says most first
     assert [line.kind for line in by_kind.lines] == ["object", "object", "object", "segment"]
+    (twice,) = moments([*people, sail, replace(sail, start_s=7.0, spans=((7.0, 11.0),), score=0.0243)], limit=5)
+    assert [line.text for line in twice.lines[:2]] == ["108", "108"]  # the number read at 1 s and at 7-11 s
+    assert [line.text for line in twice.distinct_lines(2)] == ["108", "person 0"]  # listed once where lines are few

@@ -71,6 +71,16 @@ class Moment:
         return tuple(name for name in ("category", "words", "meaning")
                      if any(name in line.matched_by for line in self.lines))
 
+    def distinct_lines(self, count: int) -> tuple[SearchHit, ...]:
+        """Its first ``count`` lines with different words (a text read at several times is listed once)."""
+        seen: set[tuple[str, str]] = set()
+        shown: list[SearchHit] = []
+        for line in self.lines:
+            if (line.kind, line.text) not in seen and len(shown) < count:
+                seen.add((line.kind, line.text))
+                shown.append(line)
+        return tuple(shown)
+
     @property
     def kinds(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(line.kind for line in self.lines))
