@@ -197,6 +197,8 @@ def test_coverage_windows_and_text():
     assert Coverage.from_dict(coverage.to_dict()) == coverage
     assert not coverage.complete and Coverage(4.0, 10.0, ((0.0, 4.0),), True).complete
     assert clock(3723) == "1:02:03"
+    assert [Coverage(263.0, every).interval_text for every in (10.0, 52.608, 240.0, 1234.5)] == \
+        ["10 s", "52.6 s", "240 s", "1234 s"]
 
 
 def test_the_ask_command_glances_says_its_coverage_and_completes(clip, video, tmp_path, monkeypatch, capsys, full):

@@ -69,7 +69,7 @@ def unseen_reason(question: str, memories: Iterable[SeenMemory]) -> str:
             return ""
         partial = [memory.coverage for memory in memories if memory.coverage and not memory.coverage.complete]
         if partial:
-            looked = "; ".join(f"one frame every {c.every_s:g} s" + ("" if c.speech else ", no speech yet")
+            looked = "; ".join(f"one frame every {c.interval_text}" + ("" if c.speech else ", no speech yet")
                                for c in partial)
             return (f"the offline memory read no on-screen text or speech in the frames it has glanced at so far "
                     f"({looked}), so it cannot say what is written or said; index the video whole (vidagent index) "

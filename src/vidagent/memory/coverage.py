@@ -61,10 +61,16 @@ class Coverage:
         """Whether every second is described at the full rate (the speech aside)."""
         return not self.missing((0.0, self.duration_s))
 
+    @property
+    def interval_text(self) -> str:
+        """The interval between the frames looked at, as said to a user: ``10 s``, ``52.6 s`` (of a video glanced
+        at 5 frames), ``240 s``."""
+        return f"{self.every_s:.3g} s" if self.every_s < 100 else f"{self.every_s:.0f} s"
+
     def text(self) -> str:
         """How the answer saw the video, in one line: ``answered from 0:00-20:00 sampled every 10 s;
         3:10-3:40 in full; no speech yet``."""
-        parts = [f"answered from 0:00-{clock(self.duration_s)} sampled every {self.every_s:g} s"]
+        parts = [f"answered from 0:00-{clock(self.duration_s)} sampled every {self.interval_text}"]
         wide = [(a, b) for a, b in self.full if b - a >= self.every_s - 1e-6]  # the others: samples' segments
         if wide:
             parts.append(", ".join(f"{clock(a)}-{clock(b)}" for a, b in wide) + " in full")
