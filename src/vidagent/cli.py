@@ -296,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", help="folder for models, the library and caches (default: user cache dir)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from vidagent.agent.planner import default_description, planner_names
+    from vidagent.agent.planner import EMBEDDED_DEFAULT_OPTIONS, default_description, planner_names
     from vidagent.eval.cli import add_eval_parser, add_planner_options
 
     def add_llm_options(p: argparse.ArgumentParser) -> None:
@@ -344,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
                                f"(default {DEFAULT_EVERY_S:g}), the stretches the planner reads described in full "
                                "first; the answer says what it saw (Coverage). The default for a video of 2 minutes "
                                "or more ($VIDAGENT_GLANCE_AFTER seconds), at no more frames than the default planner "
-                               "reads lines (5)")
+                               f"reads lines ({EMBEDDED_DEFAULT_OPTIONS['lines']})")
     glancing.add_argument("--no-glance", dest="glance", action="store_const", const=0.0,
                           help="index a video not indexed yet whole before answering, however long it is")
     ask.add_argument("--complete", action="store_true",

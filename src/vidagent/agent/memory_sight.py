@@ -22,9 +22,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Protocol
 
-from vidagent.memory.coverage import Coverage
-
 from vidagent.agent.text_guard import about_text
+from vidagent.memory.coverage import Coverage
 
 GIVE_IT_A_VISION_MODEL = ('give it a vision model: export VIDAGENT_CAPTIONER="openai:gpt-4o-mini?base_url='
                           'https://api.openai.com/v1" (or any OpenAI-compatible endpoint) and ask again')

@@ -3,8 +3,9 @@
 A moment is a span of one video with every line the search found in it: lines that overlap or lie within
 ``MOMENT_GAP_S`` of each other make one moment, ranked by its best line. Its lines are shown with those found by a
 category or by the query's words first (a search for "108" shows the sail number it read before the people beside
-it), each group with what says most first (objects, on-screen text, speech, descriptions, then actions). Its spans are when what the query names is there: the spans of
-its lines found by a category or by words (an object's where it was seen), all of its lines' when none was.
+it), each group with what says most first (objects, on-screen text, speech, descriptions, then actions). Its spans
+are when what the query names is there: the spans of its lines found by a category or by words (an object's where
+it was seen), all of its lines' when none was.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vidagent.agent.planner import default_description, planner_names
+from vidagent.agent.planner import EMBEDDED_DEFAULT_OPTIONS, default_description, planner_names
 from vidagent.server.asks import MAX_CHOICES, MAX_KNOWLEDGE, MAX_QUESTION_CHARS, MAX_SOURCES, AskSpec
 
 Stage = Literal["frames", "speech", "segments", "objects"]
@@ -49,7 +49,8 @@ class AskBody(_Body):
                                                    "and the index job that completes the memory in the background. "
                                                    "Default: every 20 s for a video of 2 minutes or more (no "
                                                    "denser than the lines a planner reading a few evenly reads: the "
-                                                   "default's 5); 0: index the video whole first")
+                                                   f"default's {EMBEDDED_DEFAULT_OPTIONS['lines']}); 0: index the "
+                                                   "video whole first")
 
     def spec(self) -> AskSpec:
         return AskSpec(tuple(self.videos), self.question, tuple(self.choices) if self.choices is not None else None,
