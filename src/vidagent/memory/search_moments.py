@@ -77,7 +77,9 @@ class Moment:
         seen: set[tuple[str, str]] = set()
         shown: list[SearchHit] = []
         for line in self.lines:
-            if (line.kind, line.text) not in seen and len(shown) < count:
+            if len(shown) == count:
+                break
+            if (line.kind, line.text) not in seen:
                 seen.add((line.kind, line.text))
                 shown.append(line)
         return tuple(shown)
