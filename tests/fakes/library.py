@@ -50,7 +50,8 @@ class RowsVideo:
     def segments(self, seconds: float = 2.0) -> list[Segment]:
         return Video.segments(self, seconds)  # type: ignore[arg-type]
 
-    def frames_at(self, times_s: Sequence[float], *, max_side: int | None = None) -> Iterator[SampledFrame]:
+    def frames_at(self, times_s: Sequence[float], *, max_side: int | None = None, seek: bool = False,
+                  one_thread: bool = False) -> Iterator[SampledFrame]:
         for time_s in sorted(set(max(0.0, float(t)) for t in times_s)):
             yield SampledFrame(round(time_s, 3), self.clip.image_at(min(time_s, self.duration_s)))
 

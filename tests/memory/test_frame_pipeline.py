@@ -106,3 +106,19 @@ def test_a_checkpointed_result_at_a_time_the_stage_no_longer_samples_is_not_used
         outcome = FramePipeline(library, video, progress=False).run([stage])["scripted"]  # type: ignore[list-item]
     assert 0.25 not in outcome.results and outcome.results[0.0] == "kept"
     assert stage.ran == [i / 2 for i in range(1, 10)]  # the checkpointed frame on the grid is not run again
+
+
+def test_a_checkpoint_keeps_null_for_an_unsaved_value_and_refuses_what_json_cannot_hold(tmp_path):
+    import pytest
+
+    from vidagent.memory.store import Unsaved
+
+    video = Video(write_test_video(tmp_path / "v.mp4", [np.zeros((16, 16, 3), np.uint8)] * 4, fps=4))
+    with Library(tmp_path / "library.sqlite") as library:
+        library.add_video(video.info)
+        chunk = [[0.0, {"boxes": [[1, 2, 3, 4]], "waiting": Unsaved(object())}]]
+        library.save_checkpoint(video.content_hash, "objects", {"k": 1}, 0.0, chunk)
+        saved = [[[0.0, {"boxes": [[1, 2, 3, 4]], "waiting": None}]]]
+        assert library.checkpoints(video.content_hash, "objects", {"k": 1}) == saved
+        with pytest.raises(TypeError):
+            library.save_checkpoint(video.content_hash, "objects", {"k": 1}, 1.0, [[1.0, {"cut": object()}]])

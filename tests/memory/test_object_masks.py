@@ -17,6 +17,7 @@ from fakes.perception import scripted_perception
 from vidagent.memory.builder import MemoryBuilder
 from vidagent.memory.stages.objects import ObjectsStage, _scaled_mask
 from vidagent.memory.store import Library
+from vidagent.perception.detections import class_names, make_detections
 from vidagent.perception.masks import decode_mask, encode_mask, mask_iou
 from vidagent.perception.segmenter import GrabCutSegmenter, OfflineSegmenter
 from vidagent.video.video import Video
@@ -27,13 +28,83 @@ def clip(tmp_path_factory) -> Path:
     return shapes.write(tmp_path_factory.mktemp("shapes") / "shapes.mp4", fps=10)
 
 
-def _build(clip: Path, home: Path, segmenter) -> tuple[Library, Video, object]:
-    settings = fake_settings(home)
-    perception = replace(scripted_perception(), detector=shapes.ColourDetector(), segmenter=segmenter)
+def _build(clip: Path, home: Path, segmenter, detector=None, *, stage=None, **changes) -> tuple[Library, Video, object]:
+    settings = replace(fake_settings(home), **changes)
+    perception = replace(scripted_perception(), detector=detector or shapes.ColourDetector(), segmenter=segmenter)
     library = Library(settings.library_path)
     video = Video(clip)
-    MemoryBuilder(library, perception, settings).build(video, ["objects"], progress=False)
+    builder = MemoryBuilder(library, perception, settings)
+    if stage is not None:
+        builder._stages["objects"] = stage(perception, settings)
+    try:
+        builder.build(video, ["objects"], progress=False)
+    except BaseException:
+        library.close()
+        raise
     return library, video, ObjectsStage(perception, settings)
+
+
+class _LessSure:
+    """The colour detector, less sure of two shapes: of the square once it has moved off the top (it can only
+    continue the track its first sighting started) and of the ellipse always (it never starts one)."""
+
+    name = "shape-colours-less-sure"
+
+    def __init__(self) -> None:
+        self.colours = shapes.ColourDetector()
+
+    def detect(self, images):
+        out = []
+        for found in self.colours.detect(images):
+            labels = class_names(found)
+            scores = [0.4 if label == shapes.ELLIPSE.label or (label == shapes.SQUARE.label and box[1] >= 28) else 0.9
+                      for label, box in zip(labels, found.xyxy)]
+            out.append(make_detections(found.xyxy, scores, found.class_id, labels))
+        return out
+
+
+def _detections(library: Library, video: Video) -> list[tuple]:
+    return library.rows("SELECT time_s, category, score, x1, y1, x2, y2, object_id, mask FROM detections "
+                        "WHERE video_id=? ORDER BY time_s, detection_id", (video.content_hash,))
+
+
+def test_a_mask_left_for_tracking_is_cut_only_for_a_detection_that_joins_an_object(clip: Path, tmp_path: Path) -> None:
+    library, video, _ = _build(clip, tmp_path, OfflineSegmenter(GrabCutSegmenter()), _LessSure())
+    with library:
+        rows = _detections(library, video)
+    ellipses = [row for row in rows if row[1] == shapes.ELLIPSE.label]
+    squares = [row for row in rows if row[1] == shapes.SQUARE.label]
+    assert len(ellipses) == 8 and all(row[7] is None and row[8] is None for row in ellipses)  # no object: no cut
+    later = [row for row in squares if row[2] < 0.45]
+    assert len(later) == 7 and all(row[7] is not None for row in squares)  # the square's track took them in
+    frames = {frame.time_s: frame.image for frame in video.frames_at([row[0] for row in later])}
+    grabcut = GrabCutSegmenter()
+    for time_s, _, _, x1, y1, x2, y2, _, mask in later:  # cut after tracking, as it would have been at once
+        assert mask == encode_mask(grabcut.segment_box(frames[time_s], (x1, y1, x2, y2)))
+
+
+class _StopsAfterOneChunk(ObjectsStage):
+    chunks_left = 1
+
+    def process(self, frames):
+        if self.chunks_left == 0:
+            raise InterruptedError("killed")
+        self.chunks_left -= 1
+        return super().process(frames)
+
+
+def test_a_resumed_build_cuts_the_masks_left_for_later_from_the_frames_decoded_again(clip: Path, tmp_path: Path) -> None:
+    segmenter = OfflineSegmenter(GrabCutSegmenter())
+    library, video, _ = _build(clip, tmp_path / "whole", segmenter, _LessSure(), object_fps=4.0)  # two chunks
+    with library:
+        whole = _detections(library, video)
+    with pytest.raises(InterruptedError):
+        _build(clip, tmp_path / "killed", segmenter, _LessSure(), stage=_StopsAfterOneChunk, object_fps=4.0)
+    library, video, _ = _build(clip, tmp_path / "killed", segmenter, _LessSure(), object_fps=4.0)
+    with library:
+        resumed = _detections(library, video)
+    assert any(row[2] < 0.45 and row[7] is not None and row[0] < 2.0 for row in whole)  # cut from the first chunk
+    assert resumed == whole
 
 
 def test_the_stage_stores_masks_that_match_the_drawn_shapes(clip: Path, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from vidagent.config import Settings
 from vidagent.perception.base import Segmenter
 from vidagent.perception.masks import box_mask, mask_box, mask_iou
 from vidagent.perception.pose import SquareCrop
-from vidagent.perception.segmenter import GrabCutSegmenter, OfflineSegmenter
+from vidagent.perception.segmenter import GrabCutSegmenter, OfflineSegmenter, PendingCut
 from vidagent.perception.selfie import probabilities_to_mask
 
 MODELS_DIR = Settings.from_env().models_dir
@@ -105,6 +105,24 @@ def test_people_go_to_the_person_model_and_what_it_misses_to_grabcut() -> None:
     assert OfflineSegmenter(GrabCutSegmenter()).name == "grabcut?max_side=128&iterations=1"
     with pytest.raises(ValueError):
         segmenter.segment(image, boxes, ["person"])
+
+
+def test_a_cut_left_for_later_gives_the_mask_a_cut_at_once_gives_and_keeps_no_frame() -> None:
+    image = shapes.frame(2.0)
+    boxes = [(100, 20, 180, 100), (230, 60, 310, 150), (60, 150, 160, 210), (20, 20, 40, 60), (5, 5, 7, 7)]
+    labels = ["person", "person", "frisbee", "person", "book"]
+    segmenter = OfflineSegmenter(GrabCutSegmenter(), _PersonModel(miss={1}))
+    now = OfflineSegmenter(GrabCutSegmenter(), _PersonModel(miss={1})).segment(image, boxes, labels)
+    later = segmenter.segment_later(image, boxes, labels, [True] * 5)
+    # the person model masks at once; what it misses, the frisbee and the small person wait; a 2-px box is its mask
+    assert [type(item).__name__ for item in later] == ["ndarray", "PendingCut", "PendingCut", "PendingCut", "ndarray"]
+    assert all(item.region.base is None and item.nbytes <= 128 * 128 * 3 for item in later if isinstance(item, PendingCut))
+    made = [segmenter.complete(item) if isinstance(item, PendingCut) else item for item in later]
+    assert all(np.array_equal(a, b) for a, b in zip(made, now))
+    mixed = segmenter.segment_later(image, boxes, labels, [False, False, True, False, False])
+    assert [isinstance(item, PendingCut) for item in mixed] == [False, False, True, False, False]
+    with pytest.raises(ValueError):
+        segmenter.segment_later(image, boxes, labels, [True])
 
 
 def test_selfie_probabilities_land_on_the_frame_inside_the_grown_box() -> None:

@@ -59,6 +59,18 @@ def test_frames_at_returns_the_frame_shown_at_each_time(tmp_path: Path):
     assert levels[3] == pytest.approx(180, abs=4)  # past the end: the last frame
 
 
+def test_frames_decoded_on_one_thread_are_the_frames_decoded_on_several(tmp_path: Path):
+    frames = [np.full((48, 64, 3), 20 * i, np.uint8) for i in range(10)]
+    video = Video(write_test_video(tmp_path / "ramp.mp4", frames, fps=10))
+    times = [0.05, 0.31, 0.55, 0.95, 5.0]
+    several = list(video.frames_at(times))
+    alone = list(video.frames_at(times, one_thread=True))
+    assert [f.time_s for f in alone] == [f.time_s for f in several] == times
+    assert all(np.array_equal(a.image, b.image) for a, b in zip(alone, several))
+    sought = list(video.frames_at([0.55, 0.95], seek=True, one_thread=True))
+    assert all(np.array_equal(a.image, b.image) for a, b in zip(sought, several[2:4]))
+
+
 def test_keyframes_near_gives_the_nearest_keyframe_within_reach_decoding_only_keyframes(tmp_path: Path):
     # 6 s at 10 fps, a keyframe every 2 s (0, 2, 4 s); frame i has brightness 4*i
     path = tmp_path / "gop.mp4"

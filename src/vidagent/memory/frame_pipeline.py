@@ -126,7 +126,7 @@ class FramePipeline:
         for run in todo:
             times |= run.wanted if run.reuse else run.wanted - set(run.outcome.results)
         max_side = max(run.stage.max_side for run in todo)
-        for frame in self.video.frames_at(sorted(times), max_side=max_side):
+        for frame in self.video.frames_at(sorted(times), max_side=max_side, one_thread=True):
             if self._stop.is_set():
                 return
             small = thumbnail(frame.image) if any(run.reuse for run in todo) else None

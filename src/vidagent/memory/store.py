@@ -59,6 +59,20 @@ def config_key(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+class Unsaved:
+    """A value a frame stage keeps with a frame's result in memory only: the result's checkpoint holds null in its
+    place, so a build resumed from checkpoints finds None there and does without it."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _unsaved_as_null(value: Any) -> None:
+    if isinstance(value, Unsaved):
+        return None
+    raise TypeError(f"a checkpoint holds JSON values, not {type(value).__name__}")
+
+
 @dataclass(frozen=True)
 class SegmentRecord:
     """One segment of the temporal memory."""
@@ -294,11 +308,12 @@ class Library:
     # -- checkpoints of unfinished stages ----------------------------------------------------
     def save_checkpoint(self, video_id: str, stage: str, config: Mapping[str, Any], chunk_start_s: float,
                         payload: Any) -> None:
-        """Keep one finished chunk of an unfinished stage (committed at once)."""
+        """Keep one finished chunk of an unfinished stage (committed at once); an ``Unsaved`` value in it is kept
+        as null."""
         with self._lock:
             self._conn.execute(
                 "INSERT OR REPLACE INTO stage_checkpoints VALUES (?,?,?,?,?)",
-                (video_id, stage, config_key(config), chunk_start_s, json.dumps(payload)),
+                (video_id, stage, config_key(config), chunk_start_s, json.dumps(payload, default=_unsaved_as_null)),
             )
 
     def checkpoints(self, video_id: str, stage: str, config: Mapping[str, Any]) -> list[Any]:

@@ -69,7 +69,8 @@ class StoredVideo:
     def duration_s(self) -> float:
         return self.info.duration_s
 
-    def frames_at(self, times: Sequence[float], *, max_side: int | None = None) -> Iterator[SampledFrame]:
+    def frames_at(self, times: Sequence[float], *, max_side: int | None = None, seek: bool = False,
+                  one_thread: bool = False) -> Iterator[SampledFrame]:
         where = f" (captions by {self.provenance.captioner})" if self.provenance else ""
         raise NoPixelsError(f"{self.content_hash} is a memory without a video file{where}: it has no frames to look "
                             "at; read its captions instead")

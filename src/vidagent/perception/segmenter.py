@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -54,8 +55,25 @@ MIN_PERSON_SIDE = 48
 NO_MASKS, GRABCUT = "none", "grabcut"  # the settings that turn masks off, and that use GrabCut for people too
 
 
+@dataclass(frozen=True)
+class PendingCut:
+    """A GrabCut made ready and not run yet (``GrabCutSegmenter.prepare``): the box's region of the frame, shrunk
+    as GrabCut models it, and where its mask goes. A few kilobytes, where the frame is hundreds."""
+
+    region: np.ndarray  # RGB uint8, at most max_side pixels a side
+    rect: tuple[int, int, int, int]  # the box in ``region`` (x, y, w, h)
+    placement: tuple[int, int, int, int]  # the region in the frame (left, top, right, bottom)
+    frame_size: tuple[int, int]  # width, height
+    box: tuple[float, float, float, float]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.region.nbytes)
+
+
 class GrabCutSegmenter:
-    """Box-seeded GrabCut (OpenCV) for any object; implements ``Segmenter``."""
+    """Box-seeded GrabCut (OpenCV) for any object; implements ``Segmenter``. ``prepare`` and ``complete`` split a
+    cut in two, so a caller can keep what a cut needs instead of the frame and run it only if the mask is wanted."""
 
     def __init__(self, *, max_side: int = DEFAULT_MAX_SIDE, iterations: int = DEFAULT_ITERATIONS) -> None:
         if max_side < 16 or iterations < 1:
@@ -70,14 +88,19 @@ class GrabCutSegmenter:
 
     def segment_box(self, image: np.ndarray, box: Sequence[float]) -> np.ndarray:
         """The mask of the object in ``box`` (x1, y1, x2, y2 pixels of the RGB ``image``)."""
+        cut = self.prepare(image, box)
+        return cut if isinstance(cut, np.ndarray) else self.complete(cut)
+
+    def prepare(self, image: np.ndarray, box: Sequence[float]) -> PendingCut | np.ndarray:
+        """What ``complete`` needs to cut ``box`` out of ``image`` later (the frame need not be kept), or the
+        mask itself where there is nothing to model (the box, for a box too small)."""
         height, width = image.shape[:2]
-        whole_box = box_mask(box, width, height)
         x1, y1, x2, y2 = (float(v) for v in box[:4])
         pad = max(MIN_PAD_PIXELS, PAD * max(x2 - x1, y2 - y1))
         left, top = max(0, math.floor(x1 - pad)), max(0, math.floor(y1 - pad))
         right, bottom = min(width, math.ceil(x2 + pad)), min(height, math.ceil(y2 + pad))
         if right - left < 2 or bottom - top < 2:
-            return whole_box
+            return box_mask(box, width, height)
         scale = min(1.0, self.max_side / max(right - left, bottom - top))
         region = image[top:bottom, left:right]
         small = region if scale == 1.0 else cv2.resize(region, (max(2, round((right - left) * scale)),
@@ -86,11 +109,19 @@ class GrabCutSegmenter:
         rect = _rect_in(small.shape, ((x1 - left) * scale, (y1 - top) * scale, (x2 - left) * scale,
                                       (y2 - top) * scale))
         if rect is None:
-            return whole_box
-        foreground = self._cut(small, rect)
+            return box_mask(box, width, height)
+        return PendingCut(np.array(small[..., :3], dtype=np.uint8, copy=True), rect, (left, top, right, bottom),
+                          (width, height), (x1, y1, x2, y2))
+
+    def complete(self, cut: PendingCut) -> np.ndarray:
+        """The mask ``prepare`` made ``cut`` for."""
+        width, height = cut.frame_size
+        left, top, right, bottom = cut.placement
+        whole_box = box_mask(cut.box, width, height)
+        foreground = self._cut(cut.region, cut.rect)
         if foreground is None:
             return whole_box
-        if scale != 1.0:
+        if foreground.shape != (bottom - top, right - left):
             foreground = cv2.resize(foreground, (right - left, bottom - top), interpolation=cv2.INTER_LINEAR)
         mask = np.zeros((height, width), bool)
         mask[top:bottom, left:right] = foreground > 127
@@ -153,9 +184,17 @@ class OfflineSegmenter:
         self.name = f"{person.name}&min_side={MIN_PERSON_SIDE}+{things.name}" if person is not None else things.name
 
     def segment(self, image: np.ndarray, boxes: Sequence[Sequence[float]], labels: Sequence[str]) -> list[np.ndarray]:
-        if len(boxes) != len(labels):
-            raise ValueError(f"{len(boxes)} boxes but {len(labels)} labels")
-        masks: list[np.ndarray | None] = [None] * len(boxes)
+        return [self.complete(mask) if isinstance(mask, PendingCut) else mask
+                for mask in self.segment_later(image, boxes, labels, [False] * len(boxes))]
+
+    def segment_later(self, image: np.ndarray, boxes: Sequence[Sequence[float]], labels: Sequence[str],
+                      later: Sequence[bool]) -> list[np.ndarray | PendingCut]:
+        """``segment``'s masks, except that a box ``later`` marks that GrabCut would cut gets the ``PendingCut``
+        that ``complete`` turns into its mask, for a caller that may never need it (people the person model
+        masks are masked now)."""
+        if not len(boxes) == len(labels) == len(later):
+            raise ValueError(f"{len(boxes)} boxes, {len(labels)} labels and {len(later)} flags")
+        masks: list[np.ndarray | PendingCut | None] = [None] * len(boxes)
         people = [i for i, label in enumerate(labels)
                   if label in PERSON_LABELS and _longer_side(boxes[i]) >= MIN_PERSON_SIDE] if self.person is not None else []
         if people and self.person is not None:
@@ -165,10 +204,22 @@ class OfflineSegmenter:
                 if mask.sum() >= MIN_FILL * max(1, int(box_mask(boxes[i], width, height).sum())):
                     masks[i] = mask
         rest = [i for i, mask in enumerate(masks) if mask is None]
+        if rest and isinstance(self.things, GrabCutSegmenter) and any(later[i] for i in rest):
+            frame = np.ascontiguousarray(image[..., :3], dtype=np.uint8)
+            for i in rest:
+                if later[i]:
+                    masks[i] = self.things.prepare(frame, boxes[i])
+            rest = [i for i in rest if masks[i] is None]
         if rest:
             for i, mask in zip(rest, self.things.segment(image, [boxes[i] for i in rest], [labels[i] for i in rest])):
                 masks[i] = mask
         return [mask for mask in masks if mask is not None]
+
+    def complete(self, cut: PendingCut) -> np.ndarray:
+        """The mask of a box ``segment_later`` left for later."""
+        if not isinstance(self.things, GrabCutSegmenter):
+            raise TypeError("only GrabCut's cuts are left for later")
+        return self.things.complete(cut)
 
     def close(self) -> None:
         """Stop the person model's worker, where it has one."""

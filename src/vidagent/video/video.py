@@ -169,20 +169,23 @@ class Video:
 
     # -- frames -----------------------------------------------------------------------------
     def frames_at(self, times_s: Sequence[float], *, max_side: int | None = None,
-                  seek: bool = False) -> Iterator[SampledFrame]:
+                  seek: bool = False, one_thread: bool = False) -> Iterator[SampledFrame]:
         """Yield, for each requested time (seconds, any order), the decoded frame shown then.
 
         One pass through the stream; only chosen frames are converted. Results come in time
         order; a time past the last frame gets the last frame. ``max_side`` scales frames down
         so their longer side is at most that many pixels. ``seek``: start decoding at the keyframe
         at or before the first time instead of at the start (for a window far into a long video).
+        ``one_thread``: decode on this thread alone, for a caller whose models keep every core busy (the
+        decoder's frame threads cost a quarter more CPU for the same frames: 3.5 against 2.8 CPU s for 9,000
+        frames of 640x360 H.264, ``bench/index_library.py``'s video); otherwise the decoder takes a thread a core.
         """
         targets = sorted(set(max(0.0, float(t)) for t in times_s))
         if not targets:
             return
         next_target = 0
         previous = None
-        for frame in self._decoded(from_s=targets[0] if seek else 0.0):
+        for frame in self._decoded(from_s=targets[0] if seek else 0.0, one_thread=one_thread):
             # A target is served by the last frame whose time is <= target (the frame on screen).
             while next_target < len(targets) and frame.time > targets[next_target] + 1e-6:
                 chosen = previous if previous is not None else frame
@@ -274,20 +277,20 @@ class Video:
         count = max(1, int(self.duration_s * fps))
         return self.frames_at([step / 2 + i * step for i in range(count)], max_side=max_side)
 
-    def _decoded(self, from_s: float = 0.0) -> Iterator[av.VideoFrame]:
+    def _decoded(self, from_s: float = 0.0, *, one_thread: bool = False) -> Iterator[av.VideoFrame]:
         """Every frame of the video stream that has a time, in decode order, in one pass: from the start,
         or (``from_s`` > 0) from the keyframe at or before ``from_s`` where one seek finds it; damaged data
-        ends it with a ``VideoError``."""
+        ends it with a ``VideoError``. ``one_thread``: see ``frames_at``."""
         try:
             if from_s > 0:
                 with av.open(str(self.path)) as container:
-                    seeked = _seek_keyframe(container, from_s)
+                    seeked = _seek_keyframe(container, from_s, one_thread)
                     if seeked is not None:
                         yield from seeked
                         return
             with av.open(str(self.path)) as container:
                 stream = container.streams.video[0]
-                stream.thread_type = "AUTO"
+                _set_threads(stream, one_thread)
                 for frame in container.decode(stream):
                     if frame.time is not None:
                         yield frame
@@ -361,7 +364,16 @@ def _check_complete(path: Path, container: av.container.InputContainer, stream: 
                          f"readable part into a file of its own")
 
 
-def _seek_keyframe(container: av.container.InputContainer, from_s: float) -> Iterator[av.VideoFrame] | None:
+def _set_threads(stream: av.video.stream.VideoStream, one_thread: bool) -> None:
+    """The decoder on this thread alone, or on a thread a core (frame threads)."""
+    if one_thread:
+        stream.codec_context.thread_count = 1
+    else:
+        stream.thread_type = "AUTO"
+
+
+def _seek_keyframe(container: av.container.InputContainer, from_s: float,
+                   one_thread: bool = False) -> Iterator[av.VideoFrame] | None:
     """The frames (that have a time) of ``container``'s video stream from the keyframe at or before
     ``from_s``, or None where no seek lands on one: a seek lands on the keyframe whose decoding time is at
     or before its target, whose presentation time may be after ``from_s`` (B-frames), so the seek is tried
@@ -370,7 +382,7 @@ def _seek_keyframe(container: av.container.InputContainer, from_s: float) -> Ite
     stream = container.streams.video[0]
     if not stream.time_base:
         return None
-    stream.thread_type = "AUTO"
+    _set_threads(stream, one_thread)
     base = Fraction(stream.time_base)
     for back in SEEK_BACKOFF_S:
         target = max(0.0, from_s - back)

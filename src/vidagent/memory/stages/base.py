@@ -26,7 +26,8 @@ class Stage(Protocol):
 
 
 class FrameStage(Protocol):
-    """A stage that looks at sampled frames; ``process`` results must be JSON-serialisable."""
+    """A stage that looks at sampled frames; ``process`` results must be JSON-serialisable (but for ``Unsaved``
+    values, which stay in memory)."""
 
     name: str
     requires: tuple[str, ...]

@@ -35,11 +35,13 @@ from vidagent.memory.object_summary import describe_appearance, describe_motion
 from vidagent.memory.reid import TrackSummary, group_tracks
 from vidagent.memory.same_box_classes import SAME_BOX_IOU, corrected, same_box_classes
 from vidagent.memory.stages.base import Rows
-from vidagent.memory.store import Library
+from vidagent.memory.store import Library, Unsaved
 from vidagent.perception.colour import COLOUR_REGION_VERSION, colour_name, object_region
 from vidagent.perception.detections import CLASS_NAME, class_names, make_detections, with_data
 from vidagent.perception.masks import decode_mask, encode_mask
 from vidagent.perception.object_kind import kind_note, square_crop
+from vidagent.perception.segmenter import PendingCut
+from vidagent.perception.tracking import DEFAULT_ACTIVATION
 from vidagent.perception.suite import Perception
 from vidagent.video.change import ChangeLimits
 from vidagent.video.pixels import crop_box
@@ -58,6 +60,14 @@ MIN_CROP_PIXELS = 8  # crops thinner than this get no features (their row is zer
 MIN_SINGLE_SIGHTING_SCORE = 0.6
 # What the stage adds to each detection's ``data`` (beside supervision's "class_name").
 COLOUR, KIND, FEATURE, TIME, MASK = "colour", "kind", "feature", "time_s", "mask"
+SLOT = "slot"  # a detection's place in its frame's checkpoint
+# A detection under the tracker's start confidence can only continue a track, and mostly does not (on the 20-minute
+# benchmark video 1,171 of the 1,575 that GrabCut would cut joined no object): its GrabCut mask waits for tracking,
+# and is cut in ``finish`` only for a detection of an object (from what GrabCut needs, a few kilobytes; the frame
+# is not kept). A frame's waiting cuts are bounded, so that a video's are (MAX_OBJECT_FRAMES frames); past the
+# bound they are cut at once.
+LATER_MASK_BELOW = DEFAULT_ACTIVATION
+MAX_WAITING_BYTES_PER_FRAME = (256 << 20) // MAX_OBJECT_FRAMES
 
 
 class ObjectsStage:
@@ -120,7 +130,9 @@ class ObjectsStage:
         all_detections = self.perception.detector.detect([frame.image for frame in frames])
 
         def measured(index: int) -> Any:
-            return _checkpoint(self._measure(frames[index].image, all_detections[index]), frames[index].image)
+            frame = frames[index]
+            detections, waiting = self._measure(frame.image, all_detections[index])
+            return _checkpoint(detections, frame.image, waiting, frame.time_s)
 
         threads = min(len(frames), os.cpu_count() or 1)
         if threads <= 1:
@@ -128,8 +140,9 @@ class ObjectsStage:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="objects-measure") as pool:
             return list(pool.map(measured, range(len(frames))))
 
-    def _measure(self, image: np.ndarray, detections: sv.Detections) -> sv.Detections:
-        """``detections`` with each one's appearance features, colour word and (with a classifier) kind."""
+    def _measure(self, image: np.ndarray, detections: sv.Detections) -> tuple[sv.Detections, dict[int, PendingCut]]:
+        """``detections`` with each one's appearance features, colour word, (with a classifier) kind and (with a
+        segmenter) mask, "" for a mask left for later; and the cuts of those, by the detection's place."""
         crops = [crop_box(image, box) for box in detections.xyxy]
         usable = [i for i, crop in enumerate(crops) if min(crop.shape[:2]) >= MIN_CROP_PIXELS]
         features = np.zeros((len(crops), self.perception.appearance.dim), np.float32)
@@ -138,19 +151,32 @@ class ObjectsStage:
         colours = [colour_name(object_region(image, box, label).reshape(-1, 3))
                    for box, label in zip(detections.xyxy, class_names(detections))]
         kinds = self._kinds(image, detections)
-        masks = self._masks(image, detections)
+        masks, waiting = self._masks(image, detections)
         return with_data(detections, **{FEATURE: features, COLOUR: np.asarray(colours, dtype=str),
                                         **({KIND: np.asarray(kinds, dtype=str)} if kinds is not None else {}),
-                                        **({MASK: np.asarray(masks, dtype=object)} if masks is not None else {})})
+                                        **({MASK: np.asarray(masks, dtype=object)} if masks is not None else {})}), waiting
 
-    def _masks(self, image: np.ndarray, detections: sv.Detections) -> list[str] | None:
-        """Each detection's mask as run-length text over ``image``, or None without a segmenter."""
+    def _masks(self, image: np.ndarray, detections: sv.Detections) -> tuple[list[str] | None, dict[int, PendingCut]]:
+        """Each detection's mask as run-length text over ``image`` ("" for one left for later: see
+        ``LATER_MASK_BELOW``), or None without a segmenter; and the cuts left for later, by place."""
         segmenter = self.perception.segmenter
         if segmenter is None:
-            return None
+            return None, {}
         if not len(detections):
-            return []
-        return [encode_mask(mask) for mask in segmenter.segment(image, detections.xyxy, class_names(detections))]
+            return [], {}
+        labels = class_names(detections)
+        segment_later = getattr(segmenter, "segment_later", None)
+        later = [float(score) < LATER_MASK_BELOW for score in detections.confidence]
+        if segment_later is None or not any(later):
+            return [encode_mask(mask) for mask in segmenter.segment(image, detections.xyxy, labels)], {}
+        made = segment_later(image, detections.xyxy, labels, later)
+        waiting = {i: cut for i, cut in enumerate(made) if isinstance(cut, PendingCut)}
+        kept = 0
+        for i in sorted(waiting, key=lambda i: (float(detections.confidence[i]), i)):  # the least sure wait first
+            kept += waiting[i].nbytes
+            if kept > MAX_WAITING_BYTES_PER_FRAME:
+                made[i] = segmenter.complete(waiting.pop(i))  # type: ignore[attr-defined]
+        return ["" if i in waiting else encode_mask(mask) for i, mask in enumerate(made)], waiting
 
     def _kinds(self, image: np.ndarray, detections: sv.Detections) -> list[str] | None:
         """Each detection's ImageNet kind ("" where unsure), or None without a classifier."""
@@ -183,6 +209,11 @@ class ObjectsStage:
         segment_ends = [segment.end_s for segment in video.segments(self.settings.segment_seconds)]
         width, height = video.info.width, video.info.height
         masks = seen.data.get(MASK)
+        if masks is not None:
+            of_objects = [i for i, track in enumerate(seen.tracker_id) if int(track) in object_of_track]
+            masks = np.array(masks, dtype=object)
+            for i, mask in self._later_masks(video, results, seen, of_objects).items():
+                masks[i] = mask
 
         detection_rows = []
         for i, (box, track) in enumerate(zip(seen.xyxy, seen.tracker_id)):
@@ -231,6 +262,54 @@ class ObjectsStage:
         return {"detections": detection_rows, "tracks": track_rows, "objects": objects,
                 "object_segments": segment_rows}
 
+    def _later_masks(self, video: Video, results: Mapping[float, Any], seen: sv.Detections,
+                     rows: Sequence[int]) -> dict[int, str]:
+        """The masks ``process`` left for later of the detections ``rows`` of ``seen``, over the displayed video:
+        cut from what ``process`` kept, or (a build resumed from checkpoints) from the frame decoded again."""
+        wanted: dict[tuple[float, int], list[int]] = {}  # (time the frame was measured at, place) -> rows
+        for i in rows:
+            result = results[float(seen.data[TIME][i])]
+            slot = int(seen.data[SLOT][i])
+            if slot in result.get("later", ()):
+                wanted.setdefault((float(result["measured_at"]), slot), []).append(i)
+        if not wanted:
+            return {}
+        cuts: dict[tuple[float, int], PendingCut | np.ndarray] = {}
+        again: dict[float, list[int]] = defaultdict(list)
+        source: dict[float, Mapping[str, Any]] = {}
+        for (measured_at, slot), found in wanted.items():
+            result = results[float(seen.data[TIME][found[0]])]
+            kept = result.get("waiting")
+            if isinstance(kept, Unsaved) and slot in kept.value:
+                cuts[(measured_at, slot)] = kept.value[slot]
+            else:
+                again[measured_at].append(slot)
+                source[measured_at] = result
+        segmenter = self.perception.segmenter
+        if again:
+            side = max(max(result["size"]) for result in source.values())
+            for frame in video.frames_at(sorted(again), max_side=side):
+                result, slots = source[frame.time_s], again[frame.time_s]
+                boxes = dict(zip(result["later"], result["later_boxes"]))  # as measured, not rounded
+                made = segmenter.segment_later(frame.image, [boxes[k] for k in slots],  # type: ignore[union-attr]
+                                               [result["labels"][k] for k in slots], [True] * len(slots))
+                cuts.update(((frame.time_s, k), cut) for k, cut in zip(slots, made))
+
+        def cut(key: tuple[float, int]) -> str:
+            made = cuts[key]
+            mask = segmenter.complete(made) if isinstance(made, PendingCut) else made  # type: ignore[union-attr]
+            return encode_mask(mask)
+
+        keys = list(wanted)
+        with ThreadPoolExecutor(max_workers=min(len(keys), os.cpu_count() or 1), thread_name_prefix="objects-masks") as pool:
+            coded = dict(zip(keys, pool.map(cut, keys)))
+        masks: dict[int, str] = {}
+        for key, found in wanted.items():
+            size = tuple(results[float(seen.data[TIME][found[0]])]["size"])
+            scaled = _scaled_mask(coded[key], size, (video.info.width, video.info.height))
+            masks.update((i, scaled) for i in found)
+        return masks
+
     def _track(self, video: Video, results: Mapping[float, Any]) -> sv.Detections:
         """Every checkpointed detection of the video in time order, tracked (``tracker_id``, -1 for
         none), its box in the video's display pixels and its sample time in ``data["time_s"]``."""
@@ -270,9 +349,15 @@ class ObjectsStage:
         return group_tracks(summaries, self.perception.appearance.similarity)
 
 
-def _checkpoint(detections: sv.Detections, image: np.ndarray) -> dict[str, Any]:
-    """One frame's measured detections as the JSON its checkpoint keeps (boxes in that frame's pixels)."""
+def _checkpoint(detections: sv.Detections, image: np.ndarray, waiting: Mapping[int, PendingCut] | None = None,
+                time_s: float | None = None) -> dict[str, Any]:
+    """One frame's measured detections as the JSON its checkpoint keeps (boxes in that frame's pixels); with the
+    masks left for later (``waiting``, by place), their places and boxes (unrounded: a resumed build cuts them
+    as an uninterrupted one), the time of the frame they are cut from (``time_s``: a near-duplicate frame's result
+    is its model's) and, in memory only, the cuts."""
     kinds = detections.data.get(KIND)
+    later = {"later": sorted(waiting), "later_boxes": [[float(v) for v in detections.xyxy[i]] for i in sorted(waiting)],
+             "measured_at": time_s, "waiting": Unsaved(dict(waiting))} if waiting else {}
     return {
         **({"kinds": [str(k) for k in kinds]} if kinds is not None else {}),
         "size": [int(image.shape[1]), int(image.shape[0])],
@@ -283,6 +368,7 @@ def _checkpoint(detections: sv.Detections, image: np.ndarray) -> dict[str, Any]:
         "colours": [str(c) for c in detections.data[COLOUR]],
         "features": base64.b64encode(detections.data[FEATURE].astype(np.float16).tobytes()).decode("ascii"),
         **({"masks": [str(m) for m in detections.data[MASK]]} if MASK in detections.data else {}),
+        **later,
     }
 
 
@@ -295,6 +381,7 @@ def _from_checkpoint(result: Mapping[str, Any], dim: int) -> sv.Detections:
         COLOUR: np.asarray(result["colours"], dtype=str).reshape(count),
         KIND: np.asarray(result.get("kinds") or [""] * count, dtype=str).reshape(count),
         FEATURE: features.reshape(count, dim),
+        SLOT: np.arange(count),
         **({MASK: np.asarray(masks, dtype=object).reshape(count)} if masks is not None else {}),
     })
 
@@ -316,7 +403,7 @@ def _merge(frames: Sequence[sv.Detections], dim: int) -> sv.Detections:
     return sv.Detections(xyxy=np.zeros((0, 4)), confidence=np.zeros(0, np.float32), class_id=np.zeros(0, np.int32),
                          tracker_id=np.zeros(0, np.int64),
                          data={CLASS_NAME: np.zeros(0, str), COLOUR: np.zeros(0, str), KIND: np.zeros(0, str),
-                               FEATURE: np.zeros((0, dim), np.float32), TIME: np.zeros(0)})
+                               FEATURE: np.zeros((0, dim), np.float32), TIME: np.zeros(0), SLOT: np.zeros(0, int)})
 
 
 def _drop_unsure_single_sightings(seen: sv.Detections) -> sv.Detections:
