@@ -35,23 +35,35 @@ _MAX_COLOUR_PIXELS = 4096
 MIN_COLOUR_PIXELS = 64  # smaller central regions get no colour word (too few pixels to trust)
 
 
-def pixel_colour_names(rgb: np.ndarray) -> np.ndarray:
-    """Basic colour word for each pixel of an (N, 3) uint8 RGB array."""
-    hsv = cv2.cvtColor(rgb.reshape(-1, 1, 3), cv2.COLOR_RGB2HSV).reshape(-1, 3).astype(np.int32)
+# Every colour word, in alphabetical order: a pixel's word is coded by its place here (a region's words are
+# counted as numbers, and ties between equally common words go to the alphabetically first, as they always have).
+_WORDS = tuple(sorted({word for _, word in _HUE_NAMES} | {"brown", "pink", "grey", "white", "black"}))
+_HUE_CODES = np.array([_WORDS.index(word) for _, word in _HUE_NAMES])
+_HUE_EDGES = np.array([edge for edge, _ in _HUE_NAMES])
+_BROWN, _PINK, _GREY, _WHITE, _BLACK = (_WORDS.index(word) for word in ("brown", "pink", "grey", "white", "black"))
+
+
+def _pixel_codes(rgb: np.ndarray) -> np.ndarray:
+    """The place in ``_WORDS`` of each pixel's colour word, for an (N, 3) uint8 RGB array."""
+    pixels = rgb.reshape(-1, 3)
+    hsv = cv2.cvtColor(pixels.reshape(-1, 1, 3), cv2.COLOR_RGB2HSV).reshape(-1, 3).astype(np.int32)
     hue, sat, val = hsv[:, 0] * 2, hsv[:, 1], hsv[:, 2]
-    chroma = rgb.reshape(-1, 3).max(axis=1).astype(np.int32) - rgb.reshape(-1, 3).min(axis=1)
-    edges = np.array([edge for edge, _ in _HUE_NAMES])
-    words = np.array([word for _, word in _HUE_NAMES], dtype=object)
-    names = words[np.searchsorted(edges, hue, side="right").clip(0, len(edges) - 1)]
+    chroma = pixels.max(axis=1).astype(np.int32) - pixels.min(axis=1)
+    codes = _HUE_CODES[np.searchsorted(_HUE_EDGES, hue, side="right").clip(0, len(_HUE_EDGES) - 1)]
     warm = (hue >= 10) & (hue < 50)
-    names[warm & ((val < 150) | ((sat < 110) & (val < 230)))] = "brown"
-    names[((hue < 15) | (hue >= 330)) & (sat < 140) & (val >= 150)] = "pink"
+    codes[warm & ((val < 150) | ((sat < 110) & (val < 230)))] = _BROWN
+    codes[((hue < 15) | (hue >= 330)) & (sat < 140) & (val >= 150)] = _PINK
     # Achromatic: low saturation, or little chroma (dark pixels have unreliable saturation).
     achromatic = (sat < _GREY_S) | (chroma < _GREY_CHROMA)
-    names[achromatic] = "grey"
-    names[achromatic & (val >= _WHITE_V)] = "white"
-    names[val < _BLACK_V] = "black"
-    return names
+    codes[achromatic] = _GREY
+    codes[achromatic & (val >= _WHITE_V)] = _WHITE
+    codes[val < _BLACK_V] = _BLACK
+    return codes
+
+
+def pixel_colour_names(rgb: np.ndarray) -> np.ndarray:
+    """Basic colour word for each pixel of an (N, 3) uint8 RGB array."""
+    return np.array(_WORDS, dtype=object)[_pixel_codes(rgb)]
 
 
 def colour_name(rgb_pixels: np.ndarray) -> str:
@@ -67,11 +79,11 @@ def colour_name(rgb_pixels: np.ndarray) -> str:
         return "unknown"
     if len(pixels) > _MAX_COLOUR_PIXELS:
         pixels = pixels[np.linspace(0, len(pixels) - 1, _MAX_COLOUR_PIXELS).astype(np.int64)]
-    names, counts = np.unique(pixel_colour_names(pixels), return_counts=True)
+    counts = np.bincount(_pixel_codes(pixels), minlength=len(_WORDS))
     order = np.argsort(-counts, kind="stable")
-    first = str(names[order[0]])
-    if len(order) > 1 and counts[order[1]] >= _TWO_TONE_SHARE * len(pixels):
-        return f"{first} and {names[order[1]]}"
+    first = _WORDS[order[0]]
+    if counts[order[1]] >= _TWO_TONE_SHARE * len(pixels):
+        return f"{first} and {_WORDS[order[1]]}"
     return first
 
 
