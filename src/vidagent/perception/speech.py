@@ -19,6 +19,13 @@ Choices, checked on the project's test clips:
   merged into one spanning their times.
 * Whisper's timestamps can run past the end of the audio (a 6.6 s clip gave 0.0-7.0 s): they are
   clipped to the audio's length.
+* The same audio gives the same lines. Where its beam search fails, Whisper samples (the temperature
+  fallback) from CTranslate2's random generator, one per model thread, seeded from a process-wide seed
+  when first used and never again: the 20-minute benchmark video's second half gave 8, 7 and 4 lines
+  in three runs, and a speech clip played backwards a different "Thank you for watching!" each time.
+  So the seed is set (``SAMPLING_SEED``) before the model is made, and a model that has sampled is made
+  anew before the next ``hear`` (0.14 s for tiny.en; most audio never makes Whisper sample): three runs,
+  three times the same lines.
 
 Speed on the 2-core machines: about 0.1-0.15 x real time for continuous speech (5 s of speech in
 ~0.65 s), ~0.005 x for audio without speech (the VAD skips it).
@@ -55,6 +62,10 @@ shorter than a spoken word; the shortest voice stretch in the speech clips laste
 SILENCE_PEAK = 1e-4
 """Audio whose absolute peak is below this (-80 dBFS) is treated as silence without running Whisper."""
 
+SAMPLING_SEED = 0
+"""CTranslate2's random seed when a model is made: what Whisper's temperature fallback samples from (see the
+module's notes). Process-wide in CTranslate2; every model made here sets the same value."""
+
 
 class WhisperSpeechToText:
     """``SpeechToText`` backed by faster-whisper, ``int8`` on the CPU.
@@ -86,6 +97,7 @@ class WhisperSpeechToText:
         # the filter's version too: it changes what is transcribed, and the memory's cache key holds the name
         self.name = f"faster-whisper:{model_name}?filter={filter_version()}"
         self._whisper: Any = None
+        self._decoded = False  # whether the loaded model has decoded (its random generator may have moved)
         self._lock = threading.Lock()
 
     def load(self) -> None:
@@ -114,7 +126,10 @@ class WhisperSpeechToText:
             return []
         duration_s = samples.size / SAMPLE_RATE
         with self._lock:
+            if self._may_have_sampled():  # its random generator has moved: start again from the seed
+                self._whisper, self._decoded = None, False
             whisper = self._ensure_loaded()
+            self._decoded = True
             segments, _info = whisper.transcribe(
                 samples,
                 language=self.language,
@@ -140,6 +155,13 @@ class WhisperSpeechToText:
 
     # -- internals ------------------------------------------------------------------------------
 
+    def _may_have_sampled(self) -> bool:
+        """Whether the loaded model has drawn random numbers: it sampled, or (where it cannot be watched) decoded."""
+        if self._whisper is None:
+            return False
+        watch = getattr(self._whisper, "model", None)
+        return watch.sampled if isinstance(watch, _SamplingWatch) else self._decoded
+
     def _ensure_loaded(self) -> Any:
         """The loaded ``WhisperModel`` (call with the lock held)."""
         if self._whisper is None:
@@ -152,14 +174,37 @@ class WhisperSpeechToText:
                     "run `pip install faster-whisper==1.2.1`"
                 ) from error
             try:
+                import ctranslate2
+
+                ctranslate2.set_random_seed(SAMPLING_SEED)  # read by the model's threads when they first sample
                 self._whisper = WhisperModel(
                     str(path), device="cpu", compute_type="int8", cpu_threads=self.threads, local_files_only=True
                 )
+                inner = getattr(self._whisper, "model", None)
+                if callable(getattr(inner, "generate", None)):
+                    self._whisper.model = _SamplingWatch(inner)
             except Exception as error:  # CTranslate2 raises RuntimeError/ValueError/OSError variously
                 raise ModelUnavailableError(
                     f"speech to text unavailable: cannot load Whisper model from {path} ({error})"
                 ) from error
         return self._whisper
+
+
+class _SamplingWatch:
+    """faster-whisper's CTranslate2 model, passed through, noting whether a decode sampled (the temperature
+    fallback asks ``generate`` for ``sampling_temperature`` above 0); any other attribute is the model's."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self.sampled = False
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        if float(kwargs.get("sampling_temperature") or 0.0) > 0:
+            self.sampled = True
+        return self._model.generate(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
 
 
 def said(lines: list[HeardLine], *, offset_s: float = 0.0) -> list[SpeechSegment]:
