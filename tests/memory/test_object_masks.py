@@ -83,6 +83,21 @@ def test_a_mask_left_for_tracking_is_cut_only_for_a_detection_that_joins_an_obje
         assert mask == encode_mask(grabcut.segment_box(frames[time_s], (x1, y1, x2, y2)))
 
 
+def test_cuts_past_a_frames_bound_are_made_at_once(clip: Path, tmp_path: Path, monkeypatch) -> None:
+    from vidagent.memory.stages import objects
+
+    library, video, _ = _build(clip, tmp_path / "waiting", OfflineSegmenter(GrabCutSegmenter()), _LessSure())
+    with library:
+        waiting = _detections(library, video)
+    monkeypatch.setattr(objects, "MAX_WAITING_BYTES_PER_FRAME", 1)  # no cut fits: every one is made at once
+    library, video, _ = _build(clip, tmp_path / "at once", OfflineSegmenter(GrabCutSegmenter()), _LessSure())
+    with library:
+        at_once = _detections(library, video)
+    assert all(row[8] is not None for row in at_once)  # the ellipse's too, though it joins no object
+    assert [row[:8] for row in at_once] == [row[:8] for row in waiting]
+    assert [row[8] for row in at_once if row[7] is not None] == [row[8] for row in waiting if row[7] is not None]
+
+
 class _StopsAfterOneChunk(ObjectsStage):
     chunks_left = 1
 
