@@ -41,8 +41,8 @@ from vidagent.perception.detections import CLASS_NAME, class_names, make_detecti
 from vidagent.perception.masks import decode_mask, encode_mask
 from vidagent.perception.object_kind import kind_note, square_crop
 from vidagent.perception.segmenter import PendingCut
-from vidagent.perception.tracking import DEFAULT_ACTIVATION
 from vidagent.perception.suite import Perception
+from vidagent.perception.tracking import DEFAULT_ACTIVATION
 from vidagent.video.change import ChangeLimits
 from vidagent.video.pixels import crop_box
 from vidagent.video.video import SampledFrame, Video
@@ -267,18 +267,20 @@ class ObjectsStage:
         """The masks ``process`` left for later of the detections ``rows`` of ``seen``, over the displayed video:
         cut from what ``process`` kept, or (a build resumed from checkpoints) from the frame decoded again."""
         wanted: dict[tuple[float, int], list[int]] = {}  # (time the frame was measured at, place) -> rows
+        result_of: dict[tuple[float, int], Mapping[str, Any]] = {}  # -> the frame's result (a near-duplicate's too)
         for i in rows:
             result = results[float(seen.data[TIME][i])]
             slot = int(seen.data[SLOT][i])
             if slot in result.get("later", ()):
-                wanted.setdefault((float(result["measured_at"]), slot), []).append(i)
+                key = (float(result["measured_at"]), slot)
+                wanted.setdefault(key, []).append(i)
+                result_of.setdefault(key, result)
         if not wanted:
             return {}
         cuts: dict[tuple[float, int], PendingCut | np.ndarray] = {}
         again: dict[float, list[int]] = defaultdict(list)
         source: dict[float, Mapping[str, Any]] = {}
-        for (measured_at, slot), found in wanted.items():
-            result = results[float(seen.data[TIME][found[0]])]
+        for (measured_at, slot), result in result_of.items():
             kept = result.get("waiting")
             if isinstance(kept, Unsaved) and slot in kept.value:
                 cuts[(measured_at, slot)] = kept.value[slot]
@@ -305,8 +307,7 @@ class ObjectsStage:
             coded = dict(zip(keys, pool.map(cut, keys)))
         masks: dict[int, str] = {}
         for key, found in wanted.items():
-            size = tuple(results[float(seen.data[TIME][found[0]])]["size"])
-            scaled = _scaled_mask(coded[key], size, (video.info.width, video.info.height))
+            scaled = _scaled_mask(coded[key], tuple(result_of[key]["size"]), (video.info.width, video.info.height))
             masks.update((i, scaled) for i in found)
         return masks
 
