@@ -186,14 +186,17 @@ def test_copies_read_at_once_what_one_engine_on_both_cores_reads(tmp_path):
 
 
 @pytest.mark.models
-def test_dictionary_copy_is_cached(tmp_path):
+def test_dictionary_copy_and_folded_models_are_cached(tmp_path):
     first = RapidTextReader(cache_dir=tmp_path)
     first.load()
     copies = list(tmp_path.glob("ppocr_keys_v5_noblank-*.txt"))
     assert len(copies) == 1
     assert not copies[0].read_text(encoding="utf-8").startswith("blank")
+    folded = sorted(tmp_path.glob("*-folded*.onnx"))
+    assert len(folded) == 2  # the detector and the recogniser
+    written = {path: path.stat().st_mtime_ns for path in tmp_path.glob("*")}
     RapidTextReader(cache_dir=tmp_path).load()
-    assert list(tmp_path.glob("*")) == copies  # reused, no temporary files left
+    assert {path: path.stat().st_mtime_ns for path in tmp_path.glob("*")} == written  # reused, no temporary files
 
 
 @pytest.mark.models

@@ -55,19 +55,21 @@ to 960 px 0.19 s, to 640 px 0.09 s (small text lost); 640x360 at its own size 0.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from vidagent.errors import ModelUnavailableError
 from vidagent.perception.base import TextBox
 from vidagent.perception.copies import ModelCopies
+from vidagent.perception.onnx_folds import FOLDS_VERSION, fold
 from vidagent.perception.overlay_words import known_overlay_word
 
 DEFAULT_SIDE = 960
@@ -90,6 +92,8 @@ _CLAHE_CLIP = 2.0
 _CLAHE_TILES = 16
 _KEYS_FILE_PREFIX = "ppocr_keys_v5_noblank"
 _SESSION_PATCH_LOCK = threading.Lock()
+
+logger = logging.getLogger(__name__)
 
 
 class RapidTextReader:
@@ -212,6 +216,7 @@ class RapidTextReader:
             for path in (det, rec):
                 if not path.is_file():
                     raise FileNotFoundError(f"{path} is missing")
+            det, rec = _folded_model(det, self.cache_dir), _folded_model(rec, self.cache_dir)
             with _onnxruntime_without_spinning():
                 engine = RapidOCR(
                     det_model_path=str(det),
@@ -330,17 +335,47 @@ def _keys_without_blank(source: Path, cache_dir: Path) -> Path:
     first, newline, rest = data.partition(b"\n")
     if first.strip() != b"blank":
         return source  # already in the layout rapidocr expects
-    target = cache_dir / f"{_KEYS_FILE_PREFIX}-{hashlib.sha256(data).hexdigest()[:16]}.txt"
-    if target.is_file() and target.stat().st_size == len(rest):
+    name = f"{_KEYS_FILE_PREFIX}-{hashlib.sha256(data).hexdigest()[:16]}.txt"
+    return _written_once(cache_dir, name, lambda: rest, "the OCR dictionary")
+
+
+def _folded_model(source: Path, cache_dir: Path) -> Path:
+    """``source`` with ``onnx_folds.fold``'s rewrites (13-21 % less time a run, the same outputs to float rounding),
+    written once into ``cache_dir``; ``source`` itself where the model cannot be rewritten."""
+    data = source.read_bytes()
+    name = f"{source.stem}-folded{FOLDS_VERSION}-{hashlib.sha256(data).hexdigest()[:16]}.onnx"
+
+    def folded() -> bytes:
+        import onnx
+
+        model = onnx.load_from_string(data)
+        made = fold(model)
+        logger.debug("OCR model %s folded: %s", source.name, dict(made))
+        return model.SerializeToString()
+
+    try:
+        return _written_once(cache_dir, name, folded, f"the folded {source.name}")
+    except ModelUnavailableError:
+        raise
+    except Exception as error:  # a model the rewrites do not understand still runs as it was shipped
+        logger.warning("OCR runs %s unfolded (%s)", source.name, error)
+        return source
+
+
+def _written_once(cache_dir: Path, name: str, make: Callable[[], bytes], what: str) -> Path:
+    """``cache_dir / name``, written atomically from ``make()`` unless it is already there."""
+    target = cache_dir / name
+    if target.is_file():
         return target
+    data = make()
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=cache_dir, prefix=f".{_KEYS_FILE_PREFIX}-", suffix=".tmp")
+        handle, temporary = tempfile.mkstemp(dir=cache_dir, prefix=f".{target.stem}-", suffix=".tmp")
         with os.fdopen(handle, "wb") as out:
-            out.write(rest)
+            out.write(data)
         os.replace(temporary, target)
     except OSError as error:
-        raise ModelUnavailableError(f"OCR unavailable: cannot write the OCR dictionary into {cache_dir} ({error})") from error
+        raise ModelUnavailableError(f"OCR unavailable: cannot write {what} into {cache_dir} ({error})") from error
     return target
 
 
