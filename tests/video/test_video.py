@@ -71,6 +71,47 @@ def test_frames_decoded_on_one_thread_are_the_frames_decoded_on_several(tmp_path
     assert all(np.array_equal(a.image, b.image) for a, b in zip(sought, several[2:4]))
 
 
+def _moving_square_clip(path: Path, count: int = 60) -> Path:
+    """An H.264 clip whose frames differ a little each (a square moving over a fixed texture): x264 codes most
+    of them as B-frames nothing is predicted from."""
+    texture = np.random.default_rng(3).integers(0, 255, (96, 128, 3), dtype=np.uint8)
+    frames = []
+    for i in range(count):
+        image = texture.copy()
+        image[20:50, 2 * i % 100:2 * i % 100 + 24] = (255, 20 * (i % 12), 0)
+        frames.append(image)
+    return write_test_video(path, frames, fps=10)
+
+
+@pytest.mark.parametrize("one_thread", [True, False])
+def test_frames_nothing_is_predicted_from_are_skipped_unless_requested(tmp_path: Path, monkeypatch, one_thread):
+    video = Video(_moving_square_clip(tmp_path / "square.mp4"))
+    times = [0.0, 0.05, 0.1, 0.37, 1.23, 1.3, 2.0, 2.04, 3.51, 5.9, 9.0]
+    decoded: list[int] = []
+    plain_decoded = Video._decoded
+
+    def counting(self, *args, **kwargs):
+        for frame in plain_decoded(self, *args, **kwargs):
+            decoded.append(frame.pts)
+            yield frame
+
+    monkeypatch.setattr(Video, "_decoded", counting)
+    skipping = list(video.frames_at(times, one_thread=one_thread))
+    assert video._frames_shown(sorted(times)) is not None
+    skipped_count = len(decoded)
+    decoded.clear()
+    monkeypatch.setattr(Video, "_frames_shown", lambda self, targets: None)
+    everything = list(video.frames_at(times, one_thread=one_thread))
+    assert len(decoded) == 60 and skipped_count < 45  # the decoder skipped frames
+    assert [f.time_s for f in skipping] == [f.time_s for f in everything] == times
+    assert all(np.array_equal(a.image, b.image) for a, b in zip(skipping, everything))
+
+
+def test_an_avi_with_packed_b_frames_is_decoded_whole():
+    video = Video(video_path("github_mmaction2/test.avi"))  # its frames come out of their stamps' order
+    assert video._frames_shown([0.25, 3.0]) is None
+
+
 def test_keyframes_near_gives_the_nearest_keyframe_within_reach_decoding_only_keyframes(tmp_path: Path):
     # 6 s at 10 fps, a keyframe every 2 s (0, 2, 4 s); frame i has brightness 4*i
     path = tmp_path / "gop.mp4"

@@ -12,6 +12,7 @@ the stream is read from its start as before.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import math
@@ -31,6 +32,12 @@ TRUNCATION_SLACK_S = 0.5  # video data may end this much (or 2 % of the duration
 # frames_between seeks this much before a window's start when a seek to the start itself lands after it (a
 # keyframe whose decoding time is before the start and whose presentation time is after it, with B-frames)
 SEEK_BACKOFF_S = (0.0, 1.0, 5.0)
+# frames_at decodes in full the frames this close (seconds) to a requested time's boundary too, so a last-bit
+# difference between its arithmetic and the decoder's frame time cannot leave the served frame skipped
+_SHOWN_MARGIN_S = 1e-4
+# where frames_at lets the decoder skip frames nothing is predicted from (see Video._frames_shown)
+_SKIPPING_CODECS = frozenset({"h264", "hevc"})
+_SKIPPING_CONTAINERS = frozenset({"mp4", "mov", "matroska"})
 # Demuxers that happily "decode" things that are not videos (text files, still images).
 _NOT_VIDEO_FORMATS = ("tty", "image2", "ansi", "bin", "xbin", "idf", "adf")
 
@@ -185,7 +192,8 @@ class Video:
             return
         next_target = 0
         previous = None
-        for frame in self._decoded(from_s=targets[0] if seek else 0.0, one_thread=one_thread):
+        shown = None if seek else self._frames_shown(targets)
+        for frame in self._decoded(from_s=targets[0] if seek else 0.0, one_thread=one_thread, only=shown):
             # A target is served by the last frame whose time is <= target (the frame on screen).
             while next_target < len(targets) and frame.time > targets[next_target] + 1e-6:
                 chosen = previous if previous is not None else frame
@@ -277,10 +285,57 @@ class Video:
         count = max(1, int(self.duration_s * fps))
         return self.frames_at([step / 2 + i * step for i in range(count)], max_side=max_side)
 
-    def _decoded(self, from_s: float = 0.0, *, one_thread: bool = False) -> Iterator[av.VideoFrame]:
+    def _frames_shown(self, targets: Sequence[float]) -> frozenset[int] | None:
+        """The presentation stamps (``pts``) of the frames ``frames_at`` serves ``targets`` (sorted) with: for
+        each, the last frame whose time is at or before it (the first frame for a time before every frame),
+        with the frames a hair (``_SHOWN_MARGIN_S``) either side of that boundary. Read from the packets alone
+        (a tenth of a second for 30,000 of them), up to a second past the last target. None (decode everything) where a packet has no stamp, or
+        where no packet is shown at another time than it is decoded at: a stream without B-frames (nothing to
+        skip), or one whose stamps do not say the order frames are shown in (a file that gives B-frames their
+        decoding times: the decoder hands frames out of their stamps' order, so which one serves a time
+        cannot be told from the packets), and for codecs or containers other than H.264 and HEVC in MP4 or
+        Matroska (an AVI's packed B-frames come out of their stamps' order too)."""
+        try:
+            with av.open(str(self.path)) as container:
+                stream = container.streams.video[0]
+                formats = set(container.format.name.split(","))
+                if (not stream.time_base or stream.codec_context.name not in _SKIPPING_CODECS
+                        or not formats & _SKIPPING_CONTAINERS):
+                    return None
+                base = Fraction(stream.time_base)
+                # a packet is shown no earlier than it is decoded: past this decoding stamp none serves a target
+                last_dts = math.ceil((Fraction(targets[-1]) + 1) / base)
+                stamps, reordered = [], False
+                for packet in container.demux(stream):
+                    if packet.size:
+                        if packet.pts is None:
+                            return None
+                        stamps.append(packet.pts)
+                        reordered = reordered or (packet.dts is not None and packet.dts != packet.pts)
+                        if packet.dts is not None and packet.dts > last_dts:
+                            break
+        except (av.error.FFmpegError, OSError):
+            return None  # the decoding pass says what is wrong
+        if not stamps or not reordered:
+            return None
+        stamps.sort()
+        times = [stamp * base.numerator / base.denominator for stamp in stamps]
+        shown: set[int] = {stamps[0]}
+        for target in targets:
+            first_after = bisect.bisect_right(times, target + 1e-6 + _SHOWN_MARGIN_S)
+            last_before = bisect.bisect_right(times, target + 1e-6 - _SHOWN_MARGIN_S) - 1
+            shown.update(stamps[max(0, last_before):max(1, first_after)])
+        return frozenset(shown)
+
+    def _decoded(self, from_s: float = 0.0, *, one_thread: bool = False,
+                 only: frozenset[int] | None = None) -> Iterator[av.VideoFrame]:
         """Every frame of the video stream that has a time, in decode order, in one pass: from the start,
         or (``from_s`` > 0) from the keyframe at or before ``from_s`` where one seek finds it; damaged data
-        ends it with a ``VideoError``. ``one_thread``: see ``frames_at``."""
+        ends it with a ``VideoError``. ``one_thread``: see ``frames_at``. ``only``: the stamps (``pts``) of the
+        frames wanted: the decoder skips the frames no other frame is predicted from (``skip_frame`` NONREF,
+        set packet by packet) unless they are wanted, which saves a third of the decoding on B-frame H.264
+        (9.8 -> 6.6 CPU s for 30,000 frames) and leaves every wanted frame as it was (the frames they are
+        predicted from are decoded as before)."""
         try:
             if from_s > 0:
                 with av.open(str(self.path)) as container:
@@ -291,7 +346,11 @@ class Video:
             with av.open(str(self.path)) as container:
                 stream = container.streams.video[0]
                 _set_threads(stream, one_thread)
-                for frame in container.decode(stream):
+                if only is None:
+                    frames: Iterator[av.VideoFrame] = container.decode(stream)
+                else:
+                    frames = _decoded_skipping(container, stream, only)
+                for frame in frames:
                     if frame.time is not None:
                         yield frame
         except (av.error.FFmpegError, OSError) as error:
@@ -362,6 +421,16 @@ def _check_complete(path: Path, container: av.container.InputContainer, stream: 
         raise VideoError(f"{path}: the file is cut short: its video data ends at {end:.2f} s of the {duration_s:.2f} s "
                          f"its header gives (an unfinished download or copy?); get the whole file, or cut the "
                          f"readable part into a file of its own")
+
+
+def _decoded_skipping(container: av.container.InputContainer, stream: av.video.stream.VideoStream,
+                      wanted: frozenset[int]) -> Iterator[av.VideoFrame]:
+    """``container.decode(stream)``, the decoder told before each packet whether it may skip that packet's
+    frame where nothing is predicted from it: only where its stamp is not ``wanted``."""
+    context = stream.codec_context
+    for packet in container.demux(stream):
+        context.skip_frame = "DEFAULT" if packet.pts is None or packet.pts in wanted else "NONREF"
+        yield from packet.decode()
 
 
 def _set_threads(stream: av.video.stream.VideoStream, one_thread: bool) -> None:
