@@ -119,3 +119,23 @@ def test_a_graph_output_is_never_folded_away():
     model.graph.output.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, CHANNELS, 9, 9]))
     folded, made = _folded(model)
     assert _ops(folded) == ["Conv", "Mul"] and made["after_conv"] == 0
+
+
+def test_a_constant_a_caller_may_feed_is_not_folded_and_stays():
+    model = _model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                    helper.make_node("Mul", ["c", "k"], ["y"])], {**_weights(), "k": [2.0]})
+    model.graph.input.append(helper.make_tensor_value_info("k", TensorProto.FLOAT, [1]))
+    folded, made = _folded(model)
+    assert _ops(folded) == ["Conv", "Mul"] and sum(made.values()) == 0
+    assert "k" in {item.name for item in folded.graph.initializer}
+
+
+def test_a_model_with_subgraphs_is_left_as_it_is():
+    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["z"])], "branch", [],
+                               [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    model = _model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                    helper.make_node("Mul", ["c", "k"], ["y"]),
+                    helper.make_node("If", ["flag"], ["unused"], then_branch=branch, else_branch=branch)],
+                   {**_weights(), "k": [2.0]})
+    before = model.SerializeToString()
+    assert sum(fold(model).values()) == 0 and model.SerializeToString() == before

@@ -34,9 +34,12 @@ _HARD_SWISH_MIN_OPSET = 14
 
 
 def fold(model: Any) -> Counter[str]:
-    """Rewrite ``model`` (an ``onnx.ModelProto``) in place; returns how many of each rewrite were made."""
-    graph = _Graph(model)
+    """Rewrite ``model`` (an ``onnx.ModelProto``) in place; returns how many of each rewrite were made. A model
+    with subgraphs (``If``, ``Loop``, ``Scan``: their constants are not followed here) is left as it is."""
     made: Counter[str] = Counter()
+    if any(attribute.g.node or attribute.graphs for node in model.graph.node for attribute in node.attribute):
+        return made
+    graph = _Graph(model)
     made["identity"] = graph.bypass_identities()
     if graph.opset() >= _HARD_SWISH_MIN_OPSET:
         made["hard_swish"] = graph.recognise_hard_swish()
@@ -54,7 +57,10 @@ class _Graph:
 
         self.helper, self.numpy_helper = helper, numpy_helper
         self.model, self.graph = model, model.graph
-        self.constants: dict[str, np.ndarray] = {item.name: numpy_helper.to_array(item) for item in self.graph.initializer}
+        overridable = {item.name for item in self.graph.input}  # an initializer a caller may feed is no constant
+        self.constants: dict[str, np.ndarray] = {item.name: numpy_helper.to_array(item)
+                                                 for item in self.graph.initializer if item.name not in overridable}
+        self._fed = [item for item in self.graph.initializer if item.name in overridable]
         self.graph_outputs = {item.name for item in self.graph.output}
         self._made = 0
         self._index()
@@ -128,7 +134,7 @@ class _Graph:
         read = {name for node in self.graph.node for name in node.input}
         kept = [self.numpy_helper.from_array(value, name) for name, value in self.constants.items() if name in read]
         del self.graph.initializer[:]
-        self.graph.initializer.extend(kept)
+        self.graph.initializer.extend(self._fed + kept)
 
     # -- rewrites ---------------------------------------------------------------------------
     def bypass_identities(self) -> int:
@@ -172,7 +178,8 @@ class _Graph:
             pair = self.operand_and_constant(after)
             if pair is None or pair[0] != conv.output[0]:
                 continue
-            values = _per_channel(self.constants[pair[1]], self.constant(conv.input[1]).shape[0])  # type: ignore[union-attr]
+            channels = self.constants[conv.input[1]].shape[0]
+            values = _per_channel(self.constants[pair[1]], channels)
             if values is not None:
                 return conv, after, values
         return None

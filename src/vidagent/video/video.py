@@ -36,7 +36,8 @@ SEEK_BACKOFF_S = (0.0, 1.0, 5.0)
 # difference between its arithmetic and the decoder's frame time cannot leave the served frame skipped
 _SHOWN_MARGIN_S = 1e-4
 # where frames_at lets the decoder skip frames nothing is predicted from (see Video._frames_shown)
-_SKIPPING_CODECS = frozenset({"h264", "hevc"})
+# (H.264 only: an HEVC picture marked non-reference may still be predicted from by a higher temporal layer)
+_SKIPPING_CODECS = frozenset({"h264"})
 _SKIPPING_CONTAINERS = frozenset({"mp4", "mov", "matroska"})
 # Demuxers that happily "decode" things that are not videos (text files, still images).
 _NOT_VIDEO_FORMATS = ("tty", "image2", "ansi", "bin", "xbin", "idf", "adf")
@@ -289,12 +290,13 @@ class Video:
         """The presentation stamps (``pts``) of the frames ``frames_at`` serves ``targets`` (sorted) with: for
         each, the last frame whose time is at or before it (the first frame for a time before every frame),
         with the frames a hair (``_SHOWN_MARGIN_S``) either side of that boundary. Read from the packets alone
-        (a tenth of a second for 30,000 of them), up to a second past the last target. None (decode everything) where a packet has no stamp, or
-        where no packet is shown at another time than it is decoded at: a stream without B-frames (nothing to
-        skip), or one whose stamps do not say the order frames are shown in (a file that gives B-frames their
-        decoding times: the decoder hands frames out of their stamps' order, so which one serves a time
-        cannot be told from the packets), and for codecs or containers other than H.264 and HEVC in MP4 or
-        Matroska (an AVI's packed B-frames come out of their stamps' order too)."""
+        (a tenth of a second for 30,000 of them), up to a second past the last target.
+
+        None (decode everything) where a packet has no stamp; where no packet is shown at another time than
+        it is decoded at: a stream without B-frames (nothing to skip), or one whose stamps do not say the order
+        frames are shown in (a file that gives B-frames their decoding times: the decoder hands frames out of
+        their stamps' order, so which one serves a time cannot be told from the packets); and for codecs or
+        containers other than H.264 in MP4 or Matroska (an AVI's packed B-frames come out of order too)."""
         try:
             with av.open(str(self.path)) as container:
                 stream = container.streams.video[0]
